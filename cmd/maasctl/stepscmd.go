@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
+)
+
+func newStepsCmd() *cobra.Command {
+	var files, sets []string
+	c := &cobra.Command{
+		Use:   "steps",
+		Short: "List the install steps in dependency order, with what each waits for",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			inv, err := inventory.Load(files, sets)
+			if err != nil {
+				return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+			}
+			reg, err := steps.NewRegistry(inv)
+			if err != nil {
+				return err
+			}
+			order, err := reg.TopoOrder()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "STEP\tAFTER\tTITLE")
+			for _, s := range order {
+				after := strings.Join(s.After, ",")
+				if after == "" {
+					after = "-"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\n", s.ID, after, s.Title)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().StringArrayVarP(&files, "file", "f", nil, "inventory YAML file (repeatable)")
+	c.Flags().StringArrayVar(&sets, "set", nil, "override one inventory value (repeatable)")
+	return c
+}

@@ -1,0 +1,104 @@
+// Package output renders run events for people and machines: a terminal
+// renderer (symbols and colour), plain lines for CI logs, and JSON lines.
+// What the user reads is kept apart from the debug log, which goes to a file.
+package output
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/maasctl/maasctl/steps"
+)
+
+// Format names a renderer: auto, tty, plain or json.
+type Format string
+
+// Formats.
+const (
+	Auto  Format = "auto"
+	TTY   Format = "tty"
+	Plain Format = "plain"
+	JSON  Format = "json"
+)
+
+// ParseFormat validates a --output value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case Auto, TTY, Plain, JSON:
+		return f, nil
+	}
+	return "", fmt.Errorf("--output %q: use one of auto, tty, plain, json", s)
+}
+
+// New returns an event renderer writing to w. Auto picks tty when w is a
+// terminal and plain otherwise.
+func New(f Format, w io.Writer) func(steps.Event) {
+	if f == Auto {
+		f = Plain
+		if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+			f = TTY
+		}
+	}
+	switch f {
+	case JSON:
+		enc := json.NewEncoder(w)
+		return func(ev steps.Event) { _ = enc.Encode(ev) }
+	case TTY:
+		return (&text{w: w, color: true}).render
+	default:
+		return (&text{w: w}).render
+	}
+}
+
+type text struct {
+	w     io.Writer
+	color bool
+}
+
+func (t *text) paint(code, s string) string {
+	if !t.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func dur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+func (t *text) render(ev steps.Event) {
+	pos := fmt.Sprintf("[%2d/%d]", ev.Index, ev.Total)
+	switch ev.Type {
+	case steps.EventRunStarted:
+		fmt.Fprintf(t.w, "maasctl: running %s\n", ev.Message)
+	case steps.EventStarted:
+		line := fmt.Sprintf("%s %s %-26s %s", pos, t.paint("36", "▶"), ev.Step, ev.Title)
+		if ev.Message != "" {
+			line += " (" + ev.Message + ")"
+		}
+		fmt.Fprintln(t.w, line)
+	case steps.EventProgress:
+		fmt.Fprintf(t.w, "%s   %-26s %s\n", strings.Repeat(" ", len(pos)), ev.Step, t.paint("2", ev.Message))
+	case steps.EventSkipped:
+		fmt.Fprintf(t.w, "%s %s %-26s unchanged %s\n", pos, t.paint("32", "="), ev.Step, dur(ev.Duration))
+	case steps.EventDone:
+		fmt.Fprintf(t.w, "%s %s %-26s done %s\n", pos, t.paint("32", "✓"), ev.Step, dur(ev.Duration))
+	case steps.EventFailed:
+		fmt.Fprintf(t.w, "%s %s %-26s failed after %s: %s\n", pos, t.paint("31", "✗"), ev.Step, dur(ev.Duration), ev.Message)
+	case steps.EventBlocked:
+		fmt.Fprintf(t.w, "%s %s %-26s not run: %s\n", pos, t.paint("33", "-"), ev.Step, ev.Message)
+	case steps.EventRunDone:
+		s := ev.Summary
+		fmt.Fprintf(t.w, "maasctl: %d done, %d unchanged, %d failed, %d not run in %s (API requests: %d reads, %d writes to managed objects)\n",
+			len(s.Done), len(s.Unchanged), len(s.Failed), len(s.Blocked), dur(s.Duration), s.Reads, s.Writes)
+	}
+}

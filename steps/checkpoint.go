@@ -1,0 +1,111 @@
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/kube"
+)
+
+// StateNamespace holds maasctl's own state: the checkpoints ConfigMap and the
+// run Lease.
+const (
+	StateNamespace     = "maasctl"
+	CheckpointsConfigMap = "maasctl-checkpoints"
+)
+
+// Checkpoint is what maasctl records after a step succeeded. It is a hint
+// only: a step is skipped on a re-run only when the checkpoint matches and
+// the live Check passes. It never holds a secret.
+type Checkpoint struct {
+	Step        string    `json:"step"`
+	InputHash   string    `json:"inputHash"`
+	ToolVersion string    `json:"toolVersion"`
+	Result      string    `json:"result"`
+	StartedAt   time.Time `json:"startedAt"`
+	DurationMS  int64     `json:"durationMs"`
+}
+
+// Checkpoints reads and writes the checkpoints ConfigMap (one data key per
+// step, the step ID with "/" replaced by ".").
+type Checkpoints struct {
+	c    *kube.Clients
+	mu   sync.Mutex
+	data map[string]Checkpoint
+}
+
+func checkpointKey(stepID string) string { return strings.ReplaceAll(stepID, "/", ".") }
+
+// LoadCheckpoints reads the checkpoints; a missing ConfigMap is empty.
+func LoadCheckpoints(ctx context.Context, c *kube.Clients) (*Checkpoints, error) {
+	cp := &Checkpoints{c: c, data: map[string]Checkpoint{}}
+	cm, err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Get(ctx, CheckpointsConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return cp, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoints %s/%s: %w", StateNamespace, CheckpointsConfigMap, err)
+	}
+	for k, v := range cm.Data {
+		var p Checkpoint
+		if json.Unmarshal([]byte(v), &p) == nil {
+			cp.data[k] = p
+		}
+	}
+	return cp, nil
+}
+
+// Get returns the checkpoint of a step.
+func (cp *Checkpoints) Get(stepID string) (Checkpoint, bool) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	p, ok := cp.data[checkpointKey(stepID)]
+	return p, ok
+}
+
+// All returns a copy of every checkpoint by step ID.
+func (cp *Checkpoints) All() map[string]Checkpoint {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	out := map[string]Checkpoint{}
+	for _, p := range cp.data {
+		out[p.Step] = p
+	}
+	return out
+}
+
+// Put records p and writes the ConfigMap with server-side apply.
+func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.data[checkpointKey(p.Step)] = p
+	data := map[string]any{}
+	for k, v := range cp.data {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		data[k] = string(b)
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": CheckpointsConfigMap, "namespace": StateNamespace,
+			"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue},
+		},
+		"data": data,
+	}}
+	if _, err := cp.c.Apply(ctx, cm); err != nil {
+		return fmt.Errorf("write checkpoint of %s: %w", p.Step, err)
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+)
+
+// InstallOptions are the inputs of Install.
+type InstallOptions struct {
+	Config      *rest.Config
+	Inventory   *inventory.Inventory
+	Secrets     Secrets
+	Emit        func(Event)
+	Log         *zap.Logger
+	ToolVersion string
+	// LeaseDuration is how long a killed run's lock blocks others. Default 60 s.
+	LeaseDuration time.Duration
+	// Identity names this run in the Lease. Default Identity().
+	Identity string
+}
+
+// ErrInvalidInventory wraps inventory validation errors (exit code 2).
+var ErrInvalidInventory = errors.New("invalid inventory")
+
+// Install validates the inventory, reads the facts it needs from the
+// cluster, takes the run Lease, and runs every step. Validation happens
+// before any request to the cluster.
+func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
+	if err := o.Inventory.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 60 * time.Second
+	}
+	if o.Identity == "" {
+		o.Identity = Identity()
+	}
+	clients, err := kube.New(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	env, err := NewEnv(ctx, clients, o.Inventory, o.Secrets, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := NewRegistry(o.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := AcquireLock(ctx, clients.Kube, o.Identity, o.LeaseDuration)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = lock.Release(rctx)
+	}()
+	cps, err := LoadCheckpoints(ctx, clients)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion}
+	sum, err := r.Run(ctx)
+	if sum != nil {
+		sum.LockWrites = lock.Writes()
+		sum.Writes -= lock.Writes()
+	}
+	return sum, err
+}
+
+// NewEnv resolves the facts rendering needs and renders every step.
+func NewEnv(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, s Secrets, log *zap.Logger) (*Env, error) {
+	host, err := GatewayHost(ctx, c, inv)
+	if err != nil {
+		return nil, err
+	}
+	facts := assets.Facts{Host: host}
+	objs, err := assets.Render(inv, facts)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Clients: c, Inv: inv, Facts: facts, Objects: objs, Secrets: s, Log: log}, nil
+}
+
+var ingressConfigGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Ingress"}
+
+// GatewayHost returns gateway.hostname, or maas.<apps domain> read from
+// config.openshift.io/v1 Ingress "cluster" .spec.domain.
+func GatewayHost(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (string, error) {
+	if inv.Gateway.Hostname != "" {
+		return inv.Gateway.Hostname, nil
+	}
+	ri, _, err := c.Resource(ingressConfigGVK, "")
+	if err != nil {
+		return "", fmt.Errorf("read the apps domain: %w; set gateway.hostname (e.g. --set gateway.hostname=maas.apps.example.com)", err)
+	}
+	ing, err := ri.Get(ctx, "cluster", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("config.openshift.io Ingress cluster not found, so the apps domain is unknown: set gateway.hostname (e.g. --set gateway.hostname=maas.apps.example.com)")
+	}
+	if err != nil {
+		return "", fmt.Errorf("read config.openshift.io Ingress cluster: %w", err)
+	}
+	domain, _, _ := unstructured.NestedString(ing.Object, "spec", "domain")
+	if domain == "" {
+		return "", fmt.Errorf("config.openshift.io Ingress cluster has no spec.domain: set gateway.hostname")
+	}
+	return "maas." + domain, nil
+}

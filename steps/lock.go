@@ -1,0 +1,167 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// LeaseName is the coordination.k8s.io Lease that serialises runs.
+const LeaseName = "maasctl-run"
+
+// LockHeldError says another run holds the Lease.
+type LockHeldError struct {
+	Holder    string
+	RenewTime time.Time
+	Expires   time.Time
+}
+
+func (e *LockHeldError) Error() string {
+	return fmt.Sprintf("another maasctl run holds Lease %s/%s: %s (last renewed %s, expires %s); wait for it to finish, or if it was killed, re-run after the lease expires",
+		StateNamespace, LeaseName, e.Holder, e.RenewTime.Format(time.RFC3339), e.Expires.Format(time.RFC3339))
+}
+
+// IsLockHeld reports whether err is a LockHeldError.
+func IsLockHeld(err error) bool {
+	var l *LockHeldError
+	return errors.As(err, &l)
+}
+
+// Lock is a held run Lease. Release it when the run ends.
+type Lock struct {
+	kc       kubernetes.Interface
+	identity string
+	duration time.Duration
+	cancel   context.CancelFunc
+	done     chan struct{}
+	writes   atomic.Int64
+}
+
+// Identity returns "user@host pid N started T", the holder string other runs see.
+func Identity() string {
+	u := "unknown"
+	if cu, err := user.Current(); err == nil {
+		u = cu.Username
+	}
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s@%s pid %d started %s", u, h, os.Getpid(), time.Now().UTC().Format(time.RFC3339))
+}
+
+// AcquireLock takes the run Lease or fails at once with a LockHeldError
+// naming the holder. A lease whose renewTime + leaseDurationSeconds has passed
+// (its run was killed) is taken over. While held, the lease is renewed every
+// duration/3; optimistic concurrency (resourceVersion) decides races.
+func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, duration time.Duration) (*Lock, error) {
+	if err := ensureStateNamespace(ctx, kc); err != nil {
+		return nil, err
+	}
+	leases := kc.CoordinationV1().Leases(StateNamespace)
+	now := metav1.NewMicroTime(time.Now())
+	secs := int32(duration / time.Second)
+	l := &Lock{kc: kc, identity: identity, duration: duration, done: make(chan struct{})}
+	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: StateNamespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{FieldManager: "maasctl"})
+		if apierrors.IsAlreadyExists(err) {
+			return nil, &LockHeldError{Holder: "a run that started at the same moment"}
+		}
+	case err != nil:
+		return nil, fmt.Errorf("read Lease %s/%s: %w", StateNamespace, LeaseName, err)
+	default:
+		if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != "" && cur.Spec.RenewTime != nil {
+			exp := cur.Spec.RenewTime.Add(time.Duration(ptr.Deref(cur.Spec.LeaseDurationSeconds, 0)) * time.Second)
+			if time.Now().Before(exp) {
+				return nil, &LockHeldError{Holder: h, RenewTime: cur.Spec.RenewTime.Time, Expires: exp}
+			}
+		}
+		cur.Spec.HolderIdentity, cur.Spec.LeaseDurationSeconds = &identity, &secs
+		cur.Spec.AcquireTime, cur.Spec.RenewTime = &now, &now
+		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "maasctl"})
+		if apierrors.IsConflict(err) {
+			return nil, &LockHeldError{Holder: "another run that took the expired lease just now"}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take Lease %s/%s: %w", StateNamespace, LeaseName, err)
+	}
+	l.writes.Add(1)
+	rctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go l.renew(rctx)
+	return l, nil
+}
+
+func (l *Lock) renew(ctx context.Context) {
+	defer close(l.done)
+	t := time.NewTicker(l.duration / 3)
+	defer t.Stop()
+	leases := l.kc.CoordinationV1().Leases(StateNamespace)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+			if err != nil || ptr.Deref(cur.Spec.HolderIdentity, "") != l.identity {
+				continue
+			}
+			now := metav1.NewMicroTime(time.Now())
+			cur.Spec.RenewTime = &now
+			if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "maasctl"}); err == nil {
+				l.writes.Add(1)
+			}
+		}
+	}
+}
+
+// Writes is the number of lease writes this lock made.
+func (l *Lock) Writes() int64 { return l.writes.Load() }
+
+// Release stops renewing and deletes the Lease if this run still holds it.
+func (l *Lock) Release(ctx context.Context) error {
+	l.cancel()
+	<-l.done
+	leases := l.kc.CoordinationV1().Leases(StateNamespace)
+	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+	if err != nil || ptr.Deref(cur.Spec.HolderIdentity, "") != l.identity {
+		return nil
+	}
+	err = leases.Delete(ctx, LeaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cur.ResourceVersion}})
+	if err == nil {
+		l.writes.Add(1)
+	}
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func ensureStateNamespace(ctx context.Context, kc kubernetes.Interface) error {
+	_, err := kc.CoreV1().Namespaces().Get(ctx, StateNamespace, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read Namespace %s: %w", StateNamespace, err)
+	}
+	ns := &corev1Namespace
+	_, err = kc.CoreV1().Namespaces().Create(ctx, ns.DeepCopy(), metav1.CreateOptions{FieldManager: "maasctl"})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Namespace %s: %w", StateNamespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+// Package waiters waits for Kubernetes objects to reach a condition by
+// watching them (client-go watch tools), never by fixed sleeps. A condition can
+// also fail fast (CSV Failed, InstallPlan RequiresApproval); on timeout the
+// error names every object still blocking with its last observed state.
+package waiters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/maasctl/maasctl/internal/kube"
+)
+
+// Result is one evaluation of a Condition against the live object.
+type Result struct {
+	// Done is true when the wanted state is reached.
+	Done bool
+	// Failed is a terminal failure: waiting longer will not help.
+	Failed error
+	// Status describes the observed state in a few words, e.g.
+	// "Ready=False (MissingDependency): ...". It is shown while waiting and in
+	// timeout errors, so it must never contain secret values.
+	Status string
+}
+
+// Condition evaluates a live object. It must be a pure function of obj.
+type Condition func(obj *unstructured.Unstructured) Result
+
+// Target is one object to wait for.
+type Target struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+	// Cond decides when the object is ready; nil means "exists".
+	Cond Condition
+	// OnChange, when set, is called each time the observed Status changes.
+	OnChange func(Result)
+}
+
+// String names the target as Kind namespace/name.
+func (t Target) String() string {
+	if t.Namespace == "" {
+		return t.GVK.Kind + " " + t.Name
+	}
+	return t.GVK.Kind + " " + t.Namespace + "/" + t.Name
+}
+
+// Blocked is one object a wait was still blocked on.
+type Blocked struct {
+	Object string
+	Status string
+}
+
+// TimeoutError is returned when the context ends before every target is done.
+type TimeoutError struct {
+	Blocked []Blocked
+}
+
+func (e *TimeoutError) Error() string {
+	parts := make([]string, 0, len(e.Blocked))
+	for _, b := range e.Blocked {
+		parts = append(parts, fmt.Sprintf("%s (%s)", b.Object, b.Status))
+	}
+	return "timed out waiting for " + strings.Join(parts, "; ")
+}
+
+// IsTimeout reports whether err is a TimeoutError.
+func IsTimeout(err error) bool {
+	var t *TimeoutError
+	return errors.As(err, &t)
+}
+
+// FailedError is a terminal failure reported by a Condition.
+type FailedError struct {
+	Object string
+	Err    error
+}
+
+func (e *FailedError) Error() string { return e.Object + ": " + e.Err.Error() }
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// For waits until t is done and returns the object as last seen. If t's kind
+// is not served yet, it first waits for its CRD to be Established (case B03).
+func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstructured, error) {
+	var mu sync.Mutex
+	last := Result{Status: "not found"}
+	set := func(r Result) {
+		mu.Lock()
+		changed := r.Status != last.Status
+		last = r
+		mu.Unlock()
+		if changed && t.OnChange != nil {
+			t.OnChange(r)
+		}
+	}
+	get := func() Result { mu.Lock(); defer mu.Unlock(); return last }
+
+	if _, err := c.Mapping(t.GVK); err != nil {
+		if !kube.IsNotServed(err) {
+			return nil, err
+		}
+		set(Result{Status: "kind " + t.GVK.Kind + " not served yet"})
+		if err := kindServed(ctx, c, t.GVK); err != nil {
+			if ctx.Err() != nil {
+				return nil, &TimeoutError{Blocked: []Blocked{{Object: t.String(), Status: get().Status}}}
+			}
+			return nil, err
+		}
+	}
+	ri, _, err := c.Resource(t.GVK, t.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	cond := t.Cond
+	if cond == nil {
+		cond = Exists()
+	}
+	sel := fields.OneTermEqualSelector("metadata.name", t.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	}
+	var obj *unstructured.Unstructured
+	pre := func(store cache.Store) (bool, error) {
+		if len(store.List()) == 0 {
+			set(Result{Status: "not found"})
+		}
+		return false, nil
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, pre, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			set(Result{Status: "deleted"})
+			return false, nil
+		}
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		obj = u
+		r := cond(u)
+		set(r)
+		if r.Failed != nil {
+			return false, &FailedError{Object: t.String(), Err: r.Failed}
+		}
+		return r.Done, nil
+	})
+	if err != nil {
+		var fe *FailedError
+		if errors.As(err, &fe) {
+			return obj, fe
+		}
+		if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
+			return obj, &TimeoutError{Blocked: []Blocked{{Object: t.String(), Status: get().Status}}}
+		}
+		if apierrors.IsForbidden(err) {
+			return obj, fmt.Errorf("watch %s: %w", t, err)
+		}
+		return obj, fmt.Errorf("wait for %s: %w", t, err)
+	}
+	return obj, nil
+}
+
+// All waits for every target in parallel. A terminal failure of one target
+// ends the wait at once; on timeout the error lists every target not done.
+func All(ctx context.Context, c *kube.Clients, targets ...Target) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type res struct {
+		i   int
+		err error
+	}
+	ch := make(chan res, len(targets))
+	for i, t := range targets {
+		go func() {
+			_, err := For(ctx, c, t)
+			ch <- res{i, err}
+		}()
+	}
+	var blocked []Blocked
+	var first error
+	for range targets {
+		r := <-ch
+		if r.err == nil {
+			continue
+		}
+		var te *TimeoutError
+		if errors.As(r.err, &te) {
+			blocked = append(blocked, te.Blocked...)
+			continue
+		}
+		if first == nil {
+			first = r.err
+			cancel()
+		}
+	}
+	if first != nil {
+		return first
+	}
+	if len(blocked) > 0 {
+		sort.Slice(blocked, func(i, j int) bool { return blocked[i].Object < blocked[j].Object })
+		return &TimeoutError{Blocked: blocked}
+	}
+	return nil
+}
+
+// CRDGVK is the kind of CustomResourceDefinition objects.
+var CRDGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// CRDEstablished waits for the CRD with the given name (plural.group).
+func CRDEstablished(name string) Target {
+	return Target{GVK: CRDGVK, Name: name, Cond: ConditionTrue("Established")}
+}
+
+// kindServed waits until a CRD serving gvk is Established, then refreshes
+// the REST mapper.
+func kindServed(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKind) error {
+	ri := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		return servesKind(u, gvk) && ConditionTrue("Established")(u).Done, nil
+	})
+	if err != nil {
+		return err
+	}
+	c.Mapper.Reset()
+	_, err = c.Mapping(gvk)
+	return err
+}
+
+func servesKind(crd *unstructured.Unstructured, gvk schema.GroupVersionKind) bool {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	if group != gvk.Group || kind != gvk.Kind {
+		return false
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if m["name"] == gvk.Version && m["served"] == true {
+			return true
+		}
+	}
+	return false
+}
