@@ -19,7 +19,7 @@ import (
 // StateNamespace holds maasctl's own state: the checkpoints ConfigMap and the
 // run Lease.
 const (
-	StateNamespace     = "maasctl"
+	StateNamespace       = "maasctl"
 	CheckpointsConfigMap = "maasctl-checkpoints"
 )
 

@@ -1,8 +1,8 @@
 package steps
 
 import (
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 

@@ -74,7 +74,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 	case apierrors.IsNotFound(err):
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: StateNamespace},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{FieldManager: "maasctl"})
 		if apierrors.IsAlreadyExists(err) {
 			return nil, &LockHeldError{Holder: "a run that started at the same moment"}

@@ -222,14 +222,18 @@ func applyAuthorinoTLS(ctx context.Context, e *Env) error {
 	svc, authorino := objs[0], objs[1]
 	k := e.Inv.Kuadrant
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: serviceGVK, Namespace: svc.GetNamespace(), Name: svc.GetName(),
-		OnChange: func(r waiters.Result) { e.progress(id, "waiting for Service %s/%s (created by the Authorino operator): %s", svc.GetNamespace(), svc.GetName(), r.Status) }}); err != nil {
+		OnChange: func(r waiters.Result) {
+			e.progress(id, "waiting for Service %s/%s (created by the Authorino operator): %s", svc.GetNamespace(), svc.GetName(), r.Status)
+		}}); err != nil {
 		return err
 	}
 	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{svc}); err != nil {
 		return err
 	}
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: secretGVK, Namespace: k.Namespace, Name: k.AuthorinoCertSecret,
-		OnChange: func(r waiters.Result) { e.progress(id, "waiting for the service CA to write Secret %s/%s: %s", k.Namespace, k.AuthorinoCertSecret, r.Status) }}); err != nil {
+		OnChange: func(r waiters.Result) {
+			e.progress(id, "waiting for the service CA to write Secret %s/%s: %s", k.Namespace, k.AuthorinoCertSecret, r.Status)
+		}}); err != nil {
 		return err
 	}
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName()}); err != nil {

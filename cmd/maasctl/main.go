@@ -17,12 +17,12 @@ import (
 
 // Exit codes (documented in README.md).
 const (
-	exitOK         = 0
-	exitFailed     = 1 // a step failed; re-run after fixing the cause
-	exitBadInput   = 2 // invalid flags or inventory; nothing was changed
-	exitLockHeld   = 3 // another run holds the Lease
-	exitTimeout    = 4 // a wait timed out
-	exitInterrupt  = 130
+	exitOK        = 0
+	exitFailed    = 1 // a step failed; re-run after fixing the cause
+	exitBadInput  = 2 // invalid flags or inventory; nothing was changed
+	exitLockHeld  = 3 // another run holds the Lease
+	exitTimeout   = 4 // a wait timed out
+	exitInterrupt = 130
 )
 
 func main() {
