@@ -1,0 +1,340 @@
+// Package vaultserver is an in-memory stand-in for a HashiCorp Vault server
+// that implements only the HTTP API maasctl uses, with Vault's documented
+// paths, status codes and JSON bodies. It exists because no Vault server
+// builds from the Go module proxy (see testenv/RECIPE.md §6); tests written
+// against it are meant to pass unchanged against a real Vault.
+//
+// Implemented (each handler cites its API page):
+//   - GET  /v1/sys/health
+//   - GET  /v1/sys/mounts
+//   - GET  /v1/sys/internal/ui/mounts/<path>
+//   - KV v2: GET, POST/PUT /v1/<mount>/data/<path> (options.cas),
+//     GET /v1/<mount>/metadata/<path>
+//   - KV v1: GET, POST/PUT /v1/<mount>/<path>
+//
+// Everything else answers 404 or 405 like Vault does for an unsupported path
+// or operation. Authentication is a fixed set of tokens: a root token with
+// every capability, optionally a token that may only read, and tokens with
+// given policy rules (exact paths and trailing-"*" globs). The server
+// is always initialized, unsealed and active. State lives in memory behind
+// one mutex, so concurrent check-and-set writes race for real and exactly
+// one wins.
+//
+// Overview of the HTTP API (tokens, status codes, error bodies):
+// https://developer.hashicorp.com/vault/api-docs
+package vaultserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mount is a KV secrets engine mount.
+type Mount struct {
+	// Path is the mount path without slashes, for example "kv".
+	Path string
+	// Version is the KV version, 1 or 2.
+	Version int
+}
+
+// Options configures New. The zero value serves one KV v2 mount "kv" with
+// root token "root" on 127.0.0.1 and a free port.
+type Options struct {
+	// Addr is the listen address; empty means "127.0.0.1:0". Only loopback
+	// addresses are accepted.
+	Addr string
+	// RootToken has every capability on every path. Empty means "root".
+	RootToken string
+	// ReadOnlyToken, when set, has the policy path "*" { capabilities =
+	// ["read"] }: it may read every KV path (and so look up mounts, and
+	// list sys/mounts) but gets 403 on every write.
+	ReadOnlyToken string
+	// Tokens are further tokens with their policy rules, for example a
+	// policy written for the logical path instead of <mount>/data/ (case
+	// B11).
+	Tokens map[string][]Rule
+	// Mounts are the KV mounts; empty means {kv, 2}.
+	Mounts []Mount
+	// Now returns the time used for created_time and friends; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Version is what GET /v1/sys/health reports as the server version.
+const Version = "0.0.0-maasctl-vaultserver"
+
+// Server is the in-memory Vault stand-in. It is an http.Handler; Start also
+// serves it on a loopback listener.
+type Server struct {
+	opts Options
+
+	mu     sync.Mutex
+	mounts map[string]*mount // by path without slashes
+	tokens map[string][]Rule // Options.Tokens plus AddToken
+
+	startOnce sync.Once
+	closeOnce sync.Once
+	stopped   bool          // Close was called (under mu)
+	closed    chan struct{} // closed once Close has finished
+	srv       *http.Server
+}
+
+type mount struct {
+	Mount
+	uuid     string
+	accessor string
+	kv1      map[string]map[string]any
+	kv2      map[string]*entry
+}
+
+// entry is one KV v2 key: its versions, oldest first (index i is version i+1).
+type entry struct {
+	versions []*version
+	created  time.Time
+	updated  time.Time
+}
+
+type version struct {
+	data      map[string]any
+	created   time.Time
+	deleted   time.Time
+	destroyed bool
+}
+
+// New returns a Server for opts. It panics on an invalid mount (empty path,
+// a version other than 1 or 2, or a duplicate), since that is a bug in the
+// test that builds it.
+func New(opts Options) *Server {
+	if opts.RootToken == "" {
+		opts.RootToken = "root"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if len(opts.Mounts) == 0 {
+		opts.Mounts = []Mount{{Path: "kv", Version: 2}}
+	}
+	s := &Server{opts: opts, mounts: map[string]*mount{}, tokens: map[string][]Rule{}, closed: make(chan struct{})}
+	for tok, rules := range opts.Tokens {
+		s.tokens[tok] = append([]Rule(nil), rules...)
+	}
+	for _, m := range opts.Mounts {
+		p := strings.Trim(m.Path, "/")
+		if p == "" || (m.Version != 1 && m.Version != 2) {
+			panic(fmt.Sprintf("vaultserver: invalid mount %+v", m))
+		}
+		if _, dup := s.mounts[p]; dup {
+			panic(fmt.Sprintf("vaultserver: duplicate mount %q", p))
+		}
+		s.mounts[p] = &mount{
+			Mount:    Mount{Path: p, Version: m.Version},
+			uuid:     newUUID(),
+			accessor: "kv_" + newUUID()[:8],
+			kv1:      map[string]map[string]any{},
+			kv2:      map[string]*entry{},
+		}
+	}
+	return s
+}
+
+// Start listens on Options.Addr and serves until Close is called or ctx is
+// done. It returns the base URL, "http://127.0.0.1:PORT". Errors: a
+// non-loopback address, a listen failure, or a second Start.
+func (s *Server) Start(ctx context.Context) (addr string, err error) {
+	listen := s.opts.Addr
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	if err := checkLoopback(listen); err != nil {
+		return "", err
+	}
+	started := false
+	s.startOnce.Do(func() { started = true })
+	if !started {
+		return "", errors.New("vaultserver: already started")
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return "", fmt.Errorf("vaultserver: listen on %s: %w", listen, err)
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return "", errors.New("vaultserver: started after Close")
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	srv := s.srv
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+		case <-s.closed:
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("vaultserver: listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("vaultserver: listen address %q is not a loopback address", addr)
+	}
+	return nil
+}
+
+// Close stops serving and closes open connections. It is safe to call more
+// than once and before Start.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		srv := s.srv
+		s.mu.Unlock()
+		if srv != nil {
+			err = srv.Close()
+		}
+		close(s.closed)
+	})
+	return err
+}
+
+// AddToken makes token valid with the given policy rules, replacing any
+// rules it had. Tests use it to build tokens like the ones an operator
+// issues (for example a policy that names the logical path, case B11).
+func (s *Server) AddToken(token string, rules []Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[token] = append([]Rule(nil), rules...)
+}
+
+// Versions is the current_version of a KV v2 key (0 when absent), or for a
+// KV v1 mount 1 when the key exists and 0 when not. It is for test
+// assertions; mount and path are without slashes.
+func (s *Server) Versions(mountPath, path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mounts[strings.Trim(mountPath, "/")]
+	if m == nil {
+		return 0
+	}
+	path = strings.Trim(path, "/")
+	if m.Version == 1 {
+		if _, ok := m.kv1[path]; ok {
+			return 1
+		}
+		return 0
+	}
+	if e := m.kv2[path]; e != nil {
+		return len(e.versions)
+	}
+	return 0
+}
+
+// Data is a copy of the data a read would return (the latest KV v2 version),
+// or nil when absent, deleted or destroyed. Non-string values are rendered
+// with fmt's %v. It is for test assertions.
+func (s *Server) Data(mountPath, path string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mounts[strings.Trim(mountPath, "/")]
+	if m == nil {
+		return nil
+	}
+	path = strings.Trim(path, "/")
+	var raw map[string]any
+	if m.Version == 1 {
+		raw = m.kv1[path]
+	} else if e := m.kv2[path]; e != nil && len(e.versions) > 0 {
+		if v := e.versions[len(e.versions)-1]; v.deleted.IsZero() && !v.destroyed {
+			raw = v.data
+		}
+	}
+	if raw == nil {
+		return nil
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		if sv, ok := v.(string); ok {
+			out[k] = sv
+		} else {
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+// DeleteLatest soft-deletes the latest version of a KV v2 key, as
+// `vault kv delete` does (DELETE /v1/<mount>/data/<path>), so tests can
+// build that state. It reports whether there was a version to delete.
+func (s *Server) DeleteLatest(mountPath, path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mounts[strings.Trim(mountPath, "/")]
+	if m == nil || m.Version != 2 {
+		return false
+	}
+	e := m.kv2[strings.Trim(path, "/")]
+	if e == nil || len(e.versions) == 0 {
+		return false
+	}
+	v := e.versions[len(e.versions)-1]
+	if !v.deleted.IsZero() {
+		return false
+	}
+	v.deleted = s.opts.Now().UTC()
+	e.updated = v.deleted
+	return true
+}
+
+// Paths lists the keys stored on a mount, sorted. It is for test assertions.
+func (s *Server) Paths(mountPath string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.mounts[strings.Trim(mountPath, "/")]
+	if m == nil {
+		return nil
+	}
+	var keys []string
+	if m.Version == 1 {
+		keys = append(keys, mapsKeys(m.kv1)...)
+	} else {
+		keys = append(keys, mapsKeys(m.kv2)...)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func mapsKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range maps.Keys(m) {
+		out = append(out, k)
+	}
+	return out
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
