@@ -1,0 +1,186 @@
+package steps
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/inventory"
+)
+
+func TestRegistryOrderFollowsDependencies(t *testing.T) {
+	reg, err := NewRegistry(inventory.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := reg.TopoOrder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int{}
+	for i, s := range order {
+		pos[s.ID] = i
+	}
+	for _, s := range reg.Steps {
+		for _, d := range s.After {
+			if pos[d] >= pos[s.ID] {
+				t.Errorf("%s runs before its dependency %s", s.ID, d)
+			}
+		}
+	}
+	// The documented phase order holds along the real dependencies.
+	for _, pair := range [][2]string{
+		{"database/cluster", "dbsecret/maas-db-config"},
+		{"dbsecret/maas-db-config", "rhoai/dsc"},
+		{"operators/rhcl", "platform/kuadrant"},
+		{"platform/gatewayclass", "platform/kuadrant"},
+		{"rhoai/dsc", "models/prepare"},
+		{"models/model", "access/auth-policy"},
+		{"access/subscription", "verify/status"},
+	} {
+		if pos[pair[0]] >= pos[pair[1]] {
+			t.Errorf("%s must come before %s", pair[0], pair[1])
+		}
+	}
+	rev, err := reg.ReverseOrder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev[0].ID != "verify/status" || rev[len(rev)-1].ID != order[0].ID {
+		t.Errorf("reverse order starts %s ends %s", rev[0].ID, rev[len(rev)-1].ID)
+	}
+}
+
+func TestRegistryRejectsCycle(t *testing.T) {
+	r := &Registry{Steps: []*Step{{ID: "a/x", After: []string{"b/y"}}, {ID: "b/y", After: []string{"a/x"}}, {ID: "c/z"}}}
+	_, err := r.TopoOrder()
+	if err == nil || !strings.Contains(err.Error(), "a/x, b/y") {
+		t.Fatalf("want a cycle error naming a/x and b/y, got %v", err)
+	}
+}
+
+func TestContains(t *testing.T) {
+	tests := []struct {
+		name     string
+		live     string
+		want     string
+		ok       bool
+		diffPath string
+	}{
+		{"equal", `{"a":1}`, `{"a":1}`, true, ""},
+		{"live has more", `{"a":1,"b":{"c":2}}`, `{"a":1}`, true, ""},
+		{"int vs float", `{"a":1.0}`, `{"a":1}`, true, ""},
+		{"value differs", `{"a":{"b":"x"}}`, `{"a":{"b":"y"}}`, false, ".a.b"},
+		{"missing key", `{"a":{}}`, `{"a":{"b":"y"}}`, false, ".a.b"},
+		{"list element superset", `{"l":[{"x":1,"y":2}]}`, `{"l":[{"x":1}]}`, true, ""},
+		{"list length differs", `{"l":[1,2]}`, `{"l":[1]}`, false, ".l"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			live, want := &unstructured.Unstructured{}, &unstructured.Unstructured{}
+			if err := live.UnmarshalJSON([]byte(`{"kind":"X","apiVersion":"v1","spec":` + tt.live + `}`)); err != nil {
+				t.Fatal(err)
+			}
+			if err := want.UnmarshalJSON([]byte(`{"kind":"X","apiVersion":"v1","spec":` + tt.want + `}`)); err != nil {
+				t.Fatal(err)
+			}
+			p, ok := Contains(live.Object, want.Object)
+			if ok != tt.ok || (!ok && p != ".spec"+tt.diffPath) {
+				t.Errorf("Contains = %q, %v; want %v at .spec%s", p, ok, tt.ok, tt.diffPath)
+			}
+		})
+	}
+}
+
+func TestDBConnectionURLEncodesPassword(t *testing.T) {
+	inv := inventory.Default()
+	pw := "p@ss:w/rd?#%"
+	got := DBConnectionURL(inv, pw)
+	u, err := url.Parse(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := u.User.Password(); p != pw {
+		t.Errorf("password round-trip: got %q", p)
+	}
+	want := "@maas-postgres-rw.rhoai-maas-db.svc:5432/maas?sslmode=require"
+	if !strings.HasPrefix(got, "postgresql://maas:") || !strings.HasSuffix(got, want) {
+		t.Errorf("URL %q", got)
+	}
+}
+
+func obj(t *testing.T, js string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(js)); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestOLMConditions(t *testing.T) {
+	tests := []struct {
+		name       string
+		cond       func(*unstructured.Unstructured) bool
+		js         string
+		done, fail bool
+	}{
+		{"subscription installed", func(u *unstructured.Unstructured) bool { return subscriptionInstalled(u).Done },
+			`{"apiVersion":"v1","kind":"S","status":{"state":"AtLatestKnown","installedCSV":"x.v1"}}`, true, false},
+		{"subscription upgrade pending", func(u *unstructured.Unstructured) bool { return subscriptionInstalled(u).Done },
+			`{"apiVersion":"v1","kind":"S","status":{"state":"UpgradePending","currentCSV":"x.v1"}}`, false, false},
+		{"csv succeeded", func(u *unstructured.Unstructured) bool { return csvSucceeded(u).Done },
+			`{"apiVersion":"v1","kind":"C","status":{"phase":"Succeeded","reason":"InstallSucceeded"}}`, true, false},
+		{"csv installing", func(u *unstructured.Unstructured) bool { return csvSucceeded(u).Done },
+			`{"apiVersion":"v1","kind":"C","status":{"phase":"Installing"}}`, false, false},
+		{"csv failed", func(u *unstructured.Unstructured) bool { return csvSucceeded(u).Failed != nil },
+			`{"apiVersion":"v1","kind":"C","status":{"phase":"Failed","reason":"InstallCheckFailed"}}`, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cond(obj(t, tt.js)); got != tt.done {
+				t.Errorf("got %v, want %v", got, tt.done)
+			}
+		})
+	}
+}
+
+func TestCheckMinVersion(t *testing.T) {
+	op := *inventory.Default().Operator("rhcl")
+	for _, tt := range []struct {
+		version string
+		ok      bool
+	}{{"1.4.0", false}, {"1.4.1", true}, {"1.5.0", true}, {"1.3.9", false}} {
+		csv := obj(t, `{"apiVersion":"v1","kind":"C","metadata":{"name":"rhcl-operator.v`+tt.version+`"},"spec":{"version":"`+tt.version+`"}}`)
+		err := checkMinVersion(csv, op)
+		if (err == nil) != tt.ok {
+			t.Errorf("version %s: err=%v, want ok=%v", tt.version, err, tt.ok)
+		}
+	}
+}
+
+func TestDSCReadyNeedsMaaS(t *testing.T) {
+	ready := `{"type":"Ready","status":"True","reason":"Ready"}`
+	tests := []struct {
+		name  string
+		conds string
+		phase string
+		done  bool
+	}{
+		{"all ready", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"}`, "Ready", true},
+		{"aggregate ready hides MaaS (B05)", ready + `,{"type":"AIGatewayReady","status":"False","reason":"NotReady"}`, "Ready", false},
+		{"no aigateway condition", ready, "Ready", false},
+		{"not ready phase", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"}`, "Not Ready", false},
+		{"maas removed", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"},{"type":"ModelsAsAServiceReady","status":"False","reason":"Removed"}`, "Ready", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := obj(t, `{"apiVersion":"v1","kind":"D","status":{"phase":"`+tt.phase+`","conditions":[`+tt.conds+`]}}`)
+			if got := dscReady(u).Done; got != tt.done {
+				t.Errorf("dscReady = %v, want %v (%s)", got, tt.done, dscReady(u).Status)
+			}
+		})
+	}
+}
