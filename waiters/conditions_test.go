@@ -24,7 +24,7 @@ func TestConditions(t *testing.T) {
 		{"phase failed", Phase([]string{"Active"}, "Failed"), `{"status":{"phase":"Failed","message":"boom"}}`, false, true},
 		{"and needs both", And(ConditionTrue("A"), ConditionTrue("B")),
 			`{"status":{"conditions":[{"type":"A","status":"True"},{"type":"B","status":"False"}]}}`, false, false},
-		{"exists", Exists(), `{}`, true, false},
+		{"exists", Exists(), `{"status":{}}`, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
