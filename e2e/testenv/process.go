@@ -1,0 +1,177 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one component: either a child of this process (cmd set) or a
+// process recorded in a pid file by an earlier `testenv up` (cmd nil).
+type process struct {
+	name    string
+	pid     int
+	cmd     *exec.Cmd
+	logFile string
+	pidFile string
+	// done is closed when the process has exited (and, for a child, has
+	// been reaped); waitErr is its exit status then.
+	done    chan struct{}
+	waitErr error
+}
+
+// startProcess launches bin/name with args, stdout and stderr appended to
+// stateDir/name.log, and records its pid in stateDir/name.pid.
+func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*process, error) {
+	p := &process{
+		name:    name,
+		logFile: filepath.Join(stateDir, name+".log"),
+		pidFile: filepath.Join(stateDir, name+".pid"),
+		done:    make(chan struct{}),
+	}
+	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s log: %w", name, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	// An *os.File is handed to the child as is (no copying goroutine), so
+	// the log keeps working after a detached parent has exited.
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.Dir = stateDir
+	cmd.SysProcAttr = sysProcAttr(detach)
+	if err := startCmd(cmd, detach); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p.cmd = cmd
+	p.pid = cmd.Process.Pid
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	if err := os.WriteFile(p.pidFile, []byte(strconv.Itoa(p.pid)+"\n"), 0o600); err != nil {
+		_ = p.stop(0)
+		return nil, fmt.Errorf("write %s pid file: %w", name, err)
+	}
+	return p, nil
+}
+
+// loadProcess reads stateDir/name.pid; it returns nil, nil when there is
+// no pid file.
+func loadProcess(stateDir, name string) (*process, error) {
+	pidFile := filepath.Join(stateDir, name+".pid")
+	b, err := os.ReadFile(pidFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s pid file: %w", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return nil, fmt.Errorf("read %s pid file %s: not a pid: %q", name, pidFile, strings.TrimSpace(string(b)))
+	}
+	return &process{
+		name:    name,
+		pid:     pid,
+		logFile: filepath.Join(stateDir, name+".log"),
+		pidFile: pidFile,
+	}, nil
+}
+
+// exited reports whether a child has exited; it is always false for a
+// loaded process (use alive).
+func (p *process) exited() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// alive reports whether the process still runs as this component.
+func (p *process) alive() bool {
+	if p.cmd != nil {
+		return !p.exited()
+	}
+	return pidIsComponent(p.pid, p.name)
+}
+
+// stop sends SIGTERM, waits up to grace, then sends SIGKILL and waits again
+// (up to 5 s). A process that is already gone is not an error, and is not
+// signalled: its pid may belong to another process by now.
+func (p *process) stop(grace time.Duration) error {
+	if !p.alive() {
+		return nil
+	}
+	var done <-chan struct{} = p.done
+	if p.done == nil {
+		done = waitPID(p.pid)
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%s (pid %d): send SIGTERM: %w", p.name, p.pid, err)
+	}
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+		}
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%s (pid %d): send SIGKILL: %w", p.name, p.pid, err)
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%s (pid %d) still runs 5 s after SIGKILL", p.name, p.pid)
+	}
+}
+
+// exitError describes an exited child for an error message: its exit
+// status and the last lines of its log.
+func (p *process) exitError() error {
+	return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logFile, tail(p.logFile, 15))
+}
+
+// tail returns the last n lines of a file, indented, or a note why not.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, "    "+sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// logContains reports whether the file contains s.
+func logContains(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte(s))
+}

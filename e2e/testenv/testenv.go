@@ -1,0 +1,272 @@
+// Package testenv runs a local Kubernetes control plane for maasctl's
+// integration and end-to-end tests and for `make demo`: etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake
+// node), all on 127.0.0.1 and on ports picked at start, loaded with the CRDs
+// a fresh OpenShift 4.22 cluster with cert-manager serves and with a fixture
+// that makes it look like such a cluster meeting maasctl's prerequisites.
+//
+// The binaries are built by `make testenv` into <repo>/bin/testenv; the way
+// they are run follows /work/shared/testenv/RECIPE.md (§3, §5, §8).
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+)
+
+// Environment variables read by [Start] and by the tests of this package.
+const (
+	// EnvBinDir overrides the default binary folder (<repo>/bin/testenv).
+	EnvBinDir = "MAASCTL_TESTENV_BIN"
+	// EnvCRDDir overrides the default CRD folder (<repo>/../shared/crds).
+	EnvCRDDir = "MAASCTL_CRDS"
+	// EnvRequire, set to "1", turns "binaries missing, skipping" into a test
+	// failure; CI sets it so that a broken `make testenv` cannot pass silently.
+	EnvRequire = "MAASCTL_REQUIRE_TESTENV"
+)
+
+// Component names. Each is also the binary name in Options.BinDir and the
+// base name of the component's StateDir/<name>.log and StateDir/<name>.pid.
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Kwok                  = "kwok"
+)
+
+// NodeName is the name of the one kwok-managed Node [Start] creates.
+const NodeName = "kwok-node-0"
+
+// KwokVersion is the sigs.k8s.io/kwok module version whose stage files
+// (kustomize/stage/...) are read from the module cache; it must match the
+// kwok binary that `make testenv` installs.
+const KwokVersion = "v0.8.0"
+
+// DefaultStartTimeout bounds [Start] when Options.StartTimeout is zero.
+// The recipe measured 4.6 s idle and 7–8 s on a busy 2-core machine.
+const DefaultStartTimeout = 2 * time.Minute
+
+// stopGrace is how long a component gets after SIGTERM before SIGKILL.
+const stopGrace = 10 * time.Second
+
+// ErrNotBuilt is wrapped by the error [Start] returns when a binary or the
+// kwok stage files are missing; `make testenv` provides both. Tests use
+// errors.Is(err, ErrNotBuilt) to skip (unless EnvRequire is "1").
+var ErrNotBuilt = errors.New("local control plane not built (run `make testenv`)")
+
+// Options configures [Start]. The zero value starts the full control plane
+// with the platform CRDs and the fixture in a new temporary folder.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler and kwok. Default: $MAASCTL_TESTENV_BIN, else
+	// <repo>/bin/testenv where <repo> is the folder of the go.mod of module
+	// github.com/maasctl/maasctl found by walking up from the working folder
+	// (then from the running executable's folder).
+	BinDir string
+	// StateDir receives etcd data, certificates, keys, the kubeconfig and
+	// the components' *.log and *.pid files. Default: a new temporary
+	// folder, removed by a successful [Env.Stop] (kept if Start fails, for
+	// its logs). An existing folder is reused: the files testenv owns in it
+	// are removed first; Start fails if components recorded there still run.
+	StateDir string
+	// CRDDir is the CRD tree (see /work/shared/crds/SOURCES.md). Default:
+	// $MAASCTL_CRDS, else <repo>/../shared/crds.
+	CRDDir string
+	// NoFixture skips [ApplyFixture]; platform CRDs are still installed.
+	NoFixture bool
+	// Fixture, when non-nil, is applied instead of [FixtureObjects]
+	// (ignored with NoFixture). Tests needing another starting point edit a
+	// copy of FixtureObjects() and pass it here.
+	Fixture []*unstructured.Unstructured
+	// NoControllers starts only etcd and kube-apiserver: no
+	// kube-controller-manager, kube-scheduler, kwok or Node, and Start does
+	// not wait for the default ServiceAccount. (Controllers are on by
+	// default; the field is negative so that the zero value means default.)
+	NoControllers bool
+	// Detach starts the components in their own session without a
+	// parent-death signal, so they outlive the calling process; used by
+	// `testenv up`. Without it (tests), every component is killed when the
+	// calling process dies (Linux PR_SET_PDEATHSIG) and put in its own
+	// process group so a terminal's Ctrl-C does not reach it out of order.
+	Detach bool
+	// StartTimeout bounds Start as a whole. Default: DefaultStartTimeout.
+	StartTimeout time.Duration
+	// Logf, if set, receives progress lines (component started, ready
+	// after N ms). It never receives secrets.
+	Logf func(format string, args ...any)
+}
+
+// Env is a running local control plane, returned by [Start] or [Load].
+type Env struct {
+	stateDir     string
+	removeState  bool
+	kubeconfig   string
+	cfg          *rest.Config
+	procs        []*process // in start order
+	logf         func(string, ...any)
+	stopOnce     sync.Once
+	stopErr      error
+	startElapsed time.Duration
+}
+
+// Kubeconfig returns the path of the admin kubeconfig
+// (StateDir/kubeconfig, mode 0600). Its user is a static bearer token in
+// group system:masters; its CA is the apiserver's self-signed CA.
+func (e *Env) Kubeconfig() string { return e.kubeconfig }
+
+// RESTConfig returns a new copy of the admin client configuration
+// (QPS 100, burst 200), safe for the caller to modify. It is nil only for
+// an Env from [Load] whose state folder has no kubeconfig.
+func (e *Env) RESTConfig() *rest.Config {
+	if e.cfg == nil {
+		return nil
+	}
+	return rest.CopyConfig(e.cfg)
+}
+
+// StateDir returns the folder holding the components' state, logs and pid
+// files.
+func (e *Env) StateDir() string { return e.stateDir }
+
+// LogFile returns the path of a component's log (component is one of
+// Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok).
+func (e *Env) LogFile(component string) string {
+	return filepath.Join(e.stateDir, component+".log")
+}
+
+// StartDuration is how long [Start] took from launching etcd until the
+// control plane was ready (zero for an Env from [Load]).
+func (e *Env) StartDuration() time.Duration { return e.startElapsed }
+
+// Stop stops the components in dependency order: kwok, kube-scheduler,
+// kube-controller-manager, then kube-apiserver (waiting until it exited, so
+// it does not outlive etcd), then etcd. Each gets SIGTERM and, after 10 s,
+// SIGKILL. A temporary StateDir created by Start is removed afterwards.
+// Stop is idempotent; later calls return the first result. The error joins
+// every component that could not be stopped.
+func (e *Env) Stop() error {
+	e.stopOnce.Do(func() { e.stopErr = e.stop() })
+	return e.stopErr
+}
+
+func (e *Env) stop() error {
+	var errs []error
+	for _, name := range []string{Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
+		p := e.proc(name)
+		if p == nil {
+			continue
+		}
+		if !p.alive() {
+			_ = os.Remove(p.pidFile)
+			continue
+		}
+		t0 := time.Now()
+		if err := p.stop(stopGrace); err != nil {
+			// Keep going: etcd must still stop if a client would not.
+			errs = append(errs, err)
+			continue
+		}
+		e.log("%s stopped in %d ms", name, time.Since(t0).Milliseconds())
+		_ = os.Remove(p.pidFile)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stop local control plane in %s: %w", e.stateDir, err)
+	}
+	if e.removeState {
+		if err := os.RemoveAll(e.stateDir); err != nil {
+			return fmt.Errorf("remove state folder: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *Env) proc(name string) *process {
+	for _, p := range e.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (e *Env) log(format string, args ...any) {
+	if e.logf != nil {
+		e.logf(format, args...)
+	}
+}
+
+// ComponentStatus describes one component recorded in a StateDir.
+type ComponentStatus struct {
+	// Name is the component (Etcd, KubeAPIServer, ...).
+	Name string
+	// PID is the recorded process id (0 if none was recorded).
+	PID int
+	// Running reports whether that process still runs as this component
+	// (checked against /proc/<pid>/cmdline on Linux, so a reused pid does
+	// not count).
+	Running bool
+	// Log is the path of the component's log file.
+	Log string
+}
+
+// Components reports the components recorded in StateDir, in start order.
+func (e *Env) Components() []ComponentStatus {
+	var out []ComponentStatus
+	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+		s := ComponentStatus{Name: name, Log: e.LogFile(name)}
+		if p := e.proc(name); p != nil {
+			s.PID = p.pid
+			s.Running = p.alive()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Ready returns nil when kube-apiserver answers /readyz with "ok"; it makes
+// one request, without retrying.
+func (e *Env) Ready(ctx context.Context) error {
+	return probeReadyz(ctx, e.cfg)
+}
+
+// Load returns the Env recorded in stateDir by a [Start] with Detach
+// (`testenv up`): its pid files and kubeconfig. Stop on the result stops
+// those processes (`testenv down`); it never removes stateDir. A missing
+// kubeconfig is not an error (RESTConfig is then nil), so that a
+// half-started environment can still be stopped.
+func Load(stateDir string) (*Env, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve state folder %s: %w", stateDir, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	e := &Env{stateDir: abs, kubeconfig: filepath.Join(abs, "kubeconfig")}
+	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+		p, err := loadProcess(abs, name)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			e.procs = append(e.procs, p)
+		}
+	}
+	if _, err := os.Stat(e.kubeconfig); err == nil {
+		cfg, err := restConfigFromKubeconfig(e.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		e.cfg = cfg
+	}
+	return e, nil
+}
