@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
 )
 
 func modelSteps(*inventory.Inventory) []*Step {
@@ -22,7 +23,7 @@ func modelSteps(*inventory.Inventory) []*Step {
 				}
 				return applyAndWait("models/prepare")(ctx, e)
 			},
-			Check: checkObjects("models/prepare"),
+			Check: checkApplied("models/prepare"),
 		},
 		withAfter(plainStep("models/provider", "ExternalProvider for each model server"), "models/prepare"),
 		withAfter(plainStep("models/model", "ExternalModel and MaaSModelRef for each model"), "models/provider"),
@@ -56,8 +57,39 @@ func accessSteps(*inventory.Inventory) []*Step {
 			After: []string{"models/model"},
 			Apply: applyWithNamespaces("access/auth-policy"), Check: checkObjects("access/auth-policy"),
 		},
-		withAfter(plainStep("access/subscription", "MaaSSubscription objects (token limits per user)"), "models/model", "access/auth-policy"),
+		{
+			ID: "access/subscription", Title: "MaaSSubscription objects (token limits per user)",
+			After: []string{"models/model", "access/auth-policy"},
+			Apply: func(ctx context.Context, e *Env) error {
+				if err := applyAndWait("access/subscription")(ctx, e); err != nil {
+					return err
+				}
+				return waiters.All(ctx, e.Clients, pairedModelRefs(e)...)
+			},
+			Check: func(ctx context.Context, e *Env) (bool, string, error) {
+				ok, msg, err := checkObjects("access/subscription")(ctx, e)
+				if !ok || err != nil {
+					return ok, msg, err
+				}
+				return checkConditions(ctx, e, pairedModelRefs(e))
+			},
+		},
 	}
+}
+
+// pairedModelRefs are the MaaSModelRefs that must turn Ready once both
+// their MaaSAuthPolicy and MaaSSubscription exist (governance pairing).
+func pairedModelRefs(e *Env) []waiters.Target {
+	var ts []waiters.Target
+	for _, o := range e.objects("models/model") {
+		if o.GetKind() != "MaaSModelRef" {
+			continue
+		}
+		t := target(o, e, "access/subscription")
+		t.Cond = modelRefReady
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 // applyWithNamespaces is applyAndWait except that Namespaces are only

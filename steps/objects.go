@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/internal/kube"
@@ -39,12 +40,25 @@ func readiness(obj *unstructured.Unstructured) waiters.Condition {
 	case "inference.opendatahub.io/ExternalProvider", "inference.opendatahub.io/ExternalModel":
 		return waiters.Phase([]string{"Ready"})
 	case "maas.opendatahub.io/MaaSModelRef":
-		return waiters.Phase([]string{"Ready"}, "Invalid")
+		// A MaaSModelRef stays Pending ("no governance pairing") until a
+		// MaaSAuthPolicy and a MaaSSubscription both reference it (case
+		// B17), so its own step only waits for it to be accepted; the
+		// access steps wait for Ready.
+		return modelRefAccepted
 	case "maas.opendatahub.io/MaaSAuthPolicy", "maas.opendatahub.io/MaaSSubscription":
 		return waiters.Phase([]string{"Active"}, "Invalid")
 	}
 	return waiters.Exists()
 }
+
+// modelRefAccepted is done when the MaaS controller reconciled the
+// MaaSModelRef: phase Pending or Ready, never Failed or Invalid.
+func modelRefAccepted(obj *unstructured.Unstructured) waiters.Result {
+	return waiters.Phase([]string{"Pending", "Ready", "Unhealthy"}, "Invalid", "Failed")(obj)
+}
+
+// modelRefReady is done at phase Ready (governance paired, runtime healthy).
+var modelRefReady = waiters.Phase([]string{"Ready"}, "Invalid")
 
 // routeAdmitted is done when the default router admitted the Route
 // (status.ingress[].conditions[type=Admitted], openshift/api route/v1).
@@ -110,13 +124,27 @@ func applyAndWait(id string) func(ctx context.Context, e *Env) error {
 
 // checkObjects is the Check of a plain step: every rendered object exists,
 // holds every field maasctl sets, and is ready.
+// Namespaces only need to exist: steps create missing ones and leave
+// existing ones (which may belong to the platform or an operator) alone.
 func checkObjects(id string) func(ctx context.Context, e *Env) (bool, string, error) {
 	return func(ctx context.Context, e *Env) (bool, string, error) {
 		return checkLive(ctx, e, e.objects(id))
 	}
 }
 
+// checkApplied is checkObjects for steps that apply every object, Namespaces
+// included, so every field is compared.
+func checkApplied(id string) func(ctx context.Context, e *Env) (bool, string, error) {
+	return func(ctx context.Context, e *Env) (bool, string, error) {
+		return checkLiveFields(ctx, e, e.objects(id), true)
+	}
+}
+
 func checkLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) (bool, string, error) {
+	return checkLiveFields(ctx, e, objs, false)
+}
+
+func checkLiveFields(ctx context.Context, e *Env, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
 	for _, o := range objs {
 		live, err := e.Clients.Get(ctx, o)
 		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
@@ -124,6 +152,9 @@ func checkLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) (
 		}
 		if err != nil {
 			return false, "", err
+		}
+		if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && !namespaceFields {
+			continue
 		}
 		if path, ok := Contains(live.Object, o.Object); !ok {
 			return false, fmt.Sprintf("%s drifted at %s", kube.Describe(o), path), nil
@@ -207,4 +238,25 @@ func ensureNamespace(ctx context.Context, e *Env, stepID string, ns *unstructure
 		return fmt.Errorf("get %s: %w", kube.Describe(ns), err)
 	}
 	return applyObjects(ctx, e, stepID, []*unstructured.Unstructured{ns})
+}
+
+// checkConditions evaluates each target once against the live object.
+func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, string, error) {
+	for _, t := range ts {
+		ri, _, err := e.Clients.Resource(t.GVK, t.Namespace)
+		if err != nil {
+			return false, t.String() + ": " + err.Error(), nil
+		}
+		live, err := ri.Get(ctx, t.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, t.String() + " missing", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		if r := t.Cond(live); !r.Done {
+			return false, t.String() + " not ready: " + r.Status, nil
+		}
+	}
+	return true, "", nil
 }

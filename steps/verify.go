@@ -45,5 +45,8 @@ func verifyStatus(ctx context.Context, e *Env) (bool, string, error) {
 	if ok, msg, err := checkLive(ctx, e, objs); !ok || err != nil {
 		return ok, msg, err
 	}
+	if ok, msg, err := checkConditions(ctx, e, pairedModelRefs(e)); !ok || err != nil {
+		return ok, msg, err
+	}
 	return checkDSC(ctx, e)
 }

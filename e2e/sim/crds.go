@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// crdFile is one upstream CRD from the CRD folder.
+type crdFile struct {
+	// Path is relative to the CRD folder ("kuadrant/kuadrant.io_kuadrants.yaml").
+	Path string
+	Name string // plural.group
+	Kind string
+	// Version is the storage version.
+	Version string
+	obj     *unstructured.Unstructured
+}
+
+// crdStore loads CRD files lazily and caches them.
+type crdStore struct {
+	dir   string
+	mu    sync.Mutex
+	files map[string]*crdFile
+}
+
+func newCRDStore(dir string) *crdStore {
+	return &crdStore{dir: dir, files: map[string]*crdFile{}}
+}
+
+// glob returns the CRD files matching pattern (relative to the folder),
+// sorted by path. Errors when a file does not parse or nothing matches.
+func (s *crdStore) glob(pattern string) ([]*crdFile, error) {
+	paths, err := filepath.Glob(filepath.Join(s.dir, pattern))
+	if err != nil {
+		return nil, fmt.Errorf("crd glob %s: %w", pattern, err)
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("crd glob %s: no files in %s", pattern, s.dir)
+	}
+	sort.Strings(paths)
+	out := make([]*crdFile, 0, len(paths))
+	for _, p := range paths {
+		rel, _ := filepath.Rel(s.dir, p)
+		f, err := s.load(rel)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func (s *crdStore) load(rel string) (*crdFile, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.files[rel]; f != nil {
+		return f, nil
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, rel))
+	if err != nil {
+		return nil, fmt.Errorf("read crd: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("parse crd %s: %w", rel, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetKind() != "CustomResourceDefinition" {
+		return nil, fmt.Errorf("parse crd %s: kind %q, want CustomResourceDefinition", rel, u.GetKind())
+	}
+	f := &crdFile{Path: rel, Name: u.GetName(), obj: u}
+	f.Kind, _, _ = unstructured.NestedString(m, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(m, "spec", "versions")
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		if st, _ := vm["storage"].(bool); st {
+			f.Version, _ = vm["name"].(string)
+		}
+	}
+	s.files[rel] = f
+	return f, nil
+}
+
+// ensureCRDs creates the CRDs of files that do not exist yet, the way OLM's
+// InstallPlan step or an operator's own CRD registration does, and reports
+// whether all of them are Established.
+func (m *manager) ensureCRDs(ctx context.Context, files []*crdFile) (bool, error) {
+	all := true
+	for _, f := range files {
+		live := m.get(gvrCRD, "", f.Name)
+		if live == nil {
+			obj := f.obj.DeepCopy()
+			delete(obj.Object, "status")
+			unstructured.RemoveNestedField(obj.Object, "metadata", "creationTimestamp")
+			if _, err := m.create(ctx, gvrCRD, obj); err != nil {
+				return false, err
+			}
+			m.log.Info("registered crd", zap.String("crd", f.Name), zap.String("file", f.Path))
+			all = false
+			continue
+		}
+		if !conditionTrue(live, "Established") {
+			all = false
+		}
+	}
+	return all, nil
+}
+
+// crdEstablished reports whether the CRD named name exists and is Established.
+func (m *manager) crdEstablished(name string) bool {
+	return conditionTrue(m.get(gvrCRD, "", name), "Established")
+}
+
+// crdNames returns the names of files.
+func crdNames(files []*crdFile) string {
+	n := make([]string, len(files))
+	for i, f := range files {
+		n[i] = f.Name
+	}
+	return strings.Join(n, ", ")
+}

@@ -1,0 +1,620 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// key names one object a reconciler handles.
+type key struct {
+	Namespace, Name string
+}
+
+func (k key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+func keyOf(obj *unstructured.Unstructured) key {
+	return key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// watch is a secondary informer of a reconciler: events on gvr enqueue the
+// primary keys that mapFn returns. A nil mapFn only keeps the cache warm so
+// the reconciler can read the kind.
+type watch struct {
+	gvr   schema.GroupVersionResource
+	mapFn func(obj *unstructured.Unstructured) []key
+}
+
+// reconciler is one controller loop: a primary kind, the kinds it watches or
+// reads, and a reconcile function called with one key at a time.
+type reconciler struct {
+	name string // "olm/subscription"
+	// delayKey is the Options.Delay key (a controller name).
+	delayKey string
+	primary  schema.GroupVersionResource
+	watches  []watch
+	// onStart runs once after the caches synced, before the first reconcile.
+	onStart   func(ctx context.Context) error
+	reconcile func(ctx context.Context, k key) error
+
+	queue   workqueue.TypedRateLimitingInterface[key]
+	started bool
+	log     *zap.Logger
+}
+
+// manager owns the clients, the shared dynamic informer factory and the
+// reconcilers; it starts each reconciler once every kind it needs is served.
+type manager struct {
+	opts    Options
+	dyn     dynamic.Interface
+	kube    kubernetes.Interface
+	factory dynamicinformer.DynamicSharedInformerFactory
+	log     *zap.Logger
+	crds    *crdStore
+	ca      *servingCA
+
+	mu          sync.Mutex
+	served      map[schema.GroupVersionResource]bool
+	reconcilers []*reconciler
+	ctx         context.Context
+	wg          sync.WaitGroup
+
+	// firstSeen records when a delay trigger was first observed, per
+	// object UID and trigger.
+	firstSeen sync.Map // string -> time.Time
+	// liveSeen records when an informer delivered an object created after
+	// its initial list, per UID (used to order creations within a second).
+	liveSeen sync.Map // types.UID -> time.Time
+	tracked  sync.Map // cache.SharedIndexInformer -> bool
+	observed sync.Map // reconciler name|gvr -> bool
+}
+
+func newManager(cfg *rest.Config, o Options) (*manager, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 200, 400
+	}
+	cfg.UserAgent = "maasctl-sim"
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: %w", err)
+	}
+	ca, err := newServingCA()
+	if err != nil {
+		return nil, err
+	}
+	m := &manager{
+		opts:    o,
+		dyn:     dyn,
+		kube:    kube,
+		factory: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		log:     o.Logger,
+		crds:    newCRDStore(o.CRDDir),
+		ca:      ca,
+		served:  map[schema.GroupVersionResource]bool{},
+	}
+	for _, g := range builtinGVRs {
+		m.served[g] = true
+	}
+	return m, nil
+}
+
+// builtinGVRs are served by every kube-apiserver; everything else waits for
+// its CRD.
+var builtinGVRs = []schema.GroupVersionResource{
+	gvrNamespace, gvrSecret, gvrService, gvrPod, gvrPVC, gvrDeployment, gvrStorageClass, gvrCRD,
+}
+
+func (m *manager) add(r *reconciler) {
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[key](50*time.Millisecond, 10*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[key]{Name: r.name},
+	)
+	r.log = m.log.With(zap.String("controller", r.name))
+	m.reconcilers = append(m.reconcilers, r)
+}
+
+func (m *manager) start(ctx context.Context) error {
+	if _, err := m.kube.Discovery().ServerVersion(); err != nil {
+		return fmt.Errorf("connect to api server: %w", err)
+	}
+	m.ctx = ctx
+	registerOLM(m)
+	registerCNPG(m)
+	registerCertManager(m)
+	registerServiceCA(m)
+	registerGateway(m)
+	registerRouter(m)
+	registerKuadrant(m)
+	registerAuthorino(m)
+	registerLWS(m)
+	registerRHOAI(m)
+	registerMaaS(m)
+
+	// The CRD informer drives discovery: a reconciler starts once every
+	// kind it needs has an Established CRD.
+	crdInf := m.factory.ForResource(gvrCRD).Informer()
+	if _, err := crdInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.crdChanged(obj) },
+		UpdateFunc: func(_, obj any) { m.crdChanged(obj) },
+		DeleteFunc: func(obj any) { m.crdDeleted(obj) },
+	}); err != nil {
+		return fmt.Errorf("watch crds: %w", err)
+	}
+	m.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), crdInf.HasSynced) {
+		return fmt.Errorf("sync crd cache: %w", context.Cause(ctx))
+	}
+	m.mu.Lock()
+	m.startReady()
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *manager) wait() {
+	m.factory.Shutdown()
+	m.wg.Wait()
+}
+
+func (m *manager) crdChanged(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	gvrs := servedGVRs(u)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	for _, g := range gvrs {
+		if !m.served[g] {
+			m.served[g] = true
+			changed = true
+		}
+	}
+	if changed && m.ctx != nil {
+		m.startReady()
+	}
+}
+
+func (m *manager) crdDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for g := range m.served {
+		if g.Group == group && g.Resource == plural {
+			delete(m.served, g)
+		}
+	}
+}
+
+// servedGVRs returns the group/version/resources a CRD serves once its
+// Established condition is True.
+func servedGVRs(u *unstructured.Unstructured) []schema.GroupVersionResource {
+	if !conditionTrue(u, "Established") {
+		return nil
+	}
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	var out []schema.GroupVersionResource
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		name, _ := vm["name"].(string)
+		if served, _ := vm["served"].(bool); served && name != "" {
+			out = append(out, schema.GroupVersionResource{Group: group, Version: name, Resource: plural})
+		}
+	}
+	return out
+}
+
+// isServed reports whether the API server serves gvr (its CRD is Established).
+func (m *manager) isServed(g schema.GroupVersionResource) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.served[g]
+}
+
+// startReady starts every reconciler whose kinds are all served. Callers hold m.mu.
+func (m *manager) startReady() {
+	for _, r := range m.reconcilers {
+		if r.started || !m.served[r.primary] {
+			continue
+		}
+		ready := true
+		for _, w := range r.watches {
+			if !m.served[w.gvr] {
+				ready = false
+				break
+			}
+		}
+		if !ready {
+			continue
+		}
+		r.started = true
+		m.startReconciler(r)
+	}
+}
+
+func (m *manager) startReconciler(r *reconciler) {
+	ctx := m.ctx
+	var synced []cache.InformerSynced
+	inf := m.factory.ForResource(r.primary).Informer()
+	handler := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			r.queue.Add(keyOf(u))
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handler,
+		UpdateFunc: func(_, obj any) { handler(obj) },
+		DeleteFunc: handler,
+	}); err != nil {
+		r.log.Error("watch primary", zap.Error(err))
+		return
+	}
+	synced = append(synced, inf.HasSynced)
+	for _, w := range r.watches {
+		winf := m.factory.ForResource(w.gvr).Informer()
+		synced = append(synced, winf.HasSynced)
+		m.trackLive(winf)
+		if w.mapFn == nil {
+			continue
+		}
+		mapFn := w.mapFn
+		h := func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				for _, k := range mapFn(u) {
+					r.queue.Add(k)
+				}
+			}
+		}
+		if _, err := winf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    h,
+			UpdateFunc: func(_, obj any) { h(obj) },
+			DeleteFunc: h,
+		}); err != nil {
+			r.log.Error("watch", zap.String("gvr", w.gvr.String()), zap.Error(err))
+			return
+		}
+	}
+	m.factory.Start(ctx.Done())
+	r.log.Info("starting")
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer r.queue.ShutDown()
+		go func() {
+			<-ctx.Done()
+			r.queue.ShutDown()
+		}()
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return
+		}
+		if r.onStart != nil {
+			if err := r.onStart(ctx); err != nil {
+				r.log.Error("start", zap.Error(err))
+			}
+		}
+		for m.processNext(ctx, r) {
+		}
+	}()
+}
+
+// trackLive records, for objects created after an informer's initial list,
+// the time this process first saw them. Used where a creation order finer
+// than creationTimestamp's one second is needed.
+func (m *manager) trackLive(inf cache.SharedIndexInformer) {
+	if _, loaded := m.tracked.LoadOrStore(inf, true); loaded {
+		return
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && !isInInitialList {
+				m.liveSeen.LoadOrStore(u.GetUID(), time.Now())
+			}
+		},
+	})
+}
+
+func (m *manager) processNext(ctx context.Context, r *reconciler) bool {
+	k, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer r.queue.Done(k)
+	err := r.reconcile(ctx, k)
+	switch {
+	case err == nil:
+		r.queue.Forget(k)
+	case apierrors.IsConflict(err):
+		r.log.Debug("conflict, retrying", zap.Stringer("key", k))
+		r.queue.AddRateLimited(k)
+	case ctx.Err() != nil:
+	default:
+		r.log.Warn("reconcile failed, retrying", zap.Stringer("key", k), zap.Error(err))
+		r.queue.AddRateLimited(k)
+	}
+	return true
+}
+
+// delayed reports whether the reconciler must still wait before acting on
+// obj for trigger (a string naming what changed, so a new trigger restarts
+// the timer). When it must wait it schedules the key for when the delay ends.
+func (m *manager) delayed(r *reconciler, obj *unstructured.Unstructured, trigger string) bool {
+	d := m.opts.Delay[r.delayKey]
+	if d <= 0 {
+		return false
+	}
+	id := r.name + "|" + string(obj.GetUID()) + "|" + trigger
+	v, _ := m.firstSeen.LoadOrStore(id, time.Now())
+	left := d - time.Since(v.(time.Time))
+	if left <= 0 {
+		return false
+	}
+	r.log.Debug("delaying", zap.Stringer("key", keyOf(obj)), zap.Duration("left", left))
+	r.queue.AddAfter(keyOf(obj), left)
+	return true
+}
+
+// get returns the cached object, or nil when it does not exist.
+func (m *manager) get(g schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	lister := m.factory.ForResource(g).Lister()
+	var (
+		obj runtime.Object
+		err error
+	)
+	if ns == "" {
+		obj, err = lister.Get(name)
+	} else {
+		obj, err = lister.ByNamespace(ns).Get(name)
+	}
+	if err != nil {
+		return nil
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+// list returns the cached objects of g in ns ("" for all namespaces), sorted
+// by creation time then name.
+func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
+	lister := m.factory.ForResource(g).Lister()
+	var objs []runtime.Object
+	if ns == "" {
+		objs, _ = lister.List(everything)
+	} else {
+		objs, _ = lister.ByNamespace(ns).List(everything)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	sortByAge(out)
+	return out
+}
+
+// updateStatus writes status to obj through the status subresource when it
+// differs from the cached status. The API server validates it against the
+// CRD schema.
+func (m *manager) updateStatus(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, status map[string]any) error {
+	norm, err := normalize(status)
+	if err != nil {
+		return fmt.Errorf("status of %s %s: %w", g.Resource, keyOf(obj), err)
+	}
+	old, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if subsetEqual(norm, old) {
+		return nil
+	}
+	u := obj.DeepCopy()
+	u.Object["status"] = norm
+	_, err = m.dyn.Resource(g).Namespace(obj.GetNamespace()).UpdateStatus(ctx, u, metaUpdate)
+	if err != nil {
+		return fmt.Errorf("update status of %s %s: %w", g.Resource, keyOf(obj), err)
+	}
+	m.log.Debug("status written", zap.String("resource", g.Resource), zap.Stringer("key", keyOf(obj)))
+	return nil
+}
+
+// create creates obj unless it already exists (AlreadyExists is not an
+// error). It returns the object the server holds after the call.
+func (m *manager) create(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	c := m.dyn.Resource(g).Namespace(obj.GetNamespace())
+	out, err := c.Create(ctx, obj, metaCreate)
+	if apierrors.IsAlreadyExists(err) && obj.GetName() != "" {
+		return c.Get(ctx, obj.GetName(), metaGet)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s %s: %w", g.Resource, keyOf(obj), err)
+	}
+	m.log.Info("created", zap.String("resource", g.Resource), zap.String("namespace", out.GetNamespace()), zap.String("name", out.GetName()))
+	return out, nil
+}
+
+// ensureNamespace creates namespace name when it does not exist.
+func (m *manager) ensureNamespace(ctx context.Context, name string) error {
+	if m.get(gvrNamespace, "", name) != nil {
+		return nil
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": name},
+	}}
+	_, err := m.create(ctx, gvrNamespace, ns)
+	return err
+}
+
+// uidOwner returns an ownerReference to obj.
+func ownerRef(obj *unstructured.Unstructured, controller bool) map[string]any {
+	return map[string]any{
+		"apiVersion":         obj.GetAPIVersion(),
+		"kind":               obj.GetKind(),
+		"name":               obj.GetName(),
+		"uid":                string(obj.GetUID()),
+		"controller":         controller,
+		"blockOwnerDeletion": false,
+	}
+}
+
+// ownedBy reports whether obj has an ownerReference to uid.
+func ownedBy(obj *unstructured.Unstructured, uid types.UID) bool {
+	for _, o := range obj.GetOwnerReferences() {
+		if o.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerKeys maps an owned object to its owners of kind, in its namespace.
+func ownerKeys(kind string) func(*unstructured.Unstructured) []key {
+	return func(u *unstructured.Unstructured) []key {
+		var out []key
+		for _, o := range u.GetOwnerReferences() {
+			if o.Kind == kind {
+				out = append(out, key{Namespace: u.GetNamespace(), Name: o.Name})
+			}
+		}
+		return out
+	}
+}
+
+// allOf maps any event to every object of g (namespace ns, "" for all).
+func (m *manager) allOf(g schema.GroupVersionResource, sameNamespace bool) func(*unstructured.Unstructured) []key {
+	return func(u *unstructured.Unstructured) []key {
+		ns := ""
+		if sameNamespace {
+			ns = u.GetNamespace()
+		}
+		var out []key
+		for _, o := range m.list(g, ns) {
+			out = append(out, keyOf(o))
+		}
+		return out
+	}
+}
+
+// inNamespaces maps an event to every object of g in the event object's
+// namespace when filter accepts the event object.
+func (m *manager) inNamespaces(g schema.GroupVersionResource, filter func(*unstructured.Unstructured) bool) func(*unstructured.Unstructured) []key {
+	all := m.allOf(g, true)
+	return func(u *unstructured.Unstructured) []key {
+		if filter != nil && !filter(u) {
+			return nil
+		}
+		return all(u)
+	}
+}
+
+func hasPrefixAny(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// updateStatusStamped is updateStatus for statuses that carry "last updated"
+// timestamps: each field at paths (within status) keeps its old value when
+// nothing else changed, and is set to now otherwise. This keeps the
+// simulators from rewriting status on every event.
+func (m *manager) updateStatusStamped(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, status map[string]any, paths ...[]string) error {
+	old, _, _ := unstructured.NestedMap(obj.Object, "status")
+	probe, err := normalize(status)
+	if err != nil {
+		return fmt.Errorf("status of %s %s: %w", g.Resource, keyOf(obj), err)
+	}
+	for _, p := range paths {
+		if v, ok, _ := unstructured.NestedFieldCopy(old, p...); ok {
+			_ = unstructured.SetNestedField(probe, v, p...)
+		} else {
+			unstructured.RemoveNestedField(probe, p...)
+		}
+	}
+	if subsetEqual(probe, old) {
+		return nil
+	}
+	now := nowString()
+	for _, p := range paths {
+		_ = unstructured.SetNestedField(probe, now, p...)
+	}
+	return m.updateStatus(ctx, g, obj, probe)
+}
+
+// observe makes reconciler r react to events of an optional kind g (one that
+// may be served only later) and reports whether g's cache has synced. It
+// returns false while g is not served. When the cache has not synced yet,
+// key k is requeued once it has.
+func (m *manager) observe(r *reconciler, g schema.GroupVersionResource, mapFn func(*unstructured.Unstructured) []key, k key) bool {
+	if !m.isServed(g) {
+		return false
+	}
+	inf := m.factory.ForResource(g).Informer()
+	if _, loaded := m.observed.LoadOrStore(r.name+"|"+g.String(), true); !loaded {
+		h := func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				for _, k := range mapFn(u) {
+					r.queue.Add(k)
+				}
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    h,
+			UpdateFunc: func(_, obj any) { h(obj) },
+			DeleteFunc: h,
+		})
+		m.factory.Start(m.ctx.Done())
+	}
+	if inf.HasSynced() {
+		return true
+	}
+	go func() {
+		if cache.WaitForCacheSync(m.ctx.Done(), inf.HasSynced) {
+			r.queue.Add(k)
+		}
+	}()
+	return false
+}

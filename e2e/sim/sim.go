@@ -1,0 +1,262 @@
+// Package sim runs simulated operators against a real kube-apiserver, so that
+// maasctl's end-to-end tests exercise the same API objects, status fields and
+// ordering that the real operators produce on OpenShift.
+//
+// Every simulator is a small controller built on client-go dynamic informers.
+// It reacts to watch events only (a configured delay is a per-object timer,
+// never a poll), writes status through the status subresource so that the API
+// server validates it against the real upstream CRD schema, and is never more
+// lenient than the operator it stands in for. Each behaviour names its
+// upstream source in a comment next to the code that mirrors it.
+//
+// The simulators and the operators they stand in for:
+//
+//	olm           OLM catalog and OLM operators: CatalogSource, OperatorGroup,
+//	              Subscription, InstallPlan, ClusterServiceVersion
+//	cnpg          CloudNativePG: postgresql.cnpg.io Cluster
+//	cert-manager  cert-manager: Certificate, CertificateRequest
+//	service-ca    OpenShift service-ca operator: serving-cert Secrets
+//	gateway       OpenShift Gateway API controller (Istio via OSSM 3):
+//	              GatewayClass, Gateway, HTTPRoute
+//	router        OpenShift router: Route admission
+//	kuadrant      Kuadrant (RHCL): Kuadrant, AuthPolicy, TokenRateLimitPolicy
+//	authorino     Authorino operator: Authorino
+//	lws           Leader Worker Set operator: LeaderWorkerSetOperator
+//	dsci, dsc     RHOAI operator: DSCInitialization, DataScienceCluster
+//	maas          MaaS controller: ExternalProvider, ExternalModel,
+//	              MaaSModelRef, MaaSAuthPolicy, MaaSSubscription
+//
+// Those names are the keys of Options.Delay.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+)
+
+// Controller names: the keys of Options.Delay and the "controller" field of
+// every log line.
+const (
+	OLM         = "olm"
+	CNPG        = "cnpg"
+	CertManager = "cert-manager"
+	ServiceCA   = "service-ca"
+	Gateway     = "gateway"
+	Router      = "router"
+	Kuadrant    = "kuadrant"
+	Authorino   = "authorino"
+	LWS         = "lws"
+	DSCI        = "dsci"
+	DSC         = "dsc"
+	MaaS        = "maas"
+)
+
+// ControllerNames lists every simulated controller name, sorted.
+func ControllerNames() []string {
+	n := []string{OLM, CNPG, CertManager, ServiceCA, Gateway, Router, Kuadrant, Authorino, LWS, DSCI, DSC, MaaS}
+	sort.Strings(n)
+	return n
+}
+
+// RHOAI versions the simulator knows. Each selects the CRD set under
+// opendatahub/rhoai-<version> and that release's behaviour.
+const (
+	RHOAI33 = "3.3"
+	RHOAI34 = "3.4"
+	RHOAI35 = "3.5"
+)
+
+// Options configures Run and Start. The zero value is usable: every field has
+// a default.
+type Options struct {
+	// CRDDir is the folder holding the upstream CRDs (the layout of
+	// ../shared/crds, see its SOURCES.md). Default: env MAASCTL_CRDS, else
+	// ../shared/crds relative to the repository root found above the working
+	// directory.
+	CRDDir string
+	// RHOAIVersion is "3.5" (default), "3.4" or "3.3". It selects the
+	// rhods-operator channel the simulated catalog offers (stable-<version>),
+	// the DSC/DSCI CRD set and the MaaS switch the RHOAI operator honours.
+	RHOAIVersion string
+	// Delay holds a per-controller delay (keys: ControllerNames) applied once
+	// per object before the controller first acts on it, measured from when
+	// the controller first sees the object in the state that triggers the
+	// action. Zero or absent means no delay.
+	Delay map[string]time.Duration
+	// Faults switches on failure modes; the zero value is the happy path.
+	Faults Faults
+	// AppsDomain is the OpenShift apps domain used for Route hosts when the
+	// config.openshift.io Ingress "cluster" does not exist. Default
+	// apps.openshift.example.com.
+	AppsDomain string
+	// Logger receives the simulators' logs. Default: a no-op logger. Logs
+	// never contain Secret data.
+	Logger *zap.Logger
+}
+
+// Faults are failure modes a test can switch on. They mirror failures seen in
+// the field (../shared/cases/README.md); each says which case it models.
+type Faults struct {
+	// ManualApproval makes every InstallPlan the simulated OLM creates use
+	// approval Manual, as when another Subscription in the namespace is
+	// Manual (case B02 b).
+	ManualApproval bool
+	// FailCSV names CSVs (for example "rhods-operator.3.5.0") that go to phase
+	// Failed with reason InstallCheckFailed instead of Succeeded (case B02).
+	FailCSV []string
+	// UnhealthyCatalogs names CatalogSources (by name) the simulated catalog
+	// operator reports as TRANSIENT_FAILURE instead of READY.
+	UnhealthyCatalogs []string
+	// CertificatePending keeps every CertificateRequest Pending with an ACME
+	// "waiting for DNS-01 propagation" message, so Certificates never become
+	// Ready (case B13).
+	CertificatePending bool
+	// KuadrantMissingDependencyMessage replaces the message of the Kuadrant
+	// MissingDependency condition; the reason stays MissingDependency (case
+	// B01, test 3). Empty keeps the upstream wording.
+	KuadrantMissingDependencyMessage string
+	// DSCReadyHidesMaaS makes the DSC aggregate (phase, Ready) ignore the MaaS
+	// sub-component, the upstream bug where the DSC reports Ready while a
+	// component failed (case B05, opendatahub-operator#750).
+	DSCReadyHidesMaaS bool
+	// NoDefaultDSCI stops the RHOAI operator from creating default-dsci at
+	// start-up (it does so unless disabled, case B05).
+	NoDefaultDSCI bool
+}
+
+// Handle is a running set of simulators. Stop it with Stop; Wait returns
+// the error that ended it.
+type Handle struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Stop cancels the simulators and waits for them to finish. It returns the
+// error they ended with, nil for a clean stop.
+func (h *Handle) Stop() error {
+	h.cancel()
+	return h.Wait()
+}
+
+// Wait blocks until the simulators end and returns their error (nil when
+// they were stopped through Stop or their context).
+func (h *Handle) Wait() error {
+	<-h.done
+	return h.err
+}
+
+// Start validates opts, connects to the API server of cfg and starts every
+// simulator in the background. Controllers for kinds whose CRD is not served
+// yet start once that CRD is Established. The simulators run until ctx ends
+// or Stop is called.
+//
+// Errors: invalid options, a missing CRD folder, or an unreachable API server.
+func Start(ctx context.Context, cfg *rest.Config, opts Options) (*Handle, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newManager(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	h := &Handle{cancel: cancel, done: make(chan struct{})}
+	if err := m.start(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	go func() {
+		defer close(h.done)
+		<-ctx.Done()
+		m.wait()
+		if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			h.err = err
+		}
+	}()
+	return h, nil
+}
+
+// Run starts every simulator (see Start) and blocks until ctx ends. It
+// returns nil when ctx was cancelled or timed out, and a start-up error
+// otherwise.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	h, err := Start(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	return h.Wait()
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.RHOAIVersion == "" {
+		o.RHOAIVersion = RHOAI35
+	}
+	switch o.RHOAIVersion {
+	case RHOAI33, RHOAI34, RHOAI35:
+	default:
+		return o, fmt.Errorf("rhoai version %q: want %s, %s or %s", o.RHOAIVersion, RHOAI33, RHOAI34, RHOAI35)
+	}
+	known := map[string]bool{}
+	for _, n := range ControllerNames() {
+		known[n] = true
+	}
+	for k, d := range o.Delay {
+		if !known[k] {
+			return o, fmt.Errorf("delay for unknown controller %q (known: %v)", k, ControllerNames())
+		}
+		if d < 0 {
+			return o, fmt.Errorf("delay for %s: negative duration %s", k, d)
+		}
+	}
+	if o.CRDDir == "" {
+		dir, err := DefaultCRDDir()
+		if err != nil {
+			return o, err
+		}
+		o.CRDDir = dir
+	}
+	if st, err := os.Stat(filepath.Join(o.CRDDir, "olm")); err != nil || !st.IsDir() {
+		return o, fmt.Errorf("crd dir %s: no olm/ folder (is it ../shared/crds?)", o.CRDDir)
+	}
+	if o.AppsDomain == "" {
+		o.AppsDomain = "apps.openshift.example.com"
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o, nil
+}
+
+// DefaultCRDDir returns env MAASCTL_CRDS when set, else ../shared/crds
+// relative to the repository root (the first folder at or above the working
+// directory that holds a go.mod). Errors when neither exists.
+func DefaultCRDDir() (string, error) {
+	if d := os.Getenv("MAASCTL_CRDS"); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find crd dir: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			c := filepath.Join(dir, "..", "shared", "crds")
+			if _, err := os.Stat(c); err == nil {
+				return filepath.Clean(c), nil
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("find crd dir: set MAASCTL_CRDS; no ../shared/crds beside a go.mod above %s", wd)
+		}
+	}
+}

@@ -1,0 +1,874 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/maasctl/maasctl/e2e/testenv"
+)
+
+// cluster is a local control plane with the simulators running on it.
+type cluster struct {
+	dyn  dynamic.Interface
+	kube kubernetes.Interface
+}
+
+// startCluster starts the local control plane (with the default fixture)
+// and the simulators, both stopped in t.Cleanup. It skips when the control
+// plane binaries are not built, unless MAASCTL_REQUIRE_TESTENV=1.
+func startCluster(t *testing.T, opts Options) *cluster {
+	t.Helper()
+	env, err := testenv.Start(t.Context(), testenv.Options{Logf: t.Logf})
+	if errors.Is(err, testenv.ErrNotBuilt) {
+		if os.Getenv(testenv.EnvRequire) == "1" {
+			t.Fatalf("%s=1 but: %v", testenv.EnvRequire, err)
+		}
+		t.Skipf("local control plane not available: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	cfg := env.RESTConfig()
+	opts.Logger = zaptest.NewLogger(t)
+	h, err := Start(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatalf("start simulators: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := h.Stop(); err != nil {
+			t.Errorf("stop simulators: %v", err)
+		}
+	})
+	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg)}
+}
+
+func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: obj}
+	_, err := c.dyn.Resource(g).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{FieldValidation: "Strict"})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create %s %s/%s: %v", g.Resource, u.GetNamespace(), u.GetName(), err)
+	}
+}
+
+// waitFor watches one object until ok accepts it, failing t after timeout
+// with the last state seen.
+func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	ri := c.dyn.Resource(g).Namespace(ns)
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (kwatch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	}
+	var last *unstructured.Unstructured
+	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev kwatch.Event) (bool, error) {
+		u, isU := ev.Object.(*unstructured.Unstructured)
+		if !isU || ev.Type == kwatch.Deleted {
+			return false, nil
+		}
+		last = u
+		return ok(u), nil
+	})
+	if err != nil {
+		state := "not found"
+		if last != nil {
+			st, _, _ := unstructured.NestedFieldNoCopy(last.Object, "status")
+			state = fmt.Sprintf("status %v", st)
+		}
+		t.Fatalf("%s %s/%s: %s not reached within %s (%v); last %s", g.Resource, ns, name, what, timeout, err, state)
+	}
+	return last
+}
+
+func exists(*unstructured.Unstructured) bool { return true }
+
+func hasCondition(typ, status, reason string) func(*unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool {
+		c := findCondition(u, typ)
+		return c != nil && c["status"] == status && (reason == "" || c["reason"] == reason)
+	}
+}
+
+func fieldIs(want string, path ...string) func(*unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool { return str(u, path...) == want }
+}
+
+// subscribe creates a Subscription (and, when ogTargets is not nil, the
+// namespace and an OperatorGroup) the way maasctl's operators steps do.
+func (c *cluster) subscribe(t *testing.T, ns, pkg, channel, source string, ogTargets []any) {
+	t.Helper()
+	if ogTargets != nil {
+		c.apply(t, gvrNamespace, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}})
+		spec := map[string]any{}
+		if len(ogTargets) > 0 {
+			spec["targetNamespaces"] = ogTargets
+		}
+		c.apply(t, gvrOperatorGroup, map[string]any{
+			"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+			"metadata": map[string]any{"name": pkg, "namespace": ns}, "spec": spec,
+		})
+	}
+	c.apply(t, gvrSubscription, map[string]any{
+		"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+		"metadata": map[string]any{"name": pkg, "namespace": ns},
+		"spec": map[string]any{
+			"name": pkg, "channel": channel, "source": source, "sourceNamespace": "openshift-marketplace",
+			"installPlanApproval": "Automatic",
+		},
+	})
+}
+
+// waitInstalled waits for what maasctl's OLM waiter checks: Subscription
+// AtLatestKnown with installedCSV, its InstallPlan Complete, the CSV
+// Succeeded and every owned CRD Established.
+func (c *cluster) waitInstalled(t *testing.T, ns, sub, csv string) *unstructured.Unstructured {
+	t.Helper()
+	s := c.waitFor(t, gvrSubscription, ns, sub, 2*time.Minute, "state AtLatestKnown", func(u *unstructured.Unstructured) bool {
+		return str(u, "status", "state") == "AtLatestKnown" && str(u, "status", "installedCSV") == csv
+	})
+	c.waitFor(t, gvrInstallPlan, ns, str(s, "status", "installPlanRef", "name"), time.Minute, "phase Complete", fieldIs("Complete", "status", "phase"))
+	got := c.waitFor(t, gvrCSV, ns, csv, 2*time.Minute, "phase Succeeded", fieldIs("Succeeded", "status", "phase"))
+	owned := sliceOf(got, "spec", "customresourcedefinitions", "owned")
+	if len(owned) == 0 {
+		t.Fatalf("csv %s owns no CRDs", csv)
+	}
+	for _, o := range owned {
+		c.waitFor(t, gvrCRD, "", mstr(o.(map[string]any), "name"), time.Minute, "Established", hasCondition("Established", "True", ""))
+	}
+	return got
+}
+
+// operatorPods lists the running pods with the Kuadrant operator labels.
+func (c *cluster) operatorPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	l, err := c.kube.CoreV1().Pods("openshift-operators").List(t.Context(), metav1.ListOptions{LabelSelector: "app=kuadrant,control-plane=controller-manager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestRHCLAndKuadrant covers the OLM happy path for RHCL and case B01: a
+// Kuadrant operator pod that started before Istio existed reports
+// MissingDependency until it is replaced.
+func TestRHCLAndKuadrant(t *testing.T) {
+	c := startCluster(t, Options{})
+
+	t.Run("subscription installs rhcl", func(t *testing.T) {
+		c.subscribe(t, "openshift-operators", "rhcl-operator", "stable-1.4", "redhat-operators", nil)
+		csv := c.waitInstalled(t, "openshift-operators", "rhcl-operator", "rhcl-operator.v1.4.1")
+		if v := str(csv, "spec", "version"); v != "1.4.1" {
+			t.Errorf("csv spec.version %q, want 1.4.1", v)
+		}
+		for _, crd := range []string{"kuadrants.kuadrant.io", "authpolicies.kuadrant.io", "tokenratelimitpolicies.kuadrant.io", "authorinos.operator.authorino.kuadrant.io"} {
+			c.waitFor(t, gvrCRD, "", crd, time.Minute, "Established", hasCondition("Established", "True", ""))
+		}
+		c.waitFor(t, gvrDeployment, "openshift-operators", "kuadrant-operator-controller-manager", time.Minute, "Available", hasCondition("Available", "True", ""))
+		if n := len(c.operatorPods(t)); n != 1 {
+			t.Fatalf("%d running kuadrant operator pods, want 1", n)
+		}
+	})
+
+	t.Run("kuadrant missing dependency until the pod restarts", func(t *testing.T) {
+		c.apply(t, gvrNamespace, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "kuadrant-system"}})
+		c.apply(t, gvrKuadrant, map[string]any{
+			"apiVersion": "kuadrant.io/v1beta1", "kind": "Kuadrant",
+			"metadata": map[string]any{"name": "kuadrant", "namespace": "kuadrant-system"},
+		})
+		k := c.waitFor(t, gvrKuadrant, "kuadrant-system", "kuadrant", time.Minute, "Ready=False MissingDependency", hasCondition("Ready", "False", "MissingDependency"))
+		if msg := mstr(findCondition(k, "Ready"), "message"); !strings.Contains(msg, "restart Kuadrant Operator pod") {
+			t.Errorf("message %q does not say to restart the pod", msg)
+		}
+
+		// The GatewayClass brings up Istio; the running pod keeps its stale view.
+		c.apply(t, gvrGatewayClass, map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+			"metadata": map[string]any{"name": "openshift-default"},
+			"spec":     map[string]any{"controllerName": openshiftGatewayController},
+		})
+		gc := c.waitFor(t, gvrGatewayClass, "", "openshift-default", time.Minute, "Accepted", hasCondition("Accepted", "True", "Accepted"))
+		if g, _ := findCondition(gc, "Accepted")["observedGeneration"].(int64); g != gc.GetGeneration() {
+			t.Errorf("Accepted observedGeneration %d, want %d", g, gc.GetGeneration())
+		}
+		c.waitFor(t, gvrDeployment, istiodNamespace, istiodDeployment, time.Minute, "exists", exists)
+		// A no-op spec change makes the simulator reconcile again; the
+		// stale pod must keep MissingDependency.
+		_, err := c.dyn.Resource(gvrKuadrant).Namespace("kuadrant-system").Patch(t.Context(), "kuadrant", "application/merge-patch+json",
+			[]byte(`{"metadata":{"labels":{"touch":"1"}}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrKuadrant, "kuadrant-system", "kuadrant", 30*time.Second, "still MissingDependency", hasCondition("Ready", "False", "MissingDependency"))
+
+		pods := c.operatorPods(t)
+		if len(pods) != 1 {
+			t.Fatalf("%d operator pods, want 1", len(pods))
+		}
+		if err := c.kube.CoreV1().Pods("openshift-operators").Delete(t.Context(), pods[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrKuadrant, "kuadrant-system", "kuadrant", 2*time.Minute, "Ready=True", hasCondition("Ready", "True", "Ready"))
+		az := c.waitFor(t, gvrAuthorino, "kuadrant-system", "authorino", time.Minute, "Ready=True Provisioned", hasCondition("Ready", "True", "Provisioned"))
+		if !ownedBy(az, c.waitFor(t, gvrKuadrant, "kuadrant-system", "kuadrant", time.Second*5, "exists", exists).GetUID()) {
+			t.Errorf("authorino is not owned by the Kuadrant CR")
+		}
+		c.waitFor(t, gvrService, "kuadrant-system", "authorino-authorino-authorization", time.Minute, "exists", exists)
+	})
+
+	t.Run("authorino tls needs the service-ca secret", func(t *testing.T) {
+		// Case B12: TLS on before the Secret exists -> TlsSecretNotProvided;
+		// the service-ca annotation then produces the Secret and Authorino
+		// becomes Ready without another write to it.
+		_, err := c.dyn.Resource(gvrAuthorino).Namespace("kuadrant-system").Patch(t.Context(), "authorino", "application/merge-patch+json",
+			[]byte(`{"spec":{"listener":{"tls":{"enabled":true,"certSecretRef":{"name":"authorino-server-cert"}}}}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrAuthorino, "kuadrant-system", "authorino", time.Minute, "TlsSecretNotProvided", hasCondition("Ready", "False", "TlsSecretNotProvided"))
+		_, err = c.kube.CoreV1().Services("kuadrant-system").Patch(t.Context(), "authorino-authorino-authorization", "application/merge-patch+json",
+			[]byte(`{"metadata":{"annotations":{"service.beta.openshift.io/serving-cert-secret-name":"authorino-server-cert"}}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := c.waitFor(t, gvrSecret, "kuadrant-system", "authorino-server-cert", time.Minute, "exists", exists)
+		if typ := str(s, "type"); typ != string(corev1.SecretTypeTLS) {
+			t.Errorf("secret type %q, want %s", typ, corev1.SecretTypeTLS)
+		}
+		c.waitFor(t, gvrAuthorino, "kuadrant-system", "authorino", 2*time.Minute, "Ready=True", hasCondition("Ready", "True", "Provisioned"))
+	})
+}
+
+// installRHOAI subscribes rhods-operator the way maasctl does and waits
+// until the DSC CRD is served.
+func (c *cluster) installRHOAI(t *testing.T, version string) {
+	t.Helper()
+	c.subscribe(t, "redhat-ods-operator", "rhods-operator", "stable-"+version, "redhat-operators", []any{})
+	csv := map[string]string{RHOAI34: "rhods-operator.3.4.4", RHOAI35: "rhods-operator.3.5.0"}[version]
+	c.waitInstalled(t, "redhat-ods-operator", "rhods-operator", csv)
+	c.waitFor(t, gvrDSCI, "", defaultDSCI, time.Minute, "phase Ready", fieldIs(phaseReady, "status", "phase"))
+}
+
+func dsc(components map[string]any) map[string]any {
+	return map[string]any{
+		"apiVersion": "datasciencecluster.opendatahub.io/v2", "kind": "DataScienceCluster",
+		"metadata": map[string]any{"name": "default-dsc"},
+		"spec":     map[string]any{"components": components},
+	}
+}
+
+func managed() map[string]any { return map[string]any{"managementState": "Managed"} }
+
+// TestDSC35IgnoresKserveModelsAsService: on 3.5 only
+// aigateway.modelsAsAService enables MaaS; kserve.modelsAsService Managed
+// alone must not deploy maas-api or register the MaaS CRDs.
+func TestDSC35IgnoresKserveModelsAsService(t *testing.T) {
+	c := startCluster(t, Options{RHOAIVersion: RHOAI35})
+	c.installRHOAI(t, RHOAI35)
+	c.apply(t, gvrDSC, dsc(map[string]any{
+		"dashboard": managed(),
+		"kserve":    map[string]any{"managementState": "Managed", "modelsAsService": managed()},
+	}))
+	// Dashboard and kserve settle first; then the DSC must be Ready without MaaS.
+	d := c.waitFor(t, gvrDSC, "", "default-dsc", 2*time.Minute, "DashboardReady and KserveReady", func(u *unstructured.Unstructured) bool {
+		return conditionTrue(u, "DashboardReady") && conditionTrue(u, "KserveReady")
+	})
+	if p := str(d, "status", "phase"); p != phaseReady {
+		t.Errorf("phase %q, want %q; Ready: %v", p, phaseReady, findCondition(d, "Ready"))
+	}
+	if st := findCondition(d, "ModelsAsAServiceReady"); st == nil || st["status"] != "False" || st["reason"] != "Removed" {
+		t.Errorf("ModelsAsAServiceReady = %v, want False/Removed", st)
+	}
+	for _, crd := range []string{"maasmodelrefs.maas.opendatahub.io", "maassubscriptions.maas.opendatahub.io"} {
+		if _, err := c.dyn.Resource(gvrCRD).Get(t.Context(), crd, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("crd %s: got err %v, want NotFound", crd, err)
+		}
+	}
+	if _, err := c.kube.AppsV1().Deployments(aiGatewayInfraNS).Get(t.Context(), maasAPIDeployment, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("deployment %s/%s: got err %v, want NotFound", aiGatewayInfraNS, maasAPIDeployment, err)
+	}
+	c.waitFor(t, gvrDashboardConfig, defaultAppsNamespace, dashboardConfigName, time.Minute, "exists", exists)
+}
+
+// TestDSC35MaaSNeedsDBSecret: with aigateway.modelsAsAService Managed, MaaS
+// registers its CRDs but maas-api waits for Secret maas-db-config (case B06).
+func TestDSC35MaaSNeedsDBSecret(t *testing.T) {
+	c := startCluster(t, Options{RHOAIVersion: RHOAI35})
+	c.installRHOAI(t, RHOAI35)
+	c.apply(t, gvrDSC, dsc(map[string]any{
+		"dashboard": managed(),
+		"kserve":    managed(),
+		"aigateway": map[string]any{"managementState": "Managed", "modelsAsAService": managed()},
+	}))
+	d := c.waitFor(t, gvrDSC, "", "default-dsc", 2*time.Minute, "MaaS prerequisites reported",
+		hasCondition("ModelsAsAServiceReady", "False", "PrerequisitesMissing"))
+	if msg := mstr(findCondition(d, "ModelsAsAServiceReady"), "message"); !strings.Contains(msg, "maas-db-config") || !strings.Contains(msg, aiGatewayInfraNS) {
+		t.Errorf("message %q does not name the secret and its namespace", msg)
+	}
+	if p := str(d, "status", "phase"); p != phaseNotReady {
+		t.Errorf("phase %q, want %q", p, phaseNotReady)
+	}
+	for _, crd := range []string{"maasmodelrefs.maas.opendatahub.io", "externalproviders.inference.opendatahub.io"} {
+		c.waitFor(t, gvrCRD, "", crd, time.Minute, "Established", hasCondition("Established", "True", ""))
+	}
+	if _, err := c.kube.AppsV1().Deployments(aiGatewayInfraNS).Get(t.Context(), maasAPIDeployment, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("maas-api exists before its database secret: %v", err)
+	}
+}
+
+func TestInstallModeSupports(t *testing.T) {
+	csv := func(modes map[string]bool) *unstructured.Unstructured {
+		var l []any
+		for k, v := range modes {
+			l = append(l, map[string]any{"type": k, "supported": v})
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"installModes": l}}}
+		u.SetNamespace("ns")
+		return u
+	}
+	all := map[string]bool{"AllNamespaces": true}
+	own := map[string]bool{"OwnNamespace": true, "SingleNamespace": true}
+	tests := []struct {
+		name    string
+		modes   map[string]bool
+		targets []string
+		wantErr bool
+	}{
+		{name: "all namespaces supported", modes: all, targets: []string{""}},
+		{name: "all namespaces unsupported", modes: own, targets: []string{""}, wantErr: true},
+		{name: "own namespace", modes: own, targets: []string{"ns"}},
+		{name: "own namespace unsupported", modes: all, targets: []string{"ns"}, wantErr: true},
+		{name: "single other namespace", modes: own, targets: []string{"other"}},
+		{name: "multi namespace unsupported", modes: own, targets: []string{"a", "b"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := installModeSupports(csv(tt.modes), tt.targets)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestConditionsKeepTransitionTime(t *testing.T) {
+	old := []any{map[string]any{"type": "Ready", "status": "False", "reason": "A", "message": "", "lastTransitionTime": "2020-01-01T00:00:00Z"}}
+	tests := []struct {
+		name      string
+		want      condition
+		keepsTime bool
+	}{
+		{name: "same status, new reason", want: cond("Ready", false, "B", "x"), keepsTime: true},
+		{name: "status flips", want: cond("Ready", true, "Ready", ""), keepsTime: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := conditions(old, tt.want)[0].(map[string]any)
+			if kept := got["lastTransitionTime"] == "2020-01-01T00:00:00Z"; kept != tt.keepsTime {
+				t.Fatalf("lastTransitionTime %v, keep=%v", got["lastTransitionTime"], tt.keepsTime)
+			}
+			if got["reason"] != tt.want.Reason {
+				t.Errorf("reason %v, want %s", got["reason"], tt.want.Reason)
+			}
+		})
+	}
+}
+
+func TestHostsIntersect(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b string
+		want bool
+	}{
+		{name: "equal", a: "maas.apps.x", b: "maas.apps.x", want: true},
+		{name: "wildcard listener", a: "*.apps.x", b: "maas.apps.x", want: true},
+		{name: "wildcard route", a: "maas.apps.x", b: "*.apps.x", want: true},
+		{name: "wildcard does not match apex", a: "*.apps.x", b: "apps.x", want: false},
+		{name: "different", a: "maas.apps.x", b: "api.apps.x", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := hostsIntersect(tt.a, tt.b); got != tt.want {
+				t.Fatalf("hostsIntersect(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(dir+"/olm", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string
+	}{
+		{name: "defaults", opts: Options{CRDDir: dir}},
+		{name: "bad version", opts: Options{CRDDir: dir, RHOAIVersion: "3.6"}, wantErr: "rhoai version"},
+		{name: "unknown delay", opts: Options{CRDDir: dir, Delay: map[string]time.Duration{"olmm": time.Second}}, wantErr: "unknown controller"},
+		{name: "negative delay", opts: Options{CRDDir: dir, Delay: map[string]time.Duration{OLM: -time.Second}}, wantErr: "negative"},
+		{name: "no crd dir", opts: Options{CRDDir: dir + "/nope"}, wantErr: "no olm/ folder"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := tt.opts.withDefaults()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.RHOAIVersion != RHOAI35 || o.Logger == nil {
+					t.Errorf("defaults not applied: %+v", o)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestOLMFailureModes covers case B02 against one cluster: Manual approval,
+// a missing OperatorGroup, a second OperatorGroup after install, and an
+// unknown channel.
+func TestOLMFailureModes(t *testing.T) {
+	c := startCluster(t, Options{})
+
+	t.Run("manual approval waits for approved", func(t *testing.T) {
+		c.apply(t, gvrNamespace, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "lws-manual"}})
+		c.apply(t, gvrOperatorGroup, map[string]any{
+			"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+			"metadata": map[string]any{"name": "og", "namespace": "lws-manual"},
+			"spec":     map[string]any{"targetNamespaces": []any{"lws-manual"}},
+		})
+		c.apply(t, gvrSubscription, map[string]any{
+			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+			"metadata": map[string]any{"name": "leader-worker-set", "namespace": "lws-manual"},
+			"spec": map[string]any{"name": "leader-worker-set", "channel": "stable-v1.0", "source": "redhat-operators",
+				"sourceNamespace": "openshift-marketplace", "installPlanApproval": "Manual"},
+		})
+		s := c.waitFor(t, gvrSubscription, "lws-manual", "leader-worker-set", time.Minute, "InstallPlanPending RequiresApproval",
+			hasCondition("InstallPlanPending", "True", "RequiresApproval"))
+		if st := str(s, "status", "state"); st != "UpgradePending" {
+			t.Errorf("state %q, want UpgradePending", st)
+		}
+		ip := str(s, "status", "installPlanRef", "name")
+		c.waitFor(t, gvrInstallPlan, "lws-manual", ip, time.Minute, "RequiresApproval", fieldIs("RequiresApproval", "status", "phase"))
+		if _, err := c.dyn.Resource(gvrCSV).Namespace("lws-manual").Get(t.Context(), "leader-worker-set.v1.0.0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("csv exists before approval: %v", err)
+		}
+		_, err := c.dyn.Resource(gvrInstallPlan).Namespace("lws-manual").Patch(t.Context(), ip, "application/merge-patch+json",
+			[]byte(`{"spec":{"approved":true}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitInstalled(t, "lws-manual", "leader-worker-set", "leader-worker-set.v1.0.0")
+	})
+
+	t.Run("second operatorgroup fails the csv", func(t *testing.T) {
+		c.apply(t, gvrOperatorGroup, map[string]any{
+			"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+			"metadata": map[string]any{"name": "og-b", "namespace": "lws-manual"},
+		})
+		c.waitFor(t, gvrCSV, "lws-manual", "leader-worker-set.v1.0.0", time.Minute, "Failed TooManyOperatorGroups",
+			func(u *unstructured.Unstructured) bool {
+				return str(u, "status", "phase") == "Failed" && str(u, "status", "reason") == "TooManyOperatorGroups"
+			})
+		if err := c.dyn.Resource(gvrOperatorGroup).Namespace("lws-manual").Delete(t.Context(), "og-b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrCSV, "lws-manual", "leader-worker-set.v1.0.0", time.Minute, "Succeeded again", fieldIs("Succeeded", "status", "phase"))
+	})
+
+	t.Run("no operatorgroup blocks the installplan", func(t *testing.T) {
+		c.apply(t, gvrNamespace, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "no-og"}})
+		c.apply(t, gvrSubscription, map[string]any{
+			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+			"metadata": map[string]any{"name": "leader-worker-set", "namespace": "no-og"},
+			"spec":     map[string]any{"name": "leader-worker-set", "channel": "stable-v1.0", "source": "redhat-operators", "sourceNamespace": "openshift-marketplace"},
+		})
+		s := c.waitFor(t, gvrSubscription, "no-og", "leader-worker-set", time.Minute, "installPlanRef", func(u *unstructured.Unstructured) bool {
+			return str(u, "status", "installPlanRef", "name") != ""
+		})
+		ip := c.waitFor(t, gvrInstallPlan, "no-og", str(s, "status", "installPlanRef", "name"), time.Minute, "Installed=False InstallCheckFailed",
+			hasCondition("Installed", "False", "InstallCheckFailed"))
+		if p := str(ip, "status", "phase"); p != "Installing" {
+			t.Errorf("installplan phase %q, want Installing", p)
+		}
+	})
+
+	t.Run("unknown channel fails resolution", func(t *testing.T) {
+		c.apply(t, gvrSubscription, map[string]any{
+			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+			"metadata": map[string]any{"name": "rhods-operator", "namespace": "openshift-operators"},
+			"spec":     map[string]any{"name": "rhods-operator", "channel": "stable-3.9", "source": "redhat-operators", "sourceNamespace": "openshift-marketplace"},
+		})
+		s := c.waitFor(t, gvrSubscription, "openshift-operators", "rhods-operator", time.Minute, "ResolutionFailed",
+			hasCondition("ResolutionFailed", "True", "ConstraintsNotSatisfiable"))
+		if msg := mstr(findCondition(s, "ResolutionFailed"), "message"); !strings.Contains(msg, "stable-3.9") {
+			t.Errorf("message %q does not name the channel", msg)
+		}
+	})
+}
+
+// TestInstallContractFlow walks the writes and waits of maasctl's default
+// install (/tmp/helpers/INSTALL-CONTRACT.md) against the simulators, in the
+// documented order, with plain creates standing in for maasctl.
+func TestInstallContractFlow(t *testing.T) {
+	c := startCluster(t, Options{})
+	const (
+		dbNS     = "rhoai-maas-db"
+		modelNS  = "llm-coding-assistant"
+		host     = "maas.apps.openshift.example.com"
+		password = "s3cr3t-P@ss"
+	)
+	ns := func(name string) {
+		c.apply(t, gvrNamespace, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}})
+	}
+
+	t.Run("operators", func(t *testing.T) {
+		c.subscribe(t, "openshift-operators", "cloudnative-pg", "stable-v1", "certified-operators", nil)
+		c.subscribe(t, "openshift-operators", "rhcl-operator", "stable-1.4", "redhat-operators", nil)
+		c.subscribe(t, "openshift-lws-operator", "leader-worker-set", "stable-v1.0", "redhat-operators", []any{"openshift-lws-operator"})
+		c.subscribe(t, "redhat-ods-operator", "rhods-operator", "stable-3.5", "redhat-operators", []any{})
+		c.waitInstalled(t, "openshift-operators", "cloudnative-pg", "cloudnative-pg.v1.30.0")
+		c.waitInstalled(t, "openshift-operators", "rhcl-operator", "rhcl-operator.v1.4.1")
+		c.waitInstalled(t, "openshift-lws-operator", "leader-worker-set", "leader-worker-set.v1.0.0")
+		c.waitInstalled(t, "redhat-ods-operator", "rhods-operator", "rhods-operator.3.5.0")
+		c.apply(t, gvrLWSOperator, map[string]any{
+			"apiVersion": "operator.openshift.io/v1", "kind": "LeaderWorkerSetOperator",
+			"metadata": map[string]any{"name": "cluster"}, "spec": map[string]any{"managementState": "Managed"},
+		})
+		c.waitFor(t, gvrLWSOperator, "", "cluster", time.Minute, "Available", hasCondition("Available", "True", ""))
+	})
+
+	t.Run("database", func(t *testing.T) {
+		ns(dbNS)
+		_, err := c.kube.CoreV1().Secrets(dbNS).Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "maas-postgres-secret"},
+			Type:       corev1.SecretTypeBasicAuth,
+			StringData: map[string]string{"username": "maas", "password": password},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.apply(t, gvrCNPGCluster, map[string]any{
+			"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+			"metadata": map[string]any{"name": "maas-postgres", "namespace": dbNS},
+			"spec": map[string]any{
+				"instances":  int64(1),
+				"storage":    map[string]any{"size": "5Gi"},
+				"postgresql": map[string]any{"parameters": map[string]any{"max_connections": "100"}},
+				"bootstrap": map[string]any{"initdb": map[string]any{
+					"database": "maas", "owner": "maas", "secret": map[string]any{"name": "maas-postgres-secret"},
+				}},
+			},
+		})
+		cl := c.waitFor(t, gvrCNPGCluster, dbNS, "maas-postgres", time.Minute, "Ready ClusterIsReady", hasCondition("Ready", "True", "ClusterIsReady"))
+		if p := str(cl, "status", "phase"); p != cnpgPhaseHealthy {
+			t.Errorf("phase %q, want %q", p, cnpgPhaseHealthy)
+		}
+		c.waitFor(t, gvrService, dbNS, "maas-postgres-rw", time.Minute, "exists", exists)
+		if _, err := c.kube.CoreV1().Secrets(dbNS).Get(t.Context(), "maas-postgres-app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("maas-postgres-app: err %v, want NotFound (custom initdb secret, case B07)", err)
+		}
+	})
+
+	t.Run("platform", func(t *testing.T) {
+		c.apply(t, gvrGatewayClass, map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+			"metadata": map[string]any{"name": "openshift-default"},
+			"spec":     map[string]any{"controllerName": openshiftGatewayController},
+		})
+		c.waitFor(t, gvrGatewayClass, "", "openshift-default", time.Minute, "Accepted", hasCondition("Accepted", "True", "Accepted"))
+		c.apply(t, gvrGateway, map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+			"metadata": map[string]any{"name": "maas-default-gateway", "namespace": "openshift-ingress",
+				"annotations": map[string]any{serviceTypeAnnotation: "ClusterIP"}},
+			"spec": map[string]any{
+				"gatewayClassName": "openshift-default",
+				"listeners": []any{map[string]any{
+					"name": "https", "port": int64(443), "protocol": "HTTPS", "hostname": host,
+					"tls":           map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"name": "maas-gateway-tls"}}},
+					"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "All"}},
+				}},
+			},
+		})
+		// Case B13: until the Certificate's Secret exists the listener is
+		// unresolved.
+		gw := c.waitFor(t, gvrGateway, "openshift-ingress", "maas-default-gateway", time.Minute, "Programmed=False",
+			hasCondition("Programmed", "False", "Invalid"))
+		l := sliceOf(gw, "status", "listeners")[0].(map[string]any)
+		if rc := conditionIn(l["conditions"], "ResolvedRefs"); rc["reason"] != "InvalidCertificateRef" {
+			t.Errorf("listener ResolvedRefs %v, want reason InvalidCertificateRef", rc)
+		}
+		c.apply(t, gvrCertificate, map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+			"metadata": map[string]any{"name": "maas-default-gateway-cert", "namespace": "openshift-ingress"},
+			"spec": map[string]any{
+				"secretName": "maas-gateway-tls", "dnsNames": []any{host},
+				"issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "letsencrypt-production"},
+			},
+		})
+		c.waitFor(t, gvrCertificate, "openshift-ingress", "maas-default-gateway-cert", time.Minute, "Ready", hasCondition("Ready", "True", "Ready"))
+		gw = c.waitFor(t, gvrGateway, "openshift-ingress", "maas-default-gateway", time.Minute, "Programmed", hasCondition("Programmed", "True", "Programmed"))
+		if len(sliceOf(gw, "status", "addresses")) == 0 {
+			t.Errorf("gateway has no addresses")
+		}
+		svc := c.waitFor(t, gvrService, "openshift-ingress", "maas-default-gateway-openshift-default", time.Minute, "exists", exists)
+		if typ := str(svc, "spec", "type"); typ != "ClusterIP" {
+			t.Errorf("gateway service type %q, want ClusterIP", typ)
+		}
+		c.apply(t, gvrRoute, map[string]any{
+			"apiVersion": "route.openshift.io/v1", "kind": "Route",
+			"metadata": map[string]any{"name": "maas-default-gateway-https", "namespace": "openshift-ingress"},
+			"spec": map[string]any{
+				"host": host,
+				"to":   map[string]any{"kind": "Service", "name": "maas-default-gateway-openshift-default"},
+				"port": map[string]any{"targetPort": "https"},
+				"tls":  map[string]any{"termination": "passthrough"},
+			},
+		})
+		c.waitFor(t, gvrRoute, "openshift-ingress", "maas-default-gateway-https", time.Minute, "Admitted", func(u *unstructured.Unstructured) bool {
+			in := sliceOf(u, "status", "ingress")
+			return len(in) > 0 && conditionIn(in[0].(map[string]any)["conditions"], "Admitted")["status"] == "True"
+		})
+
+		ns("kuadrant-system")
+		c.apply(t, gvrKuadrant, map[string]any{
+			"apiVersion": "kuadrant.io/v1beta1", "kind": "Kuadrant",
+			"metadata": map[string]any{"name": "kuadrant", "namespace": "kuadrant-system"},
+		})
+		// The operator pod started before Istio: one restart is needed (B01).
+		c.waitFor(t, gvrKuadrant, "kuadrant-system", "kuadrant", time.Minute, "MissingDependency", hasCondition("Ready", "False", "MissingDependency"))
+		for _, p := range c.operatorPods(t) {
+			if err := c.kube.CoreV1().Pods("openshift-operators").Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.waitFor(t, gvrKuadrant, "kuadrant-system", "kuadrant", 2*time.Minute, "Ready", hasCondition("Ready", "True", "Ready"))
+		c.waitFor(t, gvrService, "kuadrant-system", "authorino-authorino-authorization", time.Minute, "exists", exists)
+		_, err := c.kube.CoreV1().Services("kuadrant-system").Patch(t.Context(), "authorino-authorino-authorization", "application/merge-patch+json",
+			[]byte(`{"metadata":{"annotations":{"service.beta.openshift.io/serving-cert-secret-name":"authorino-server-cert"}}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrSecret, "kuadrant-system", "authorino-server-cert", time.Minute, "exists", exists)
+		_, err = c.dyn.Resource(gvrAuthorino).Namespace("kuadrant-system").Patch(t.Context(), "authorino", "application/merge-patch+json",
+			[]byte(`{"spec":{"listener":{"tls":{"enabled":true,"certSecretRef":{"name":"authorino-server-cert"}}}}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrAuthorino, "kuadrant-system", "authorino", 2*time.Minute, "Ready", hasCondition("Ready", "True", "Provisioned"))
+	})
+
+	t.Run("rhoai", func(t *testing.T) {
+		ns(aiGatewayInfraNS)
+		_, err := c.kube.CoreV1().Secrets(aiGatewayInfraNS).Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: maasDBSecret},
+			StringData: map[string]string{maasDBKey: "postgresql://maas:s3cr3t-P%40ss@maas-postgres-rw.rhoai-maas-db.svc:5432/maas?sslmode=require"},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, gvrDSCI, "", defaultDSCI, time.Minute, "Ready", fieldIs(phaseReady, "status", "phase"))
+		c.apply(t, gvrDSC, dsc(map[string]any{
+			"dashboard": managed(),
+			"kserve":    managed(),
+			"aigateway": map[string]any{"managementState": "Managed", "modelsAsAService": managed()},
+			"ogx":       managed(),
+		}))
+		d := c.waitFor(t, gvrDSC, "", "default-dsc", 3*time.Minute, "Ready", fieldIs(phaseReady, "status", "phase"))
+		for _, typ := range []string{"Ready", "AIGatewayReady", "ModelsAsAServiceReady"} {
+			if !conditionTrue(d, typ) {
+				t.Errorf("condition %s not True: %v", typ, findCondition(d, typ))
+			}
+		}
+		c.waitFor(t, gvrDeployment, aiGatewayInfraNS, maasAPIDeployment, time.Minute, "Available", hasCondition("Available", "True", ""))
+		c.waitFor(t, gvrDashboardConfig, defaultAppsNamespace, dashboardConfigName, time.Minute, "exists", exists)
+	})
+
+	t.Run("models and access", func(t *testing.T) {
+		_, err := c.kube.CoreV1().Secrets(modelNS).Patch(t.Context(), "llama-coder-api-key", "application/merge-patch+json",
+			[]byte(`{"metadata":{"labels":{"inference.llm-d.ai/ipp-managed":"true"}}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.apply(t, gvrExternalProvider, map[string]any{
+			"apiVersion": "inference.opendatahub.io/v1alpha1", "kind": "ExternalProvider",
+			"metadata": map[string]any{"name": "llama-coder-provider", "namespace": modelNS,
+				"annotations": map[string]any{"maas.opendatahub.io/tls": "false", maasPortAnnotation: "8080"}},
+			"spec": map[string]any{
+				"endpoint": "llama-coder.llm-coding-assistant.svc.cluster.local", "provider": "openai",
+				"auth": map[string]any{"type": "apikey", "secretRef": map[string]any{"name": "llama-coder-api-key"}},
+			},
+		})
+		c.waitFor(t, gvrExternalProvider, modelNS, "llama-coder-provider", time.Minute, "Ready", fieldIs("Ready", "status", "phase"))
+		c.apply(t, gvrExternalModel, map[string]any{
+			"apiVersion": "inference.opendatahub.io/v1alpha1", "kind": "ExternalModel",
+			"metadata": map[string]any{"name": "qwen35-9b-coder", "namespace": modelNS},
+			"spec": map[string]any{"externalProviderRefs": []any{map[string]any{
+				"ref": map[string]any{"name": "llama-coder-provider"}, "apiFormat": "openai-chat",
+				"path": "/v1/chat/completions", "targetModel": "qwen35-9b-coder",
+			}}},
+		})
+		c.waitFor(t, gvrExternalModel, modelNS, "qwen35-9b-coder", time.Minute, "Ready", fieldIs("Ready", "status", "phase"))
+		c.apply(t, gvrMaaSModelRef, map[string]any{
+			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSModelRef",
+			"metadata": map[string]any{"name": "qwen35-9b-coder", "namespace": modelNS},
+			"spec":     map[string]any{"modelRef": map[string]any{"kind": "ExternalModel", "name": "qwen35-9b-coder"}},
+		})
+		// Runtime ready but not governed yet: Pending with the endpoint known.
+		ref := c.waitFor(t, gvrMaaSModelRef, modelNS, "qwen35-9b-coder", time.Minute, "RuntimeReady, awaiting governance",
+			hasCondition("RuntimeReady", "True", "RuntimeHealthy"))
+		if p := str(ref, "status", "phase"); p != "Pending" {
+			t.Errorf("phase before governance %q, want Pending", p)
+		}
+		if e := str(ref, "status", "endpoint"); e != "https://"+host+"/"+modelNS+"/qwen35-9b-coder" {
+			t.Errorf("endpoint %q", e)
+		}
+		c.apply(t, gvrMaaSAuthPolicy, map[string]any{
+			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSAuthPolicy",
+			"metadata": map[string]any{"name": "llama-coder-access", "namespace": maasNamespace},
+			"spec": map[string]any{
+				"subjects":  map[string]any{"groups": []any{map[string]any{"name": "system:authenticated"}}},
+				"modelRefs": []any{map[string]any{"name": "qwen35-9b-coder", "namespace": modelNS}},
+			},
+		})
+		c.apply(t, gvrMaaSSubscription, map[string]any{
+			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSSubscription",
+			"metadata": map[string]any{"name": "llama-coder-default", "namespace": maasNamespace},
+			"spec": map[string]any{
+				"owner": map[string]any{"groups": []any{map[string]any{"name": "system:authenticated"}}},
+				"modelRefs": []any{map[string]any{"name": "qwen35-9b-coder", "namespace": modelNS,
+					"tokenRateLimits": []any{map[string]any{"limit": int64(200000), "window": "1h"}}}},
+			},
+		})
+		c.waitFor(t, gvrMaaSAuthPolicy, maasNamespace, "llama-coder-access", time.Minute, "Active", fieldIs("Active", "status", "phase"))
+		c.waitFor(t, gvrMaaSSubscription, maasNamespace, "llama-coder-default", time.Minute, "Active", fieldIs("Active", "status", "phase"))
+		c.waitFor(t, gvrAuthPolicy, modelNS, "maas-auth-qwen35-9b-coder", time.Minute, "Enforced", hasCondition("Enforced", "True", "Enforced"))
+		c.waitFor(t, gvrMaaSModelRef, modelNS, "qwen35-9b-coder", time.Minute, "Ready", fieldIs("Ready", "status", "phase"))
+
+		c.apply(t, gvrMaaSAuthPolicy, map[string]any{
+			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSAuthPolicy",
+			"metadata": map[string]any{"name": "dangling", "namespace": maasNamespace},
+			"spec": map[string]any{
+				"subjects":  map[string]any{"users": []any{"alice"}},
+				"modelRefs": []any{map[string]any{"name": "no-such-model", "namespace": modelNS}},
+			},
+		})
+		p := c.waitFor(t, gvrMaaSAuthPolicy, maasNamespace, "dangling", time.Minute, "Failed", fieldIs("Failed", "status", "phase"))
+		if msg := mstr(findCondition(p, "Ready"), "message"); !strings.Contains(msg, "no-such-model") {
+			t.Errorf("message %q does not name the missing model", msg)
+		}
+	})
+}
+
+// conditionIn finds condition typ in a conditions list.
+func conditionIn(l any, typ string) map[string]any {
+	s, _ := l.([]any)
+	for _, c := range s {
+		if cm, ok := c.(map[string]any); ok && cm["type"] == typ {
+			return cm
+		}
+	}
+	return nil
+}
+
+// TestDelay: Options.Delay holds a controller back per object; with an OLM
+// delay the InstallPlan appears no earlier than the delay after the
+// Subscription (case B02 a: "CSV not yet there" must count as progress).
+func TestDelay(t *testing.T) {
+	const delay = 4 * time.Second
+	c := startCluster(t, Options{Delay: map[string]time.Duration{OLM: delay}})
+	c.subscribe(t, "openshift-operators", "rhcl-operator", "stable-1.4", "redhat-operators", nil)
+	s := c.waitFor(t, gvrSubscription, "openshift-operators", "rhcl-operator", time.Minute, "installPlanRef", func(u *unstructured.Unstructured) bool {
+		return str(u, "status", "installPlanRef", "name") != ""
+	})
+	ip := c.waitFor(t, gvrInstallPlan, "openshift-operators", str(s, "status", "installPlanRef", "name"), time.Minute, "exists", exists)
+	subAt, ipAt := s.GetCreationTimestamp().Time, ip.GetCreationTimestamp().Time
+	// creationTimestamp has one-second resolution.
+	if got := ipAt.Sub(subAt); got < delay-time.Second {
+		t.Fatalf("installplan created %s after the subscription, want at least %s", got, delay-time.Second)
+	}
+	c.waitInstalled(t, "openshift-operators", "rhcl-operator", "rhcl-operator.v1.4.1")
+}
+
+// TestFaults exercises the failure seams: a CSV that fails its install check
+// (case B02) and an ACME order stuck on DNS-01 propagation (case B13).
+func TestFaults(t *testing.T) {
+	c := startCluster(t, Options{Faults: Faults{
+		FailCSV:            []string{"leader-worker-set.v1.0.0"},
+		CertificatePending: true,
+	}})
+
+	t.Run("csv fails its install check", func(t *testing.T) {
+		c.subscribe(t, "openshift-lws-operator", "leader-worker-set", "stable-v1.0", "redhat-operators", []any{"openshift-lws-operator"})
+		c.waitFor(t, gvrCSV, "openshift-lws-operator", "leader-worker-set.v1.0.0", time.Minute, "Failed InstallCheckFailed",
+			func(u *unstructured.Unstructured) bool {
+				return str(u, "status", "phase") == "Failed" && str(u, "status", "reason") == "InstallCheckFailed"
+			})
+	})
+
+	t.Run("certificate pending on dns-01", func(t *testing.T) {
+		c.apply(t, gvrCertificate, map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+			"metadata": map[string]any{"name": "maas-gateway", "namespace": "openshift-ingress"},
+			"spec": map[string]any{
+				"secretName": "maas-gateway-tls", "dnsNames": []any{"maas.apps.openshift.example.com"},
+				"issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "letsencrypt-production"},
+			},
+		})
+		c.waitFor(t, gvrCertificate, "openshift-ingress", "maas-gateway", time.Minute, "Ready=False DoesNotExist", hasCondition("Ready", "False", "DoesNotExist"))
+		cr := c.waitFor(t, gvrCertificateRequest, "openshift-ingress", "maas-gateway-1", time.Minute, "Ready=False Pending", hasCondition("Ready", "False", "Pending"))
+		if msg := mstr(findCondition(cr, "Ready"), "message"); !strings.Contains(msg, "DNS-01") {
+			t.Errorf("certificaterequest message %q does not mention DNS-01", msg)
+		}
+		if !conditionTrue(cr, "Approved") {
+			t.Errorf("certificaterequest not approved: %v", findCondition(cr, "Approved"))
+		}
+		if _, err := c.kube.CoreV1().Secrets("openshift-ingress").Get(t.Context(), "maas-gateway-tls", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("secret maas-gateway-tls: err %v, want NotFound", err)
+		}
+	})
+}
