@@ -11,6 +11,10 @@ import (
 // version is set with -ldflags "-X main.version=...".
 var version = "dev"
 
+// commands holds the constructors of further subcommands; each command file
+// registers its own in an init function, so adding a command touches one file.
+var commands []func(*globalOptions) *cobra.Command
+
 type globalOptions struct {
 	kube    *genericclioptions.ConfigFlags
 	logFile string
@@ -33,6 +37,9 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	fs.StringVar(g.kube.Context, "context", "", "kubeconfig context to use")
 	fs.StringVar(&g.logFile, "log-file", "", "write the debug log (JSON) to this file; it never contains secrets")
 	root.AddCommand(newInstallCmd(g), newStepsCmd(), newVersionCmd())
+	for _, add := range commands {
+		root.AddCommand(add(g))
+	}
 	return root
 }
 
