@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,23 @@ type Facts struct {
 	// Host is the Gateway host name: inventory gateway.hostname, or
 	// maas.<spec.domain of config.openshift.io/v1 Ingress cluster>.
 	Host string
+	// KServeMaaS selects the RHOAI 3.3/3.4 layout: MaaS is switched on with
+	// DataScienceCluster v2 spec.components.kserve.modelsAsService, and
+	// external models are maas.opendatahub.io/v1alpha1 ExternalModels with
+	// no ExternalProvider. False (the zero value) is the RHOAI 3.5 layout:
+	// spec.components.aigateway.modelsAsAService and
+	// inference.opendatahub.io ExternalProvider/ExternalModel
+	// (rh-aiservices-bu/rhoai-maas-guide troubleshooting, case B16).
+	KServeMaaS bool
+	// RHOAIVersion is the RHOAI minor release the layout was read for, such
+	// as "3.4"; empty means 3.5. It is informational: rendering reads
+	// KServeMaaS and DSCComponents.
+	RHOAIVersion string
+	// DSCComponents are the spec.components keys the cluster's
+	// DataScienceCluster v2 schema defines. When set, inventory components
+	// outside it are left out of the DSC (the caller reports them); nil
+	// keeps every inventory component.
+	DSCComponents []string
 }
 
 // Component is one DSC component with its managementState.
@@ -47,6 +65,7 @@ type Component struct {
 type data struct {
 	Inv        *inventory.Inventory
 	Host       string
+	KServeMaaS bool
 	Op         inventory.Operator
 	Components []Component
 	Namespaces []string
@@ -61,12 +80,17 @@ func OperatorStepID(id string) string { return "operators/" + id }
 
 // Render renders every step's objects for inv. Errors name the manifest.
 func Render(inv *inventory.Inventory, f Facts) (Rendered, error) {
-	d := data{Inv: inv, Host: f.Host}
+	d := data{Inv: inv, Host: f.Host, KServeMaaS: f.KServeMaaS}
+	served := func(c string) bool { return f.DSCComponents == nil || slices.Contains(f.DSCComponents, c) }
 	for _, c := range inv.RHOAI.ManagedComponents {
-		d.Components = append(d.Components, Component{c, "Managed"})
+		if served(c) {
+			d.Components = append(d.Components, Component{c, "Managed"})
+		}
 	}
 	for _, c := range inv.RHOAI.RemovedComponents {
-		d.Components = append(d.Components, Component{c, "Removed"})
+		if served(c) {
+			d.Components = append(d.Components, Component{c, "Removed"})
+		}
 	}
 	sort.Slice(d.Components, func(i, j int) bool { return d.Components[i].Name < d.Components[j].Name })
 	seenNS, seenProv := map[string]bool{}, map[string]bool{}

@@ -10,17 +10,50 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/maasctl/maasctl/e2e/faultproxy"
 	"github.com/maasctl/maasctl/e2e/sim"
 	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/e2e/vaultserver"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps"
+)
+
+// Environment variables of the e2e harness (README.md, "End-to-end tests on
+// any cluster").
+const (
+	// envKubeconfig names the kubeconfig of an existing cluster (kind,
+	// OpenShift Local, ...) to run against instead of starting the local
+	// control plane.
+	envKubeconfig = "E2E_KUBECONFIG"
+	// envSim is "1" to run the simulated operators against the cluster and
+	// "0" not to (real operators). Default: 1 on the local control plane,
+	// 0 with E2E_KUBECONFIG.
+	envSim = "E2E_SIM"
+	// envFixture is "1" to install the platform CRDs and the
+	// fresh-OpenShift fixture (e2e/testenv) on an external cluster before
+	// the first test, as kind needs. Default: the value of E2E_SIM.
+	envFixture = "E2E_FIXTURE"
+	// envTimeout bounds one maasctl run (a Go duration). Default 5m on the
+	// local control plane, 30m on an external cluster.
+	envTimeout = "E2E_TIMEOUT"
+	// envReset says how a test starts on an external cluster, which the
+	// tests share: "state" deletes maasctl's run Lease and checkpoints;
+	// "uninstall" also runs `maasctl uninstall --delete-data --yes` (with
+	// this test's simulators running, so they finalise what they own) so
+	// that every test starts from the fixture, as on a new local control
+	// plane. Default: uninstall with E2E_SIM=1, state without.
+	envReset = "E2E_RESET"
 )
 
 // maasctlBin is the binary under test: $MAASCTL_BIN/maasctl (make test sets
@@ -49,63 +82,225 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cluster is one local control plane with simulated operators and a
-// Vault-API server, as a fresh OpenShift cluster meeting the prerequisites.
+// cluster is one cluster under test with (optionally) simulated operators
+// and a Vault-API server: by default a new local control plane set up as a
+// fresh OpenShift cluster meeting the prerequisites, or the cluster of
+// E2E_KUBECONFIG.
 type cluster struct {
+	// env is the local control plane; nil on an external cluster.
 	env        *testenv.Env
 	clients    *kube.Clients
 	vault      *vaultserver.Server
 	vaultAddr  string
 	vaultToken string
 	dir        string
+
+	// cfg reaches the API server directly (never through the proxy); nil
+	// means env.RESTConfig().
+	cfg *rest.Config
+	// kubeconfig is the file maasctl gets: the cluster's, or the proxy's;
+	// empty means env.Kubeconfig().
+	kubeconfig string
+	// external is true for an E2E_KUBECONFIG cluster.
+	external bool
+	// simulated is true when simulated operators run against the cluster.
+	simulated bool
+	// proxy is the fault proxy between maasctl and the API server, when
+	// clusterOptions.proxy asked for one.
+	proxy *faultproxy.Proxy
 }
 
 type clusterOptions struct {
 	simDelay map[string]time.Duration
+	// proxy, when set, puts a faultproxy with these options between
+	// maasctl and the API server (Upstream is filled in). The test's own
+	// clients (c.clients) always talk to the API server directly.
+	proxy *faultproxy.Options
+	// simViaProxy sends the simulators' requests through the proxy too
+	// (User-Agent simUserAgent), so a recording proxy sees every write to
+	// the managed objects.
+	simViaProxy bool
+}
+
+// simUserAgent is the User-Agent of the simulators' requests.
+const simUserAgent = "maasctl-sim"
+
+// restConfig is the cluster's API server, reached directly.
+func (c *cluster) restConfig() *rest.Config {
+	if c.cfg != nil {
+		return rest.CopyConfig(c.cfg)
+	}
+	return c.env.RESTConfig()
+}
+
+// kubeconfigPath is the kubeconfig maasctl runs with.
+func (c *cluster) kubeconfigPath() string {
+	if c.kubeconfig != "" {
+		return c.kubeconfig
+	}
+	return c.env.Kubeconfig()
+}
+
+func envBool(name string, def bool) bool {
+	switch os.Getenv(name) {
+	case "1", "true":
+		return true
+	case "0", "false":
+		return false
+	}
+	return def
+}
+
+// runTimeout bounds one maasctl run.
+func runTimeout(external bool) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(envTimeout)); err == nil && d > 0 {
+		return d
+	}
+	if external {
+		return 30 * time.Minute
+	}
+	return 5 * time.Minute
+}
+
+// externalFixture installs the platform CRDs and the fixture on the
+// external cluster once per test binary.
+var externalFixture struct {
+	once sync.Once
+	err  error
 }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	env, err := testenv.Start(ctx, testenv.Options{})
-	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
-		t.Skipf("local control plane not built (%v): run make testenv", err)
-	}
-	if err != nil {
-		t.Fatalf("start local control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
+	c := &cluster{dir: t.TempDir()}
+	if path := os.Getenv(envKubeconfig); path != "" {
+		c.external = true
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			t.Fatalf("%s=%s: %v", envKubeconfig, path, err)
 		}
-	})
-	clients, err := kube.New(env.RESTConfig())
+		c.cfg, c.kubeconfig = cfg, path
+		c.simulated = envBool(envSim, false)
+		if envBool(envFixture, c.simulated) {
+			externalFixture.once.Do(func() { externalFixture.err = installFixture(ctx, cfg) })
+			if externalFixture.err != nil {
+				t.Fatalf("install the platform CRDs and fixture on %s: %v", path, externalFixture.err)
+			}
+		}
+	} else {
+		env, err := testenv.Start(ctx, testenv.Options{})
+		if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
+			t.Skipf("local control plane not built (%v): run make testenv", err)
+		}
+		if err != nil {
+			t.Fatalf("start local control plane: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := env.Stop(); err != nil {
+				t.Errorf("stop control plane: %v", err)
+			}
+		})
+		c.env = env
+		c.simulated = envBool(envSim, true)
+	}
+	clients, err := kube.New(c.restConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	logger, err := zap.Config{
-		Level: zap.NewAtomicLevelAt(zap.InfoLevel), Encoding: "json",
-		EncoderConfig: zap.NewProductionEncoderConfig(),
-		OutputPaths:   []string{filepath.Join(dir, "sim.log")}, ErrorOutputPaths: []string{filepath.Join(dir, "sim.log")},
-	}.Build()
-	if err != nil {
-		t.Fatal(err)
+	c.clients = clients
+	if c.external {
+		resetState(t, c)
 	}
-	h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{Delay: o.simDelay, Logger: logger})
-	if err != nil {
-		t.Fatalf("start simulators: %v", err)
-	}
-	t.Cleanup(func() { _ = h.Stop() })
-	token := "e2e-root-token-" + strings.ReplaceAll(t.Name(), "/", "-")
-	vs := vaultserver.New(vaultserver.Options{RootToken: token})
-	addr, err := vs.Start(ctx)
+	c.vaultToken = "e2e-root-token-" + strings.ReplaceAll(t.Name(), "/", "-")
+	c.vault = vaultserver.New(vaultserver.Options{RootToken: c.vaultToken})
+	c.vaultAddr, err = c.vault.Start(ctx)
 	if err != nil {
 		t.Fatalf("start Vault-API server: %v", err)
 	}
-	t.Cleanup(func() { _ = vs.Close() })
-	return &cluster{env: env, clients: clients, vault: vs, vaultAddr: addr, vaultToken: token, dir: dir}
+	t.Cleanup(func() { _ = c.vault.Close() })
+	simCfg := c.restConfig()
+	var proxyKubeconfig string
+	if o.proxy != nil {
+		po := *o.proxy
+		po.Upstream = c.restConfig()
+		p, err := faultproxy.Start(ctx, po)
+		if err != nil {
+			t.Fatalf("start fault proxy: %v", err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		c.proxy = p
+		proxyKubeconfig = filepath.Join(c.dir, "proxy.kubeconfig")
+		if err := p.WriteKubeconfig(proxyKubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		if o.simViaProxy {
+			simCfg = p.RESTConfig()
+		}
+	}
+	if c.simulated {
+		simCfg.UserAgent = simUserAgent
+		logger, err := zap.Config{
+			Level: zap.NewAtomicLevelAt(zap.InfoLevel), Encoding: "json",
+			EncoderConfig: zap.NewProductionEncoderConfig(),
+			OutputPaths:   []string{filepath.Join(c.dir, "sim.log")}, ErrorOutputPaths: []string{filepath.Join(c.dir, "sim.log")},
+		}.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := sim.Start(ctx, simCfg, sim.Options{Delay: o.simDelay, Logger: logger})
+		if err != nil {
+			t.Fatalf("start simulators: %v", err)
+		}
+		t.Cleanup(func() { _ = h.Stop() })
+	}
+	if c.external && os.Getenv(envReset) != "state" && (os.Getenv(envReset) == "uninstall" || c.simulated) {
+		// Straight to the API server: the proxy may inject faults.
+		u := c.maasctl(t, "uninstall", "--delete-data", "--yes", "-o", "json")
+		if u.exit != 0 {
+			t.Fatalf("reset the external cluster with maasctl uninstall: exit %d (set %s=state to skip)\n%s\n%s", u.exit, envReset, u.stdout, u.stderr)
+		}
+		resetState(t, c)
+	}
+	if proxyKubeconfig != "" {
+		c.kubeconfig = proxyKubeconfig
+	}
+	return c
+}
+
+// installFixture makes an external cluster (kind) look like the local
+// control plane: the platform CRDs a fresh OpenShift serves and the fixture
+// objects (e2e/testenv).
+func installFixture(ctx context.Context, cfg *rest.Config) error {
+	dir, err := sim.DefaultCRDDir()
+	if err != nil {
+		return err
+	}
+	files, err := testenv.PlatformCRDFiles(dir)
+	if err != nil {
+		return err
+	}
+	if err := testenv.InstallCRDs(ctx, cfg, files...); err != nil {
+		return err
+	}
+	return testenv.ApplyFixture(ctx, cfg)
+}
+
+// resetState removes maasctl's own state (the run Lease and the
+// checkpoints) from an external cluster, so that each test starts without a
+// previous run's hints or lock. Installed objects stay: an external cluster
+// is shared by the tests, and every step's Apply is idempotent.
+func resetState(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	err := c.clients.Kube.CoordinationV1().Leases(steps.StateNamespace).Delete(ctx, steps.LeaseName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("reset: delete Lease %s/%s: %v", steps.StateNamespace, steps.LeaseName, err)
+	}
+	err = c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Delete(ctx, steps.CheckpointsConfigMap, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("reset: delete ConfigMap %s/%s: %v", steps.StateNamespace, steps.CheckpointsConfigMap, err)
+	}
 }
 
 // run is one finished maasctl invocation.
@@ -119,7 +314,7 @@ type run struct {
 func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, maasctlBin, args...)
 	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+c.env.Kubeconfig(),
+		"KUBECONFIG="+c.kubeconfigPath(),
 		"VAULT_ADDR="+c.vaultAddr,
 		"VAULT_TOKEN="+c.vaultToken,
 		"HOME="+c.dir, // no ~/.vault-token or ~/.kube from the machine
@@ -130,7 +325,7 @@ func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 // maasctl runs the binary to completion.
 func (c *cluster) maasctl(t *testing.T, args ...string) run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout(c.external))
 	defer cancel()
 	cmd := c.command(ctx, args...)
 	var out, errb bytes.Buffer

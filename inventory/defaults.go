@@ -139,6 +139,7 @@ func Default() *Inventory {
 				TokenRateLimits: []TokenRateLimit{{Limit: 200000, Window: "1h"}},
 			}},
 		}},
+		Vault:              Vault{Auth: VaultAuth{Method: "token"}},
 		WaitTimeoutSeconds: 900,
 	}
 }

@@ -270,11 +270,43 @@ type Subscription struct {
 	ModelRefs []SubscriptionModel `json:"modelRefs"`
 }
 
-// Vault says where the database password lives. Address and token come from
-// the environment (VAULT_ADDR, VAULT_TOKEN, VAULT_CACERT) like the vault CLI.
+// Vault says how maasctl reaches Vault. The address, TLS settings and token
+// come from the environment (VAULT_ADDR, VAULT_NAMESPACE, VAULT_CACERT,
+// VAULT_CAPATH, VAULT_SKIP_VERIFY, VAULT_TOKEN, ~/.vault-token) like the
+// vault CLI. Credentials never go into the inventory.
 type Vault struct {
 	// Address overrides VAULT_ADDR when set.
 	Address string `json:"address,omitempty"`
+	// Auth is how maasctl logs in. Default: method token.
+	Auth VaultAuth `json:"auth"`
+	// KubeTokenPath is "PATH:KEY" of a Kubernetes bearer token kept in
+	// Vault, for example "kv/data/lab/rhoai-deployer:token" (the deployer
+	// ServiceAccount's token, as the playbook looked it up). When set,
+	// maasctl talks to the API server of the kubeconfig's cluster (or
+	// --server) with that token instead of the kubeconfig's credentials,
+	// and never writes it to disk. Empty: use the kubeconfig as is.
+	KubeTokenPath string `json:"kubeTokenPath,omitempty"`
+}
+
+// VaultAuth selects the Vault auth method
+// (https://developer.hashicorp.com/vault/docs/auth).
+type VaultAuth struct {
+	// Method is "token" (VAULT_TOKEN or ~/.vault-token), "kubernetes"
+	// (service account JWT and a role, in a pod or Job) or "approle" (role
+	// ID and secret ID, for CI). Default token.
+	Method string `json:"method"`
+	// MountPath is where the method is enabled (auth/<mountPath>); empty
+	// means the method's name: kubernetes or approle.
+	MountPath string `json:"mountPath,omitempty"`
+	// Role is the Vault role of Kubernetes auth (required for it).
+	Role string `json:"role,omitempty"`
+	// ServiceAccountTokenPath is the JWT file Kubernetes auth presents;
+	// empty means /var/run/secrets/kubernetes.io/serviceaccount/token.
+	ServiceAccountTokenPath string `json:"serviceAccountTokenPath,omitempty"`
+	// RoleIDFile and SecretIDFile hold the AppRole credentials; empty means
+	// the environment variables VAULT_ROLE_ID and VAULT_SECRET_ID.
+	RoleIDFile   string `json:"roleIDFile,omitempty"`
+	SecretIDFile string `json:"secretIDFile,omitempty"`
 }
 
 // Operator returns the operator with the given ID, or nil.

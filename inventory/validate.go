@@ -271,9 +271,10 @@ func (v *validator) database(p *field.Path, d *Database) {
 	v.vaultPath(p.Child("vaultPath"), d.VaultPath)
 }
 
-// vaultPath checks a logical KV path "mount/path...". The vault package adds
-// data/ for KV v2 itself, so a path that already contains it would point at
-// data/data/.
+// vaultPath checks a KV path "mount/path...". Both the logical path and
+// the KV v2 API path with data/ after the mount are accepted (the vault
+// package detects the KV version and drops data/ on KV v2); metadata/
+// names no secret.
 func (v *validator) vaultPath(p *field.Path, s string) {
 	const example = "kv/cloudnativepg/maas-postgres"
 	if s == "" {
@@ -295,9 +296,9 @@ func (v *validator) vaultPath(p *field.Path, s string) {
 			return
 		}
 	}
-	if len(parts) >= 3 && (parts[1] == "data" || parts[1] == "metadata") {
+	if len(parts) >= 3 && parts[1] == "metadata" {
 		fixed := parts[0] + "/" + strings.Join(parts[2:], "/")
-		v.add(field.Invalid(p, s, fmt.Sprintf("give the logical path without %s/ (KV v2 is detected and the API prefix added): use %s", parts[1], fixed)))
+		v.add(field.Invalid(p, s, fmt.Sprintf("metadata/ holds no secret data: give the logical path %s (or the data/ API path)", fixed)))
 	}
 }
 
@@ -691,11 +692,50 @@ func (v *validator) unique(elem *field.Path, name string, seen map[string]*field
 }
 
 func (v *validator) vault(p *field.Path, vt *Vault) {
-	if vt.Address == "" {
-		return
+	if vt.Address != "" {
+		u, err := url.Parse(vt.Address)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(field.Invalid(p.Child("address"), vt.Address, "must be an http or https URL such as https://vault.example.com:8200, or empty to use VAULT_ADDR"))
+		}
 	}
-	u, err := url.Parse(vt.Address)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.add(field.Invalid(p.Child("address"), vt.Address, "must be an http or https URL such as https://vault.example.com:8200, or empty to use VAULT_ADDR"))
+	v.vaultAuth(p.Child("auth"), &vt.Auth)
+	if vt.KubeTokenPath != "" {
+		kp := p.Child("kubeTokenPath")
+		i := strings.LastIndex(vt.KubeTokenPath, ":")
+		if i < 0 || strings.TrimSpace(vt.KubeTokenPath[i+1:]) == "" {
+			v.add(field.Invalid(kp, vt.KubeTokenPath, "must be PATH:KEY, e.g. kv/data/lab/rhoai-deployer:token"))
+		} else {
+			v.vaultPath(kp, vt.KubeTokenPath[:i])
+		}
+	}
+}
+
+// vaultAuth checks the auth method settings; credentials themselves come
+// from files or the environment and are checked when maasctl logs in.
+func (v *validator) vaultAuth(p *field.Path, a *VaultAuth) {
+	switch a.Method {
+	case "token":
+		for _, f := range [][2]string{{"mountPath", a.MountPath}, {"role", a.Role}, {"serviceAccountTokenPath", a.ServiceAccountTokenPath},
+			{"roleIDFile", a.RoleIDFile}, {"secretIDFile", a.SecretIDFile}} {
+			if f[1] != "" {
+				v.add(field.Invalid(p.Child(f[0]), f[1], "applies only to methods kubernetes and approle; method is token"))
+			}
+		}
+	case "kubernetes":
+		if strings.TrimSpace(a.Role) == "" {
+			v.add(field.Required(p.Child("role"), "Kubernetes auth needs the Vault role bound to the service account"))
+		}
+		if a.RoleIDFile != "" || a.SecretIDFile != "" {
+			v.add(field.Invalid(p.Child("roleIDFile"), a.RoleIDFile+a.SecretIDFile, "roleIDFile and secretIDFile apply only to method approle"))
+		}
+	case "approle":
+		if a.Role != "" || a.ServiceAccountTokenPath != "" {
+			v.add(field.Invalid(p.Child("role"), a.Role+a.ServiceAccountTokenPath, "role and serviceAccountTokenPath apply only to method kubernetes; AppRole uses roleIDFile/secretIDFile or VAULT_ROLE_ID/VAULT_SECRET_ID"))
+		}
+	default:
+		v.add(field.NotSupported(p.Child("method"), a.Method, []string{"token", "kubernetes", "approle"}))
+	}
+	if m := a.MountPath; m != "" && (strings.HasPrefix(m, "/") || strings.HasSuffix(m, "/") || strings.HasPrefix(m, "auth/") || strings.Contains(m, "//")) {
+		v.add(field.Invalid(p.Child("mountPath"), m, "give the path the method is enabled at, without auth/ and slashes, e.g. kubernetes-prod"))
 	}
 }

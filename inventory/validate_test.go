@@ -64,7 +64,14 @@ func TestValidateRules(t *testing.T) {
 		{"vault path leading slash", func(i *Inventory) { i.Database.VaultPath = "/kv/x" }, []string{"database.vaultPath"}, "use kv/x"},
 		{"vault path without path", func(i *Inventory) { i.Database.VaultPath = "kv" }, []string{"database.vaultPath"}, "needs a mount and a path"},
 		{"vault path empty segment", func(i *Inventory) { i.Database.VaultPath = "kv//x" }, []string{"database.vaultPath"}, "empty segment"},
-		{"vault path with data/", func(i *Inventory) { i.Database.VaultPath = "kv/data/cloudnativepg/maas-postgres" }, []string{"database.vaultPath"}, "use kv/cloudnativepg/maas-postgres"},
+		{"vault path with metadata/", func(i *Inventory) { i.Database.VaultPath = "kv/metadata/cloudnativepg/maas-postgres" }, []string{"database.vaultPath"}, "give the logical path kv/cloudnativepg/maas-postgres"},
+		{"vault auth method unknown", func(i *Inventory) { i.Vault.Auth.Method = "ldap" }, []string{"vault.auth.method"}, "supported values"},
+		{"vault kubernetes auth without role", func(i *Inventory) { i.Vault.Auth.Method = "kubernetes" }, []string{"vault.auth.role"}, "Vault role"},
+		{"vault token auth with a role", func(i *Inventory) { i.Vault.Auth.Role = "maasctl" }, []string{"vault.auth.role"}, "only to methods kubernetes and approle"},
+		{"vault approle with a role", func(i *Inventory) { i.Vault.Auth.Method = "approle"; i.Vault.Auth.Role = "x" }, []string{"vault.auth.role"}, "only to method kubernetes"},
+		{"vault auth mount with auth/", func(i *Inventory) { i.Vault.Auth.Method = "approle"; i.Vault.Auth.MountPath = "auth/approle" }, []string{"vault.auth.mountPath"}, "without auth/"},
+		{"kube token path without key", func(i *Inventory) { i.Vault.KubeTokenPath = "kv/data/lab/rhoai-deployer" }, []string{"vault.kubeTokenPath"}, "PATH:KEY"},
+		{"kube token path without mount", func(i *Inventory) { i.Vault.KubeTokenPath = "deployer:token" }, []string{"vault.kubeTokenPath"}, "needs a mount and a path"},
 		{"database operator approval", func(i *Inventory) { i.Database.Operator.Approval = "Auto" }, []string{"database.operator.approval"}, `supported values: "Automatic", "Manual"`},
 		{"channel empty", func(i *Inventory) { i.Operators[0].Channel = "" }, []string{"operators[0].channel"}, "stable-3.5"},
 		{"package empty", func(i *Inventory) { i.Operators[1].Package = "" }, []string{"operators[1].package"}, "OLM package"},
@@ -220,5 +227,33 @@ func TestValidateReportsAllProblems(t *testing.T) {
 	var fe *field.Error
 	if !errors.As(err, &fe) || fe.Type != field.ErrorTypeInvalid {
 		t.Errorf("errors.As(*field.Error) = %v, want the first field error", fe)
+	}
+}
+
+// TestValidateVaultAccepts: the Vault settings issue 7 allows, including
+// the KV v2 API path with data/ (the vault package resolves both forms).
+func TestValidateVaultAccepts(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Inventory)
+	}{
+		{"database path with data/", func(i *Inventory) { i.Database.VaultPath = "kv/data/cloudnativepg/maas-postgres" }},
+		{"kube token path", func(i *Inventory) { i.Vault.KubeTokenPath = "kv/data/lab/rhoai-deployer:token" }},
+		{"kubernetes auth", func(i *Inventory) {
+			i.Vault.Auth = VaultAuth{Method: "kubernetes", Role: "maasctl", MountPath: "kubernetes-prod", ServiceAccountTokenPath: "/tmp/jwt"}
+		}},
+		{"approle auth", func(i *Inventory) {
+			i.Vault.Auth = VaultAuth{Method: "approle", RoleIDFile: "/run/role-id", SecretIDFile: "/run/secret-id"}
+		}},
+		{"approle from the environment", func(i *Inventory) { i.Vault.Auth = VaultAuth{Method: "approle"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := Default()
+			tt.mutate(inv)
+			if err := inv.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
 	}
 }

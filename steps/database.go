@@ -5,10 +5,20 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"unicode"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
@@ -69,7 +79,7 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 		{
 			ID: "database/cluster", Title: "CloudNativePG Cluster " + inv.Database.ClusterName,
 			After: []string{"database/operator", "database/secret"},
-			Apply: applyAndWait("database/cluster"),
+			Apply: applyCluster,
 			Check: checkObjects("database/cluster"),
 		},
 	}
@@ -79,9 +89,9 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 // (cloudnative-pg docs "Bootstrap": bootstrap.initdb.secret must be of type
 // kubernetes.io/basic-auth with username equal to the owner).
 func dbSecret(ctx context.Context, e *Env) (*unstructured.Unstructured, error) {
-	pw, err := e.Secrets.DBPassword(ctx)
+	pw, err := dbPassword(ctx, e)
 	if err != nil {
-		return nil, fmt.Errorf("database password from Vault %s: %w", e.Inv.Database.VaultPath, err)
+		return nil, err
 	}
 	d := e.Inv.Database
 	return secretObject(d.Namespace, d.SecretName, "kubernetes.io/basic-auth", map[string]string{
@@ -103,6 +113,155 @@ func DBConnectionURL(inv *inventory.Inventory, password string) string {
 		RawQuery: url.Values{"sslmode": {inv.DBConfig.SSLMode}}.Encode(),
 	}
 	return u.String()
+}
+
+// dbPassword reads the database password and rejects one with a control
+// character: a trailing newline (echo | base64, vault kv put from a file)
+// makes the role password differ from what clients send, and CNPG's
+// generated pgpass breaks on it (case B07, cloudnative-pg#5060). The
+// message never contains the value.
+func dbPassword(ctx context.Context, e *Env) (string, error) {
+	pw, err := e.Secrets.DBPassword(ctx)
+	if err != nil {
+		return "", fmt.Errorf("database password from Vault %s: %w", e.Inv.Database.VaultPath, err)
+	}
+	for i, r := range pw {
+		if unicode.IsControl(r) {
+			return "", fmt.Errorf("the database password in Vault %s has a control character at byte %d (a line break or tab): store it without one (vault kv put with a value that has no trailing newline), or delete the secret to let maasctl generate one",
+				e.Inv.Database.VaultPath, i)
+		}
+	}
+	if pw == "" {
+		return "", fmt.Errorf("the database password in Vault %s is empty", e.Inv.Database.VaultPath)
+	}
+	return pw, nil
+}
+
+// applyCluster applies the CNPG Cluster and waits for Ready. CNPG keeps a
+// Cluster in "Setting up primary" forever when its bootstrap Job fails
+// (cloudnative-pg#11044) and never says so in status, so the wait also
+// watches the Jobs and PVCs labelled cnpg.io/cluster=<name>: a failed Job
+// ends the step at once with the Job's reason and the logs command; a
+// Pending PVC is reported as it happens and in the timeout error (case B09).
+func applyCluster(ctx context.Context, e *Env) error {
+	const id = "database/cluster"
+	objs := e.objects(id)
+	if err := applyObjects(ctx, e, id, objs); err != nil {
+		return err
+	}
+	d := e.Inv.Database
+	sel := "cnpg.io/cluster=" + d.ClusterName
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	go watchClusterJobs(wctx, e, id, sel, failed)
+	pending := &pvcTracker{}
+	go pending.watch(wctx, e, id, sel)
+	done := make(chan error, 1)
+	go func() { done <- waitReady(wctx, e, id, objs) }()
+	var err error
+	select {
+	case err = <-done:
+	case err = <-failed:
+		cancel()
+		<-done
+	}
+	if err != nil && waiters.IsTimeout(err) {
+		if p := pending.String(); p != "" {
+			return fmt.Errorf("%w; %s: check that database.storageClass (or a default StorageClass) exists and can provision ('oc describe pvc -n %s')", err, p, d.Namespace)
+		}
+	}
+	return err
+}
+
+// watchClusterJobs sends the first failed CNPG Job (condition Failed=True,
+// batch/v1 JobStatus) to failed.
+func watchClusterJobs(ctx context.Context, e *Env, id, sel string, failed chan<- error) {
+	ns := e.Inv.Database.Namespace
+	jobs := e.Clients.Kube.BatchV1().Jobs(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return jobs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return jobs.Watch(ctx, o)
+		},
+	}
+	_, _ = watchtools.UntilWithSync(ctx, lw, &batchv1.Job{}, nil, func(ev watch.Event) (bool, error) {
+		j, ok := ev.Object.(*batchv1.Job)
+		if !ok || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				select {
+				case failed <- fmt.Errorf("CNPG Job %s/%s failed (%s: %s) after %d attempt(s), so Cluster %s stays in \"Setting up primary\" (CNPG does not report this in the Cluster status): read 'kubectl logs job/%s -n %s', fix the cause (often a stale PVC or bad bootstrap credentials), then delete the Cluster and its PVCs (oc delete cluster.postgresql.cnpg.io %s -n %s; oc delete pvc -l %s -n %s) and re-run",
+					ns, j.Name, c.Reason, c.Message, j.Status.Failed, e.Inv.Database.ClusterName, j.Name, ns, e.Inv.Database.ClusterName, ns, sel, ns):
+				default:
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// pvcTracker records which PVCs of the Cluster are Pending.
+type pvcTracker struct {
+	mu      sync.Mutex
+	pending map[string]string
+}
+
+func (p *pvcTracker) watch(ctx context.Context, e *Env, id, sel string) {
+	pvcs := e.Clients.Kube.CoreV1().PersistentVolumeClaims(e.Inv.Database.Namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return pvcs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return pvcs.Watch(ctx, o)
+		},
+	}
+	_, _ = watchtools.UntilWithSync(ctx, lw, &corev1.PersistentVolumeClaim{}, nil, func(ev watch.Event) (bool, error) {
+		c, ok := ev.Object.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			return false, nil
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.pending == nil {
+			p.pending = map[string]string{}
+		}
+		if ev.Type == watch.Deleted || c.Status.Phase != corev1.ClaimPending {
+			delete(p.pending, c.Name)
+			return false, nil
+		}
+		sc := "the default StorageClass"
+		if c.Spec.StorageClassName != nil && *c.Spec.StorageClassName != "" {
+			sc = "StorageClass " + *c.Spec.StorageClassName
+		}
+		if _, seen := p.pending[c.Name]; !seen {
+			e.progress(id, "PVC %s/%s is Pending (%s)", c.Namespace, c.Name, sc)
+		}
+		p.pending[c.Name] = sc
+		return false, nil
+	})
+}
+
+// String lists the Pending PVCs, or "" when none is.
+func (p *pvcTracker) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for name, sc := range p.pending {
+		out = append(out, fmt.Sprintf("PVC %s Pending (%s)", name, sc))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 func secretObject(ns, name, typ string, data map[string]string) *unstructured.Unstructured {

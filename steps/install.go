@@ -30,6 +30,13 @@ type InstallOptions struct {
 	LeaseDuration time.Duration
 	// Identity names this run in the Lease. Default Identity().
 	Identity string
+	// Policy holds the run's switches (--ignore-preflight,
+	// --approve-installplans).
+	Policy Policy
+	// Selection limits the run (--only, --skip, --from).
+	Selection Selection
+	// Verify turns on the data-path checks of the last step (verify.go).
+	Verify VerifyOptions
 }
 
 // ErrInvalidInventory wraps inventory validation errors (exit code 2).
@@ -51,7 +58,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if o.Identity == "" {
 		o.Identity = Identity()
 	}
-	clients, err := kube.New(o.Config)
+	clients, err := kube.NewWithOptions(o.Config, kube.Options{Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +66,13 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	env.Policy = o.Policy
+	env.Verify = o.Verify
 	reg, err := NewRegistry(o.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := o.Selection.Resolve(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +89,11 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion}
+	rec, err := LoadRecord(ctx, clients)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion, Steps: sel, Record: rec}
 	sum, err := r.Run(ctx)
 	if sum != nil {
 		sum.LockWrites = lock.Writes()
@@ -85,13 +102,18 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	return sum, err
 }
 
-// NewEnv resolves the facts rendering needs and renders every step.
+// NewEnv resolves the facts rendering needs (the Gateway host and the RHOAI
+// layout, see DetectLayout) and renders every step.
 func NewEnv(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, s Secrets, log *zap.Logger) (*Env, error) {
 	host, err := GatewayHost(ctx, c, inv)
 	if err != nil {
 		return nil, err
 	}
-	facts := assets.Facts{Host: host}
+	layout, err := DetectLayout(ctx, c, inv)
+	if err != nil {
+		return nil, err
+	}
+	facts := layout.Facts(assets.Facts{Host: host})
 	objs, err := assets.Render(inv, facts)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -77,7 +78,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{FieldManager: "maasctl"})
 		if apierrors.IsAlreadyExists(err) {
-			return nil, &LockHeldError{Holder: "a run that started at the same moment"}
+			return nil, heldBy(ctx, leases, "a run that started at the same moment")
 		}
 	case err != nil:
 		return nil, fmt.Errorf("read Lease %s/%s: %w", StateNamespace, LeaseName, err)
@@ -92,7 +93,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 		cur.Spec.AcquireTime, cur.Spec.RenewTime = &now, &now
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "maasctl"})
 		if apierrors.IsConflict(err) {
-			return nil, &LockHeldError{Holder: "another run that took the expired lease just now"}
+			return nil, heldBy(ctx, leases, "another run that took the expired lease just now")
 		}
 	}
 	if err != nil {
@@ -103,6 +104,18 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 	l.cancel = cancel
 	go l.renew(rctx)
 	return l, nil
+}
+
+// heldBy re-reads the Lease after this run lost a race for it, so that the
+// error names the winner (user, host, pid, start time); fallback describes
+// the winner when the Lease cannot be read.
+func heldBy(ctx context.Context, leases coordinationv1client.LeaseInterface, fallback string) error {
+	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+	if err != nil || ptr.Deref(cur.Spec.HolderIdentity, "") == "" || cur.Spec.RenewTime == nil {
+		return &LockHeldError{Holder: fallback}
+	}
+	exp := cur.Spec.RenewTime.Add(time.Duration(ptr.Deref(cur.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	return &LockHeldError{Holder: *cur.Spec.HolderIdentity, RenewTime: cur.Spec.RenewTime.Time, Expires: exp}
 }
 
 func (l *Lock) renew(ctx context.Context) {

@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -95,20 +97,35 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 }
 
 // waitOperator waits for the Subscription to install its CSV, the CSV to
-// succeed, and the CSV's owned CRDs to be Established.
+// succeed, and the CSV's owned CRDs to be Established. "Not found yet" is
+// progress, not an error (case B02 a). A Manual InstallPlan is approved only
+// under Policy.ApproveInstallPlans and only when it installs the expected
+// CSV; otherwise the step stops naming the plan and the command that
+// approves it (case B02 b).
 func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator) error {
-	subT := waiters.Target{
-		GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
-		Cond: subscriptionInstalled,
-		OnChange: func(r waiters.Result) {
-			if !r.Done {
-				e.progress(stepID, "waiting for Subscription %s/%s: %s", op.Namespace, op.Package, r.Status)
-			}
-		},
-	}
-	sub, err := waiters.For(ctx, e.Clients, subT)
-	if err != nil {
-		return err
+	handled := map[string]bool{} // InstallPlans already approved or inspected
+	var sub *unstructured.Unstructured
+	for {
+		subT := waiters.Target{
+			GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
+			Cond: subscriptionProgress(handled),
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(stepID, "waiting for Subscription %s/%s: %s", op.Namespace, op.Package, r.Status)
+				}
+			},
+		}
+		s, err := waiters.For(ctx, e.Clients, subT)
+		if err != nil {
+			return err
+		}
+		if subscriptionInstalled(s).Done {
+			sub = s
+			break
+		}
+		if err := approveInstallPlan(ctx, e, stepID, op, s, handled); err != nil {
+			return err
+		}
 	}
 	csvName, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
 	csvT := waiters.Target{
@@ -142,6 +159,105 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	return nil
 }
 
+// subscriptionProgress is done when the Subscription installed its CSV, or
+// when it waits for the approval of an InstallPlan not handled yet (the
+// caller then decides). It fails when the referenced InstallPlan is gone
+// (OLM does not replace it, operator-lifecycle-manager PR #1894) or failed.
+// It judges by condition type and reason, never by message text.
+func subscriptionProgress(handled map[string]bool) waiters.Condition {
+	return func(obj *unstructured.Unstructured) waiters.Result {
+		r := subscriptionInstalled(obj)
+		if r.Done {
+			return r
+		}
+		plan, _, _ := unstructured.NestedString(obj.Object, "status", "installPlanRef", "name")
+		if c, ok := waiters.GetCondition(obj, "InstallPlanMissing"); ok && c.Status == "True" {
+			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("the InstallPlan %s the Subscription references is gone (%s) and OLM will not create another: delete the Subscription (oc delete subscription %s -n %s) and re-run",
+				plan, c, obj.GetName(), obj.GetNamespace())}
+		}
+		if c, ok := waiters.GetCondition(obj, "InstallPlanFailed"); ok && c.Status == "True" {
+			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("InstallPlan %s failed (%s): inspect it with 'oc get installplan %s -n %s -o yaml'", plan, c, plan, obj.GetNamespace())}
+		}
+		if c, ok := waiters.GetCondition(obj, "InstallPlanPending"); ok && c.Status == "True" && c.Reason == "RequiresApproval" && plan != "" && !handled[plan] {
+			return waiters.Result{Done: true, Status: fmt.Sprintf("InstallPlan %s requires approval", plan)}
+		}
+		return r
+	}
+}
+
+// approveInstallPlan handles the InstallPlan sub waits for: it approves it
+// when the policy allows and its CSVs are exactly the expected CSV,
+// otherwise it returns an error naming the plan, its CSVs and the fix.
+func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory.Operator, sub *unstructured.Unstructured, handled map[string]bool) error {
+	name, _, _ := unstructured.NestedString(sub.Object, "status", "installPlanRef", "name")
+	handled[name] = true
+	ri, _, err := e.Clients.Resource(installPlanGVK, op.Namespace)
+	if err != nil {
+		return err
+	}
+	ip, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("Subscription %s/%s waits for InstallPlan %s, which does not exist: delete the Subscription and re-run", op.Namespace, op.Package, name)
+	}
+	if err != nil {
+		return fmt.Errorf("get InstallPlan %s/%s: %w", op.Namespace, name, err)
+	}
+	if approved, _, _ := unstructured.NestedBool(ip.Object, "spec", "approved"); approved {
+		return nil
+	}
+	csvs, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
+	want, source := expectedCSV(ctx, e, op, sub)
+	approveCmd := fmt.Sprintf(`oc patch installplan %s -n %s --type merge -p '{"spec":{"approved":true}}'`, name, op.Namespace)
+	if problem := installPlanProblem(csvs, want, source, op); problem != "" {
+		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval, and maasctl will not approve it: %s; inspect it with 'oc get installplan %s -n %s -o yaml' and approve it by hand only if it is right (%s)",
+			op.Namespace, name, strings.Join(csvs, ", "), problem, name, op.Namespace, approveCmd)
+	}
+	if !e.Policy.ApproveInstallPlans {
+		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval (installPlanApproval Manual on this or another Subscription of namespace %s): run %s, or re-run with --approve-installplans",
+			op.Namespace, name, strings.Join(csvs, ", "), op.Namespace, approveCmd)
+	}
+	patch := []byte(`{"spec":{"approved":true}}`)
+	if _, err := ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+		return fmt.Errorf("approve InstallPlan %s/%s: %w", op.Namespace, name, err)
+	}
+	e.progress(stepID, "approved InstallPlan %s (CSV %s, the expected CSV from %s)", name, strings.Join(csvs, ", "), source)
+	return nil
+}
+
+// installPlanProblem says why an InstallPlan for csvs must not be
+// approved: it installs anything but the expected CSV, or a version below
+// the operator's minimum. Empty means it may be approved.
+func installPlanProblem(csvs []string, want, source string, op inventory.Operator) string {
+	if len(csvs) != 1 || csvs[0] != want {
+		return fmt.Sprintf("the expected CSV is %s (%s)", want, source)
+	}
+	if op.MinVersion != "" {
+		v, err1 := semver.ParseTolerant(versionFromCSVName(csvs[0]))
+		min, err2 := semver.ParseTolerant(op.MinVersion)
+		if err1 == nil && err2 == nil && v.LT(min) {
+			return fmt.Sprintf("%s is older than the required %s", csvs[0], op.MinVersion)
+		}
+	}
+	return ""
+}
+
+// expectedCSV is the CSV an InstallPlan of op may install: the inventory's
+// startingCSV, else the head of the pinned channel in the PackageManifest
+// where that API is served, else the currentCSV OLM resolved from the
+// channel. The second result names the source.
+func expectedCSV(ctx context.Context, e *Env, op inventory.Operator, sub *unstructured.Unstructured) (string, string) {
+	if op.StartingCSV != "" {
+		return op.StartingCSV, "operators[" + op.ID + "].startingCSV"
+	}
+	if pm, err := getOptional(ctx, e.Clients, packageManifestGVK, op.SourceNamespace, op.Package); err == nil && pm != nil {
+		if head := channelHead(pm, op.Channel); head != "" {
+			return head, "the head of channel " + op.Channel
+		}
+	}
+	cur, _, _ := unstructured.NestedString(sub.Object, "status", "currentCSV")
+	return cur, "channel " + op.Channel + " as resolved by OLM"
+}
+
 // subscriptionInstalled is done when the Subscription reports state
 // AtLatestKnown and an installedCSV (OLM Subscription status,
 // operator-framework/api SubscriptionStatus).
@@ -158,6 +274,9 @@ func subscriptionInstalled(obj *unstructured.Unstructured) waiters.Result {
 	}
 	if current != "" {
 		st += ", current CSV " + current
+	}
+	if c, ok := waiters.GetCondition(obj, "InstallPlanPending"); ok && c.Status == "True" {
+		st += ", " + c.String()
 	}
 	return waiters.Result{Done: state == "AtLatestKnown" && installed != "", Status: st}
 }

@@ -2,23 +2,38 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
+	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
 var (
-	crdGVR        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	deploymentGVK = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
-	secretGVK     = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
-	serviceGVK    = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
+	certificateRequestGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "CertificateRequest"}
+	challengeGVK          = schema.GroupVersionKind{Group: "acme.cert-manager.io", Version: "v1", Kind: "Challenge"}
+	crdGVR                = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	deploymentGVK         = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	secretGVK             = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	serviceGVK            = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
 )
 
 // Istio control plane that OpenShift's ingress operator deploys for Gateway
@@ -39,12 +54,7 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 		plainStep("platform/gatewayclass", "GatewayClass "+inv.Gateway.ClassName+" (installs Service Mesh for Gateway API)"),
 		{
 			ID: "platform/certificate", Title: "Certificate for " + "the MaaS host (Secret " + inv.Gateway.CertSecret + ")",
-			Apply: func(ctx context.Context, e *Env) error {
-				if err := applyAndWait("platform/certificate")(ctx, e); err != nil {
-					return err
-				}
-				return waiters.All(ctx, e.Clients, certSecretTarget(e))
-			},
+			Apply: applyCertificate,
 			Check: func(ctx context.Context, e *Env) (bool, string, error) {
 				ok, msg, err := checkObjects("platform/certificate")(ctx, e)
 				if !ok || err != nil {
@@ -57,7 +67,11 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 				return true, "", nil
 			},
 		},
-		withAfter(plainStep("platform/gateway", "Gateway "+inv.Gateway.Namespace+"/"+inv.Gateway.Name), gatewayAfter...),
+		{
+			ID: "platform/gateway", Title: "Gateway " + inv.Gateway.Namespace + "/" + inv.Gateway.Name,
+			After: gatewayAfter,
+			Apply: applyGateway, Check: checkObjects("platform/gateway"),
+		},
 	}
 	if inv.Gateway.CreateRoute {
 		steps = append(steps, withAfter(plainStep("platform/route", "passthrough Route "+inv.Gateway.RouteName), "platform/gateway"))
@@ -153,13 +167,25 @@ func checkMonitoring(ctx context.Context, e *Env) (bool, string, error) {
 	return true, "", nil
 }
 
+// Kuadrant operator restarts: the operator reads its dependencies once at
+// start, so one restart after Istio exists is the documented fix; more do
+// not help (case B01).
+const (
+	maxKuadrantRestarts = 1
+	// kuadrantRecheck bounds the wait for Ready after the restarted
+	// operator pod is Running.
+	kuadrantRecheck = 2 * time.Minute
+)
+
 // applyKuadrant applies the Kuadrant CR and waits for Ready. The Kuadrant
 // operator checks for its Gateway API provider only when it starts; if it
 // started before Istio existed, Kuadrant stays Ready=False with reason
 // MissingDependency until the operator pod is restarted (case B01,
 // Kuadrant/kuadrant-operator#1784). maasctl restarts it once, only after the
-// Istio control plane exists, and judges by the condition reason, never by
-// the message text.
+// Istio control plane exists, waits for the new pod, and judges by the
+// condition reason, never by the message text. If the reason persists it
+// stops, quoting the operator's message and naming the GatewayClass and the
+// restart command.
 func applyKuadrant(ctx context.Context, e *Env) error {
 	const id = "platform/kuadrant"
 	objs := e.objects(id)
@@ -175,6 +201,8 @@ func applyKuadrant(ctx context.Context, e *Env) error {
 		}
 	}
 	kq := objs[len(objs)-1]
+	k := e.Inv.Kuadrant
+	restartCmd := fmt.Sprintf("oc delete pod -n %s -l %s", k.OperatorNamespace, k.OperatorSelector)
 	readyOrMissing := func(obj *unstructured.Unstructured) waiters.Result {
 		c, ok := waiters.GetCondition(obj, "Ready")
 		if !ok {
@@ -188,27 +216,291 @@ func applyKuadrant(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	if c, _ := waiters.GetCondition(obj, "Ready"); c.Status == "True" {
+	c, _ := waiters.GetCondition(obj, "Ready")
+	if c.Status == "True" {
 		return nil
 	}
 	e.progress(id, "Kuadrant reports MissingDependency: waiting for the Istio control plane (%s/%s) before restarting the Kuadrant operator", istiodNamespace, istiodDeployment)
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: deploymentGVK, Namespace: istiodNamespace, Name: istiodDeployment}); err != nil {
-		return fmt.Errorf("Kuadrant is MissingDependency and the Istio control plane never appeared: %w; check 'oc get gatewayclass %s' and 'oc get istio'", err, e.Inv.Gateway.ClassName)
+		return fmt.Errorf("Kuadrant %s/%s is Ready=False (MissingDependency): %q, and the Gateway API provider (Istio, Deployment %s/%s) never appeared: make sure GatewayClass %s is Accepted ('oc get gatewayclass %s'), then restart the Kuadrant operator: %s: %w",
+			k.Namespace, k.Name, c.Message, istiodNamespace, istiodDeployment, e.Inv.Gateway.ClassName, e.Inv.Gateway.ClassName, restartCmd, err)
 	}
-	k := e.Inv.Kuadrant
-	e.progress(id, "restarting the Kuadrant operator (pods %s in %s)", k.OperatorSelector, k.OperatorNamespace)
-	err = e.Clients.Kube.CoreV1().Pods(k.OperatorNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k.OperatorSelector})
-	if err != nil {
-		return fmt.Errorf("restart Kuadrant operator (delete pods %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
-	}
-	if err := waitReady(ctx, e, id, []*unstructured.Unstructured{kq}); err != nil {
-		if waiters.IsTimeout(err) {
-			return fmt.Errorf("%w; the Kuadrant operator was restarted once and Kuadrant is still not Ready: check 'oc get kuadrant %s -n %s -o yaml' and the operator log ('oc logs -n %s -l %s')",
-				err, k.Name, k.Namespace, k.OperatorNamespace, k.OperatorSelector)
+	for restarts := 0; restarts < maxKuadrantRestarts; restarts++ {
+		if err := restartKuadrantOperator(ctx, e, id); err != nil {
+			return err
 		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, kuadrantRecheck)
+	defer cancel()
+	last, err := waiters.For(rctx, e.Clients, target(kq, e, id))
+	if err == nil {
+		return nil
+	}
+	if !waiters.IsTimeout(err) || ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
+	if last != nil {
+		c, _ = waiters.GetCondition(last, "Ready")
+	}
+	if c.Reason == "MissingDependency" {
+		return fmt.Errorf("Kuadrant %s/%s is still Ready=False (MissingDependency) after %d restart(s) of its operator: %q; install the missing dependency (for the Gateway API provider: GatewayClass %s must be Accepted, 'oc get gatewayclass %s'), then restart the operator: %s",
+			k.Namespace, k.Name, maxKuadrantRestarts, c.Message, e.Inv.Gateway.ClassName, e.Inv.Gateway.ClassName, restartCmd)
+	}
+	return fmt.Errorf("%w; the Kuadrant operator was restarted once and Kuadrant is still not Ready: check 'oc get kuadrant %s -n %s -o yaml' and the operator log ('oc logs -n %s -l %s')",
+		err, k.Name, k.Namespace, k.OperatorNamespace, k.OperatorSelector)
+}
+
+// restartKuadrantOperator deletes the Kuadrant operator pods and waits
+// until a replacement pod (one that did not exist before) is Running.
+func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
+	k := e.Inv.Kuadrant
+	pods := e.Clients.Kube.CoreV1().Pods(k.OperatorNamespace)
+	before, err := pods.List(ctx, metav1.ListOptions{LabelSelector: k.OperatorSelector})
+	if err != nil {
+		return fmt.Errorf("list Kuadrant operator pods (%s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
+	}
+	if len(before.Items) == 0 {
+		return fmt.Errorf("no Kuadrant operator pod matches %s in %s: set kuadrant.operatorNamespace and kuadrant.operatorSelector to where the RHCL operator runs", k.OperatorSelector, k.OperatorNamespace)
+	}
+	old := map[types.UID]bool{}
+	for _, p := range before.Items {
+		old[p.UID] = true
+	}
+	e.progress(id, "restarting the Kuadrant operator (pods %s in %s)", k.OperatorSelector, k.OperatorNamespace)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k.OperatorSelector}); err != nil {
+		return fmt.Errorf("restart Kuadrant operator (delete pods %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = k.OperatorSelector
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = k.OperatorSelector
+			return pods.Watch(ctx, o)
+		},
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*corev1.Pod)
+		return ok && ev.Type != watch.Deleted && !old[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Kuadrant operator did not come back after the restart (no new Running pod %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
+	}
 	return nil
+}
+
+// certRetry bounds the retries of a Certificate create that fails in
+// cert-manager's admission webhook (not serving yet right after the
+// operator installs, cert-manager#3133 and #7687).
+const certRetry = 2 * time.Minute
+
+// applyCertificate applies the Gateway Certificate (retrying transient
+// webhook failures), then waits for it and its Secret. While it is not
+// Ready, the newest CertificateRequest's condition (and, where the ACME
+// kinds are served, the Challenge's reason) is shown; a Failed or Denied
+// request ends the step at once. The final error names the Certificate,
+// the request and the challenge state rather than a bare timeout (case B13).
+func applyCertificate(ctx context.Context, e *Env) error {
+	const id = "platform/certificate"
+	objs := e.objects(id)
+	for _, o := range objs {
+		if err := applyRetryingWebhook(ctx, e, id, o); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	for _, o := range objs {
+		go watchCertificateRequests(wctx, e, id, o, failed)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if err := waitReady(wctx, e, id, objs); err != nil {
+			done <- err
+			return
+		}
+		done <- waiters.All(wctx, e.Clients, certSecretTarget(e))
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case err = <-failed:
+		cancel()
+		<-done
+	}
+	if err != nil && waiters.IsTimeout(err) {
+		for _, o := range objs {
+			if why := certificateIssuance(context.Background(), e, o); why != "" {
+				return fmt.Errorf("Certificate %s/%s not Ready: %s; the Gateway listener stays unresolved (InvalidCertificateRef) until it is: check 'oc describe certificate %s -n %s' and the issuer: %w",
+					o.GetNamespace(), o.GetName(), why, o.GetName(), o.GetNamespace(), err)
+			}
+		}
+	}
+	return err
+}
+
+// applyRetryingWebhook applies obj, retrying with backoff while the
+// apiserver answers InternalError or ServiceUnavailable (an admission
+// webhook not serving yet), for at most certRetry.
+func applyRetryingWebhook(ctx context.Context, e *Env, id string, obj *unstructured.Unstructured) error {
+	var last error
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 20, Cap: 15 * time.Second}
+	rctx, cancel := context.WithTimeout(ctx, certRetry)
+	defer cancel()
+	err := wait.ExponentialBackoffWithContext(rctx, backoff, func(ctx context.Context) (bool, error) {
+		_, err := e.Clients.Apply(ctx, obj)
+		switch {
+		case err == nil:
+			e.progress(id, "applied %s", kube.Describe(obj))
+			return true, nil
+		case apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err):
+			last = err
+			e.progress(id, "%s: the apiserver or an admission webhook is not ready, retrying: %v", kube.Describe(obj), err)
+			return false, nil
+		}
+		return false, err
+	})
+	if err != nil && last != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)) {
+		return fmt.Errorf("%w (still failing after %s of retries)", last, certRetry)
+	}
+	return err
+}
+
+// certificateRequestsOf lists the CertificateRequests cert-manager made for
+// cert (annotation cert-manager.io/certificate-name), newest first.
+func certificateRequestsOf(ctx context.Context, e *Env, cert *unstructured.Unstructured) []unstructured.Unstructured {
+	items, err := listOptional(ctx, e.Clients, certificateRequestGVK, cert.GetNamespace(), "")
+	if err != nil {
+		return nil
+	}
+	var out []unstructured.Unstructured
+	for _, it := range items {
+		if it.GetAnnotations()["cert-manager.io/certificate-name"] == cert.GetName() {
+			out = append(out, it)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ti, tj := out[i].GetCreationTimestamp(), out[j].GetCreationTimestamp()
+		if !ti.Equal(&tj) {
+			return tj.Before(&ti)
+		}
+		return out[i].GetName() > out[j].GetName()
+	})
+	return out
+}
+
+// certificateIssuance describes why cert is not issued: the newest
+// CertificateRequest's Ready condition and any pending ACME Challenge for
+// its names. Empty when nothing is known.
+func certificateIssuance(ctx context.Context, e *Env, cert *unstructured.Unstructured) string {
+	var parts []string
+	if crs := certificateRequestsOf(ctx, e, cert); len(crs) > 0 {
+		cr := crs[0]
+		if c, ok := waiters.GetCondition(&cr, "Ready"); ok {
+			parts = append(parts, fmt.Sprintf("CertificateRequest %s %s", cr.GetName(), c))
+		}
+	}
+	names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	challenges, _ := listOptional(ctx, e.Clients, challengeGVK, cert.GetNamespace(), "")
+	for _, ch := range challenges {
+		dns, _, _ := unstructured.NestedString(ch.Object, "spec", "dnsName")
+		if !slices.Contains(names, dns) {
+			continue
+		}
+		state, _, _ := unstructured.NestedString(ch.Object, "status", "state")
+		reason, _, _ := unstructured.NestedString(ch.Object, "status", "reason")
+		typ, _, _ := unstructured.NestedString(ch.Object, "spec", "type")
+		if state != "valid" {
+			parts = append(parts, fmt.Sprintf("Challenge %s (%s for %s) %s: %s", ch.GetName(), typ, dns, state, reason))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// watchCertificateRequests reports the state of cert's CertificateRequests
+// as progress and sends a terminal failure (Ready=False with reason Failed,
+// or Denied=True) to failed. It returns when ctx ends.
+func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unstructured.Unstructured, failed chan<- error) {
+	ri, _, err := e.Clients.Resource(certificateRequestGVK, cert.GetNamespace())
+	if err != nil {
+		return
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}
+	last := ""
+	_, _ = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
+		cr, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || ev.Type == watch.Deleted || cr.GetAnnotations()["cert-manager.io/certificate-name"] != cert.GetName() {
+			return false, nil
+		}
+		c, ok := waiters.GetCondition(cr, "Ready")
+		if !ok {
+			return false, nil
+		}
+		if st := cr.GetName() + " " + c.String(); st != last {
+			last = st
+			e.progress(id, "CertificateRequest %s", st)
+		}
+		denied, _ := waiters.GetCondition(cr, "Denied")
+		if (c.Status == "False" && c.Reason == "Failed") || denied.Status == "True" {
+			select {
+			case failed <- fmt.Errorf("Certificate %s/%s cannot be issued: CertificateRequest %s %s; fix the issuer, then delete the request so cert-manager retries ('oc delete certificaterequest %s -n %s')",
+				cert.GetNamespace(), cert.GetName(), cr.GetName(), c, cr.GetName(), cr.GetNamespace()):
+			default:
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// applyGateway applies the Gateway and waits for Accepted and Programmed;
+// while waiting it reports each listener whose conditions are not True, so
+// an unresolved certificate shows as the listener's ResolvedRefs=False
+// (InvalidCertificateRef) rather than a generic timeout (case B13).
+func applyGateway(ctx context.Context, e *Env) error {
+	const id = "platform/gateway"
+	objs := e.objects(id)
+	if err := applyObjects(ctx, e, id, objs); err != nil {
+		return err
+	}
+	var ts []waiters.Target
+	for _, o := range objs {
+		t := target(o, e, id)
+		if o.GetKind() == "Gateway" {
+			t.Cond = gatewayReady
+		}
+		ts = append(ts, t)
+	}
+	return waiters.All(ctx, e.Clients, ts...)
+}
+
+// gatewayReady is Accepted and Programmed, reporting failing listener
+// conditions (Gateway API v1 GatewayStatus.listeners).
+func gatewayReady(obj *unstructured.Unstructured) waiters.Result {
+	r := waiters.And(waiters.ConditionTrue("Accepted"), waiters.ConditionTrue("Programmed"))(obj)
+	if r.Done {
+		return r
+	}
+	listeners, _, _ := unstructured.NestedSlice(obj.Object, "status", "listeners")
+	for _, l := range listeners {
+		lm, _ := l.(map[string]any)
+		conds, _ := lm["conditions"].([]any)
+		for _, c := range conds {
+			cm, _ := c.(map[string]any)
+			if cm["status"] == "False" && (cm["type"] == "ResolvedRefs" || cm["type"] == "Programmed" || cm["type"] == "Accepted") {
+				r.Status += fmt.Sprintf("; listener %v %v=False (%v): %v", lm["name"], cm["type"], cm["reason"], cm["message"])
+				break
+			}
+		}
+	}
+	return r
 }
 
 // applyAuthorinoTLS annotates the Authorino Service so OpenShift's service CA

@@ -2,84 +2,134 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
-// MaaSCRDs are the CRDs the RHOAI operator registers once MaaS is enabled
-// (opendatahub-io/models-as-a-service deployment/base/maas-controller/crd).
-var MaaSCRDs = []string{
-	"maasmodelrefs.maas.opendatahub.io",
-	"maasauthpolicies.maas.opendatahub.io",
-	"maassubscriptions.maas.opendatahub.io",
-	"externalproviders.inference.opendatahub.io",
-	"externalmodels.inference.opendatahub.io",
-}
+// MaaSCRDs are the CRDs the RHOAI 3.5 operator registers once MaaS is
+// enabled; Layout.MaaSCRDs gives them for any release.
+var MaaSCRDs = NewLayout(RHOAI35, "").MaaSCRDs()
 
 func dbSecretSteps(inv *inventory.Inventory) []*Step {
 	return []*Step{{
-		ID: "dbsecret/maas-db-config", Title: "Secret " + inv.DBConfig.Namespace + "/" + inv.DBConfig.Name + " (DB_CONNECTION_URL for maas-api)",
+		ID: "dbsecret/maas-db-config", Title: "Secret " + inv.DBConfig.Name + " (DB_CONNECTION_URL for maas-api) in every namespace the RHOAI release reads it from",
 		After: []string{"database/cluster"},
 		Apply: applyDBConfig,
 		Check: func(ctx context.Context, e *Env) (bool, string, error) {
-			s, err := dbConfigSecret(ctx, e)
+			secrets, err := dbConfigSecrets(ctx, e)
 			if err != nil {
 				return false, "", err
 			}
-			return checkSecret(ctx, e, s)
+			for _, s := range secrets {
+				if ok, msg, err := checkSecret(ctx, e, s); !ok || err != nil {
+					return ok, msg, err
+				}
+			}
+			return true, "", nil
 		},
-		HashExtra: func(e *Env) string { return "vault:" + e.Inv.Database.VaultPath },
+		HashExtra: func(e *Env) string {
+			return "vault:" + e.Inv.Database.VaultPath + " namespaces:" + strings.Join(LayoutOf(e.Facts).DBConfigNamespaces(e.Inv), ",")
+		},
 	}}
 }
 
-func dbConfigSecret(ctx context.Context, e *Env) (*unstructured.Unstructured, error) {
-	pw, err := e.Secrets.DBPassword(ctx)
+// dbConfigSecrets builds maas-db-config for every namespace the layout
+// needs (Layout.DBConfigNamespaces).
+func dbConfigSecrets(ctx context.Context, e *Env) ([]*unstructured.Unstructured, error) {
+	pw, err := dbPassword(ctx, e)
 	if err != nil {
-		return nil, fmt.Errorf("database password from Vault %s: %w", e.Inv.Database.VaultPath, err)
+		return nil, err
 	}
 	c := e.Inv.DBConfig
-	return secretObject(c.Namespace, c.Name, "Opaque", map[string]string{"DB_CONNECTION_URL": DBConnectionURL(e.Inv, pw)}), nil
+	var out []*unstructured.Unstructured
+	for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+		out = append(out, secretObject(ns, c.Name, "Opaque", map[string]string{"DB_CONNECTION_URL": DBConnectionURL(e.Inv, pw)}))
+	}
+	return out, nil
 }
 
-// applyDBConfig writes maas-db-config, which must exist before MaaS is
-// enabled (case B06). If it changed while maas-api already runs, maas-api is
-// restarted so it reads the new URL (it reads the Secret only at start).
-func applyDBConfig(ctx context.Context, e *Env) error {
-	const id = "dbsecret/maas-db-config"
-	for _, ns := range e.objects(id) {
-		if err := ensureNamespace(ctx, e, id, ns); err != nil {
-			return err
+// dbConfigSecret is the maas-db-config copy maas-api itself reads (in the
+// layout's maas-api namespace); dbConfigSecrets lists every copy.
+func dbConfigSecret(ctx context.Context, e *Env) (*unstructured.Unstructured, error) {
+	all, err := dbConfigSecrets(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
+	for _, s := range all {
+		if s.GetNamespace() == apiNS {
+			return s, nil
 		}
 	}
-	s, err := dbConfigSecret(ctx, e)
+	return all[len(all)-1], nil
+}
+
+// applyDBConfig writes maas-db-config, with the database's service FQDN,
+// into every namespace the RHOAI release reads it from, creating those
+// namespaces when missing: it must exist before MaaS is enabled, and on
+// 3.5 maas-api runs in redhat-ai-gateway-infra, which otherwise appears only
+// later (case B06, rh-aiservices-bu/rhoai-maas-guide PR #169). If a copy
+// changed while maas-api already runs, maas-api is restarted so it reads the
+// new URL (it reads the Secret only at start).
+func applyDBConfig(ctx context.Context, e *Env) error {
+	const id = "dbsecret/maas-db-config"
+	secrets, err := dbConfigSecrets(ctx, e)
 	if err != nil {
 		return err
 	}
-	same, _, err := checkSecret(ctx, e, s)
-	if err != nil {
-		return err
+	changed := false
+	for _, s := range secrets {
+		if err := ensureNamespace(ctx, e, id, namespaceObject(s.GetNamespace())); err != nil {
+			return err
+		}
+		same, _, err := checkSecret(ctx, e, s)
+		if err != nil {
+			return err
+		}
+		if same {
+			continue
+		}
+		if _, err := e.Clients.Apply(ctx, s); err != nil {
+			return err
+		}
+		e.progress(id, "wrote Secret %s/%s", s.GetNamespace(), s.GetName())
+		changed = true
 	}
-	if same {
+	if !changed {
 		return nil
 	}
-	if _, err := e.Clients.Apply(ctx, s); err != nil {
-		return err
-	}
-	deps := e.Clients.Kube.AppsV1().Deployments(e.Inv.RHOAI.MaaSAPINamespace)
+	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
+	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
 	if _, err := deps.Get(ctx, "maas-api", metav1.GetOptions{}); err == nil {
-		e.progress(id, "maas-db-config changed: restarting Deployment %s/maas-api", e.Inv.RHOAI.MaaSAPINamespace)
+		e.progress(id, "maas-db-config changed: restarting Deployment %s/maas-api", apiNS)
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"maasctl.io/restartedAt":%q}}}}}`, time.Now().UTC().Format(time.RFC3339))
-		if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: "maasctl"}); err != nil {
+		if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
 			return fmt.Errorf("restart maas-api after maas-db-config changed: %w", err)
 		}
 	}
 	return nil
+}
+
+func namespaceObject(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/managed-by": "maasctl"}},
+	}}
 }
 
 func rhoaiSteps(inv *inventory.Inventory) []*Step {
@@ -93,9 +143,13 @@ func rhoaiSteps(inv *inventory.Inventory) []*Step {
 		dscAfter = append(dscAfter, "operators/lws-instance")
 	}
 	return []*Step{
-		withAfter(plainStep("rhoai/dsci", "DSCInitialization "+inv.RHOAI.DSCIName), "operators/rhoai", "platform/monitoring"),
 		{
-			ID: "rhoai/dsc", Title: "DataScienceCluster " + inv.RHOAI.DSCName + " with Models-as-a-Service",
+			ID: "rhoai/dsci", Title: "DSCInitialization (the operator's default-dsci is adopted, never duplicated)",
+			After: []string{"operators/rhoai", "platform/monitoring"},
+			Apply: applyDSCI, Check: checkDSCI,
+		},
+		{
+			ID: "rhoai/dsc", Title: "DataScienceCluster " + inv.RHOAI.DSCName + " with Models-as-a-Service (the field of the installed RHOAI release)",
 			After: dscAfter,
 			Apply: applyDSC, Check: checkDSC,
 		},
@@ -103,79 +157,292 @@ func rhoaiSteps(inv *inventory.Inventory) []*Step {
 	}
 }
 
-// dscReady is done when the DSC reports phase Ready and condition Ready,
-// and MaaS itself is ready: an aggregate Ready can hide a MaaS component
-// that never deployed (case B05), so AIGatewayReady (3.5) must be True too.
-func dscReady(obj *unstructured.Unstructured) waiters.Result {
-	r := waiters.And(waiters.Phase([]string{"Ready"}), waiters.ConditionTrue("Ready"))(obj)
-	if !r.Done {
-		return r
+// adoptWait bounds how long the DSCI step waits for the operator's own
+// default-dsci before creating one (the operator creates it at start).
+const adoptWait = 30 * time.Second
+
+// singleton returns the name of the only live object of a singleton kind
+// (DSCInitialization, DataScienceCluster), "" when none exists, and an error
+// naming them when there are several (case B05,
+// opendatahub-operator#755).
+func singleton(ctx context.Context, e *Env, gvk schema.GroupVersionKind) (string, error) {
+	items, err := listOptional(ctx, e.Clients, gvk, "", "")
+	if err != nil {
+		return "", err
 	}
-	if c, ok := waiters.GetCondition(obj, "ModelsAsAServiceReady"); ok && c.Status != "True" {
-		return waiters.Result{Status: c.String()}
+	switch len(items) {
+	case 0:
+		return "", nil
+	case 1:
+		return items[0].GetName(), nil
 	}
-	return waiters.ConditionTrue("AIGatewayReady")(obj)
+	var names []string
+	for _, it := range items {
+		names = append(names, it.GetName())
+	}
+	return "", fmt.Errorf("%d %s objects exist (%s) but the RHOAI operator allows exactly one: delete all but one ('oc delete %s NAME') and re-run; maasctl adopts the one left",
+		len(items), gvk.Kind, strings.Join(names, ", "), strings.ToLower(gvk.Kind))
 }
 
-func maasAPITarget(e *Env) waiters.Target {
-	return waiters.Target{GVK: deploymentGVK, Namespace: e.Inv.RHOAI.MaaSAPINamespace, Name: "maas-api",
+// adopted returns a copy of the rendered singleton obj named like the live
+// one when one exists (server-side apply then patches it; it is never
+// replaced), and whether it was renamed.
+func adopted(ctx context.Context, e *Env, obj *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	name, err := singleton(ctx, e, obj.GroupVersionKind())
+	if err != nil {
+		return nil, false, err
+	}
+	out := obj.DeepCopy()
+	if name == "" || name == obj.GetName() {
+		return out, false, nil
+	}
+	out.SetName(name)
+	return out, true, nil
+}
+
+// waitAnyDSCI waits up to adoptWait for a DSCInitialization to exist.
+func waitAnyDSCI(ctx context.Context, e *Env) error {
+	ri, _, err := e.Clients.Resource(dsciGVK, "")
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, adoptWait)
+	defer cancel()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}
+	_, err = watchtools.UntilWithSync(wctx, lw, &unstructured.Unstructured{}, func(s cache.Store) (bool, error) {
+		return len(s.List()) > 0, nil
+	}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Added, nil })
+	if err != nil && ctx.Err() == nil {
+		return nil // none appeared: maasctl creates its own
+	}
+	return err
+}
+
+// applyDSCI adopts the DSCInitialization the RHOAI operator created at
+// start (default-dsci) under whatever name it has, and creates one only
+// when none appears; a second DSCI is refused (case B05).
+func applyDSCI(ctx context.Context, e *Env) error {
+	const id = "rhoai/dsci"
+	if err := waitAnyDSCI(ctx, e); err != nil {
+		return err
+	}
+	obj, renamed, err := adopted(ctx, e, e.objects(id)[0])
+	if err != nil {
+		return err
+	}
+	if renamed {
+		e.progress(id, "adopting DSCInitialization %s (one already exists; not creating %s)", obj.GetName(), e.Inv.RHOAI.DSCIName)
+	}
+	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{obj}); err != nil {
+		return err
+	}
+	return waitReady(ctx, e, id, []*unstructured.Unstructured{obj})
+}
+
+func checkDSCI(ctx context.Context, e *Env) (bool, string, error) {
+	obj, _, err := adopted(ctx, e, e.objects("rhoai/dsci")[0])
+	if err != nil {
+		if kube.IsNotServed(err) {
+			return false, "DSCInitialization not served", nil
+		}
+		return false, err.Error(), nil
+	}
+	return checkLive(ctx, e, []*unstructured.Unstructured{obj})
+}
+
+// dscReady is dscReadyFor the 3.5 layout.
+func dscReady(obj *unstructured.Unstructured) waiters.Result {
+	return dscReadyFor(NewLayout(RHOAI35, ""))(obj)
+}
+
+// dscReadyFor is done when the DSC reports phase Ready and condition Ready
+// and MaaS itself is ready: an aggregate Ready can hide a MaaS component
+// that never deployed (case B05, opendatahub-operator#750), so the layout's
+// MaaS condition must not be False, and on 3.5 AIGatewayReady must be True.
+// While MaaS is not ready its condition (with the operator's message) is
+// the status shown. A MaaS condition False with reason Error while ogx and
+// llamastackoperator are both Managed is the 3.5 component conflict
+// (rh-aiservices-bu/rhoai-maas-guide PR #160): it fails at once.
+func dscReadyFor(l Layout) waiters.Condition {
+	return func(obj *unstructured.Unstructured) waiters.Result {
+		mc, hasMaaS := waiters.GetCondition(obj, l.MaaSCondition())
+		if hasMaaS && mc.Status == "False" && mc.Reason == "Error" && componentsConflict(obj) {
+			return waiters.Result{Status: mc.String(), Failed: fmt.Errorf("%s=False (Error): %q; ogx and llamastackoperator are both Managed, which RHOAI %s refuses, so MaaS never deploys although the DSC may report Ready: set llamastackoperator to Removed (move it to rhoai.removedComponents) and re-run",
+				l.MaaSCondition(), mc.Message, l.Version)}
+		}
+		r := waiters.And(waiters.Phase([]string{"Ready"}), waiters.ConditionTrue("Ready"))(obj)
+		maasNotReady := hasMaaS && mc.Status != "True"
+		if maasNotReady {
+			st := mc.String()
+			if !r.Done {
+				st = r.Status + "; " + st
+			}
+			return waiters.Result{Status: st}
+		}
+		if !r.Done {
+			return r
+		}
+		if !l.KServeMaaS() {
+			return waiters.ConditionTrue("AIGatewayReady")(obj)
+		}
+		if !hasMaaS {
+			return waiters.Result{Status: "no " + l.MaaSCondition() + " condition yet"}
+		}
+		return r
+	}
+}
+
+// componentsConflict reports ogx and llamastackoperator both Managed.
+func componentsConflict(obj *unstructured.Unstructured) bool {
+	m := func(c string) bool {
+		s, _, _ := unstructured.NestedString(obj.Object, "spec", "components", c, "managementState")
+		return s == "Managed"
+	}
+	return m("ogx") && m("llamastackoperator")
+}
+
+func maasAPITarget(e *Env, l Layout) waiters.Target {
+	ns := l.MaaSAPINamespace(e.Inv)
+	return waiters.Target{GVK: deploymentGVK, Namespace: ns, Name: "maas-api",
 		Cond: waiters.ConditionTrue("Available"),
 		OnChange: func(r waiters.Result) {
 			if !r.Done {
-				e.progress("rhoai/dsc", "waiting for Deployment %s/maas-api: %s", e.Inv.RHOAI.MaaSAPINamespace, r.Status)
+				e.progress("rhoai/dsc", "waiting for Deployment %s/maas-api: %s", ns, r.Status)
 			}
 		}}
 }
 
+// liveLayout checks that the layout the cluster serves now is the one this
+// run rendered for (read at start, possibly from the channel before the
+// operator was installed).
+func liveLayout(ctx context.Context, e *Env) (Layout, error) {
+	want := LayoutOf(e.Facts)
+	have, err := DetectLayout(ctx, e.Clients, e.Inv)
+	if err != nil {
+		return want, err
+	}
+	if have.KServeMaaS() != want.KServeMaaS() {
+		return want, fmt.Errorf("the cluster serves %s (MaaS switch %s), but this run rendered the RHOAI %s layout (%s): re-run maasctl install, which reads the layout again, or set operators[rhoai].channel=stable-%s",
+			have, have.MaaSField(), want.Version, want.MaaSField(), have.Version)
+	}
+	return want, nil
+}
+
+// applyDSC writes the DataScienceCluster of the installed RHOAI release.
+// An existing DSC (whatever its name) is adopted with server-side apply,
+// never replaced; two are refused. Before anything is written the DSC is
+// sent as a server-side dry run with strict field validation: a field the
+// served schema rejects, or one the server would prune, stops the step
+// naming it. Then it waits for the release's MaaS condition, Deployment
+// maas-api and the MaaS CRDs; a CRD that never registers is named with the
+// DSC field that should have made it appear (cases B03, B05).
 func applyDSC(ctx context.Context, e *Env) error {
 	const id = "rhoai/dsc"
-	objs := e.objects(id)
-	if err := applyObjects(ctx, e, id, objs); err != nil {
+	l, err := liveLayout(ctx, e)
+	if err != nil {
 		return err
 	}
-	t := target(objs[0], e, id)
-	t.Cond = dscReady
-	targets := []waiters.Target{t, maasAPITarget(e)}
-	for _, crd := range MaaSCRDs {
+	if un := l.Unserved(e.Inv); len(un) > 0 {
+		e.progress(id, "leaving out component(s) %s: the DataScienceCluster schema of RHOAI %s has none", strings.Join(un, ", "), l.Version)
+	}
+	obj, renamed, err := adopted(ctx, e, e.objects(id)[0])
+	if err != nil {
+		return err
+	}
+	if renamed {
+		e.progress(id, "adopting DataScienceCluster %s (one already exists; not creating %s)", obj.GetName(), e.Inv.RHOAI.DSCName)
+	}
+	if err := dryRunDSC(ctx, e, obj, l); err != nil {
+		return err
+	}
+	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{obj}); err != nil {
+		return err
+	}
+	e.progress(id, "MaaS enabled through %s (RHOAI %s)", l.MaaSField(), l.Version)
+	t := target(obj, e, id)
+	t.Cond = dscReadyFor(l)
+	targets := []waiters.Target{t, maasAPITarget(e, l)}
+	for _, crd := range l.MaaSCRDs() {
 		targets = append(targets, waiters.CRDEstablished(crd))
 	}
 	if err := waiters.All(ctx, e.Clients, targets...); err != nil {
+		var te *waiters.TimeoutError
+		if errors.As(err, &te) {
+			var missing []string
+			for _, b := range te.Blocked {
+				if name, ok := strings.CutPrefix(b.Object, "CustomResourceDefinition "); ok {
+					missing = append(missing, name)
+				}
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("%w; CRD(s) %s not registered: is %s Managed in DataScienceCluster %s and the DSC reconciled? (oc get datasciencecluster %s -o yaml; the RHOAI operator registers them when MaaS deploys)",
+					err, strings.Join(missing, ", "), l.MaaSField(), obj.GetName(), obj.GetName())
+			}
+		}
 		return err
 	}
 	e.Clients.Mapper.Reset()
 	return nil
 }
 
+// dryRunDSC sends obj as a server-side apply dry run with strict field
+// validation and compares what the server would store with what maasctl
+// sends, so a rejected or pruned field is reported before any write.
+func dryRunDSC(ctx context.Context, e *Env, obj *unstructured.Unstructured, l Layout) error {
+	out, err := e.Clients.DryRunApply(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("the cluster rejects the DataScienceCluster maasctl wrote for %s, nothing was written: %w", l, err)
+	}
+	spec := map[string]any{"spec": obj.Object["spec"]}
+	if p, ok := Contains(out.Object, spec); !ok {
+		return fmt.Errorf("the cluster would drop DataScienceCluster %s field %s (its schema does not have it; maasctl wrote for %s), nothing was written: check 'oc explain datasciencecluster.spec.components' and the RHOAI version",
+			obj.GetName(), strings.TrimPrefix(p, "."), l)
+	}
+	return nil
+}
+
 func checkDSC(ctx context.Context, e *Env) (bool, string, error) {
 	const id = "rhoai/dsc"
-	obj := e.objects(id)[0]
-	live, err := e.Clients.Get(ctx, obj)
+	l := LayoutOf(e.Facts)
+	obj, _, err := adopted(ctx, e, e.objects(id)[0])
 	if err != nil {
+		if kube.IsNotServed(err) {
+			return false, "DataScienceCluster not served", nil
+		}
+		return false, err.Error(), nil
+	}
+	live, err := e.Clients.Get(ctx, obj)
+	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
 		return false, "DataScienceCluster missing", nil
 	}
-	if p, ok := Contains(live.Object, obj.Object); !ok {
+	if err != nil {
+		return false, "", err
+	}
+	if p, ok := Contains(live.Object, map[string]any{"spec": obj.Object["spec"]}); !ok {
 		return false, "DataScienceCluster drifted at " + p, nil
 	}
-	if r := dscReady(live); !r.Done {
+	if r := dscReadyFor(l)(live); !r.Done {
 		return false, "DataScienceCluster " + r.Status, nil
 	}
-	for _, crd := range MaaSCRDs {
+	for _, crd := range l.MaaSCRDs() {
 		if ok, err := crdEstablished(ctx, e, crd); err != nil || !ok {
 			return false, "CRD " + crd + " not Established", err
 		}
 	}
-	d, err := e.Clients.Kube.AppsV1().Deployments(e.Inv.RHOAI.MaaSAPINamespace).Get(ctx, "maas-api", metav1.GetOptions{})
+	ns := l.MaaSAPINamespace(e.Inv)
+	d, err := e.Clients.Kube.AppsV1().Deployments(ns).Get(ctx, "maas-api", metav1.GetOptions{})
 	if err != nil {
-		return false, "Deployment maas-api missing", nil
+		return false, "Deployment " + ns + "/maas-api missing", nil
 	}
-	avail := false
 	for _, c := range d.Status.Conditions {
 		if c.Type == "Available" && c.Status == "True" {
-			avail = true
+			return true, "", nil
 		}
 	}
-	if !avail {
-		return false, "Deployment maas-api not Available", nil
-	}
-	return true, "", nil
+	return false, "Deployment " + ns + "/maas-api not Available", nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -27,8 +28,16 @@ type Runner struct {
 	Emit func(Event)
 	// ToolVersion is recorded in checkpoints; a new version re-checks steps.
 	ToolVersion string
-	// Steps limits the run to these step IDs (all when empty).
+	// Steps limits the run to these step IDs (all when empty); see
+	// Selection. Dependencies outside it must be done already.
 	Steps map[string]bool
+	// Record, when set, records which objects the run created and which it
+	// found (created versus adopted), for uninstall.
+	Record *Record
+	// Serial runs one step at a time, in dependency order; environment
+	// variable MAASCTL_SERIAL=1 sets it too. Benchmarks use it to show what
+	// running independent steps in parallel saves.
+	Serial bool
 }
 
 // StepError is a step's failure.
@@ -85,6 +94,15 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 			selected = append(selected, s)
 		}
 	}
+	if err := r.checkDependencies(ctx, selected); err != nil {
+		return nil, err
+	}
+	if r.Record != nil {
+		if err := r.Record.Snapshot(ctx, r.Env, r.Registry); err != nil {
+			return nil, err
+		}
+	}
+	serial := r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"
 	var emitMu sync.Mutex
 	emit := func(ev Event) {
 		ev.Time = time.Now()
@@ -148,6 +166,9 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 			}
 			if !ready {
 				continue
+			}
+			if serial && running > 0 {
+				return
 			}
 			started[s.ID] = true
 			running++
@@ -225,9 +246,18 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	err := s.Apply(sctx, r.Env)
 	cancel()
 	d := time.Since(t0)
+	if r.Record != nil && ctx.Err() == nil {
+		// Also after a failure: what the step created must be recorded.
+		if rerr := r.Record.Observe(ctx, r.Env, s.ID); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted: %w", err)
+		} else {
+			// status reports the step as failed until a run succeeds.
+			_ = r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
 		}
 		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
 		return EventFailed, err

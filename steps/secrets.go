@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -10,25 +11,45 @@ import (
 	"github.com/maasctl/maasctl/vault"
 )
 
-// VaultSecrets reads the database password from Vault KV at
-// inventory database.vaultPath, generating it once (check-and-set) when the
-// secret does not exist. The value is cached for the run.
+// VaultSecrets reads the database password from Vault KV at inventory
+// database.vaultPath, generating it once (check-and-set) when the secret
+// does not exist.
+//
+// Vault stays the source of truth for the whole run: the first call creates
+// or reads the password, and every later call (the maas-db-config step
+// runs after the long wait for the database) reads it again and checks that
+// it is still the same. So a password changed in Vault mid-run is reported
+// instead of being written half into one Secret and half into another, and
+// a Vault token that expired mid-run fails the step that needs it with a
+// *vault.TokenError naming the token and how to log in again; the re-run
+// after logging in continues from the checkpoints. Keep the token alive
+// during long waits with (*vault.Client).KeepAlive.
 type VaultSecrets struct {
 	Client *vault.Client
 	Inv    *inventory.Inventory
 
 	mu       sync.Mutex
-	password string
+	password string // the first value seen in this run
 }
 
 // DBPassword implements Secrets.
 func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	d := v.Inv.Database
 	if v.password != "" {
+		data, found, err := v.Client.ReadSecret(ctx, d.VaultPath)
+		if err != nil {
+			return "", err
+		}
+		if !found {
+			return "", fmt.Errorf("Vault secret %s disappeared during this run: restore it (vault kv rollback / undelete) so the database keeps its password", d.VaultPath)
+		}
+		if data["password"] != v.password {
+			return "", fmt.Errorf("the password in Vault %s changed during this run; re-run maasctl install so every Secret gets the same one", d.VaultPath)
+		}
 		return v.password, nil
 	}
-	d := v.Inv.Database
 	data, _, err := v.Client.EnsureSecret(ctx, d.VaultPath, func() (map[string]string, error) {
 		pw, err := vault.GeneratePassword(d.PasswordLength)
 		if err != nil {
@@ -50,4 +71,78 @@ func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 	}
 	v.password = pw
 	return pw, nil
+}
+
+// VaultPolicyOptions are the inputs of VaultPolicy besides the inventory.
+type VaultPolicyOptions struct {
+	// KubeTokenPath is the PATH:KEY of the cluster token read from Vault
+	// (--kube-token-from-vault); empty means inventory vault.kubeTokenPath.
+	KubeTokenPath string
+	// Locate turns a logical path into its mount, secret path and KV
+	// version: (*vault.Client).Resolve, or vault.LocationFor with a known
+	// version when Vault cannot be asked.
+	Locate func(logicalPath string) (vault.Location, error)
+}
+
+// VaultPolicy returns the least-privilege Vault ACL policy `maasctl
+// install` needs for inv: "create" and "read" on the database secret's API
+// path (create for the first run's check-and-set write; no "update", since
+// an existing password is never overwritten), "read" on the cluster token's
+// path when one is configured, and the token self-service paths the run
+// uses (lookup-self, renew-self, capabilities-self). The KV paths are the
+// API paths a policy must name: <mount>/data/<path> on KV v2 (case B11).
+//
+// Errors: a malformed KubeTokenPath, or an error from Locate.
+func VaultPolicy(inv *inventory.Inventory, o VaultPolicyOptions) (vault.Policy, error) {
+	p := vault.Policy{Header: `Vault ACL policy for "maasctl install" with this inventory (least privilege).
+Write it:   maasctl vault policy -f inventory.yaml | vault policy write maasctl -
+Attach "maasctl" to the token, AppRole or Kubernetes role maasctl runs with.
+Not listed on purpose: sys/internal/ui/mounts/<path>, which maasctl reads to
+detect the KV version, is answered for any token holding a capability below
+the mount (https://developer.hashicorp.com/vault/api-docs/system/internal-ui-mounts);
+AppRole and Kubernetes logins need no policy.`}
+	rules := map[string]int{}
+	add := func(path string, caps []string, why string) {
+		if i, ok := rules[path]; ok {
+			r := &p.Rules[i]
+			for _, c := range caps {
+				if !slices.Contains(r.Capabilities, c) {
+					r.Capabilities = append(r.Capabilities, c)
+				}
+			}
+			r.Comment += "\n" + why
+			return
+		}
+		rules[path] = len(p.Rules)
+		p.Rules = append(p.Rules, vault.PolicyRule{Path: path, Capabilities: caps, Comment: why})
+	}
+
+	db, err := o.Locate(inv.Database.VaultPath)
+	if err != nil {
+		return vault.Policy{}, fmt.Errorf("database.vaultPath %s: %w", inv.Database.VaultPath, err)
+	}
+	add(db.DataPath(), []string{"create", "read"}, fmt.Sprintf(
+		"Database password, database.vaultPath %s (KV v%d):\nread it, and create it on the first run; an existing password is never\noverwritten, so no \"update\".",
+		inv.Database.VaultPath, db.KVVersion))
+
+	kube := o.KubeTokenPath
+	if kube == "" {
+		kube = inv.Vault.KubeTokenPath
+	}
+	if kube != "" {
+		path, key, err := vault.ParseKeyPath(kube)
+		if err != nil {
+			return vault.Policy{}, err
+		}
+		loc, err := o.Locate(path)
+		if err != nil {
+			return vault.Policy{}, fmt.Errorf("cluster token %s: %w", kube, err)
+		}
+		add(loc.DataPath(), []string{"read"}, fmt.Sprintf("Cluster credentials, %s (KV v%d):\nkey %q is the bearer token maasctl uses for the Kubernetes API.", path, loc.KVVersion, key))
+	}
+
+	add("auth/token/lookup-self", []string{"read"}, "Token lifetime: preflight checks the remaining TTL; a refused request is\nreported as an expired token or as a missing policy rule.")
+	add("auth/token/renew-self", []string{"update"}, "Renew the token during long waits.")
+	add("sys/capabilities-self", []string{"update"}, "Preflight: may the token create the database secret? (asked before any\nchange to the cluster)")
+	return p, nil
 }

@@ -37,6 +37,11 @@ type Env struct {
 	Log     *zap.Logger
 	// Progress reports what a step is doing or waiting on; never secrets.
 	Progress func(stepID, msg string)
+	// Policy holds the run's switches (preflight ignores, InstallPlan
+	// approval); the zero value is the safe default.
+	Policy Policy
+	// Verify configures the data path of the verify step (verify.go).
+	Verify VerifyOptions
 }
 
 // Step is one unit of the install: it applies its objects with server-side
@@ -84,6 +89,7 @@ func (r *Registry) Get(id string) *Step { return r.byID[id] }
 // (reference/DEPLOYMENT.md, "Deploy"), and checks the DAG.
 func NewRegistry(inv *inventory.Inventory) (*Registry, error) {
 	var list []*Step
+	list = append(list, preflightSteps(inv)...)
 	list = append(list, databaseSteps(inv)...)
 	list = append(list, operatorSteps(inv)...)
 	list = append(list, platformSteps(inv)...)
@@ -92,6 +98,7 @@ func NewRegistry(inv *inventory.Inventory) (*Registry, error) {
 	list = append(list, modelSteps(inv)...)
 	list = append(list, accessSteps(inv)...)
 	list = append(list, verifySteps(inv)...)
+	list = afterPreflight(list)
 	r := &Registry{Steps: list, byID: map[string]*Step{}}
 	for _, s := range list {
 		if r.byID[s.ID] != nil {

@@ -3,34 +3,138 @@ package steps
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
 
+// VerifyOptions configure the data path of the install's last step. With
+// an empty Endpoint the step runs only the read-only checks: the Route host
+// of a lab cluster is often not resolvable from where the install runs, so
+// the requests are sent only when asked for.
+type VerifyOptions struct {
+	// Endpoint is the MaaS base URL (https://maas.<apps domain>); empty
+	// skips the data-path checks.
+	Endpoint string
+	// CAFile is a PEM bundle to trust for the endpoint.
+	CAFile string
+	// InsecureSkipTLSVerify turns off the endpoint's certificate check.
+	InsecureSkipTLSVerify bool
+	// ProbeQuota also proves the token limits with a probe subscription
+	// (created and deleted by verify).
+	ProbeQuota bool
+}
+
 // verifySteps re-reads the end state the deployment README lists under
-// "Verify the deployment" (reference/DEPLOYMENT.md) once everything ran.
+// "Verify the deployment" (reference/DEPLOYMENT.md) once everything ran,
+// runs the coded verify checks (internal/verify, MAAS-V001…) and, when an
+// endpoint is configured, the data path (MAAS-V020…).
 func verifySteps(inv *inventory.Inventory) []*Step {
 	after := []string{"access/subscription", "rhoai/dashboard"}
 	if inv.Gateway.CreateRoute {
 		after = append(after, "platform/route")
 	}
 	return []*Step{{
-		ID: "verify/status", Title: "verify: DSC, Kuadrant, Gateway, maas-api, models and policies ready",
+		ID: "verify/status", Title: "verify: DSC, Kuadrant, Gateway, maas-api, models and policies ready; the request path when an endpoint is given",
 		After: after,
-		Apply: func(ctx context.Context, e *Env) error {
+		Apply: applyVerify,
+		Check: func(ctx context.Context, e *Env) (bool, string, error) {
+			if e.Verify.Endpoint != "" {
+				// Requests prove only the moment they are sent: with an
+				// endpoint the data path is checked on every run.
+				return false, "the request path is verified on every run with an endpoint", nil
+			}
 			ok, msg, err := verifyStatus(ctx, e)
+			if !ok || err != nil {
+				return ok, msg, err
+			}
+			rep, _, err := verify.Run(ctx, verify.Options{Inventory: e.Inv, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}})
 			if err != nil {
-				return err
+				return false, "", err
 			}
-			if !ok {
-				return fmt.Errorf("verify: %s", msg)
+			if !rep.Passed {
+				return false, failedChecks(rep, false), nil
 			}
-			return nil
+			return true, "", nil
 		},
-		Check: verifyStatus,
+		HashExtra: func(e *Env) string {
+			if e.Verify.Endpoint == "" {
+				return ""
+			}
+			return fmt.Sprintf("verify-endpoint:%s probe-quota:%v", e.Verify.Endpoint, e.Verify.ProbeQuota)
+		},
 	}}
+}
+
+func applyVerify(ctx context.Context, e *Env) error {
+	const id = "verify/status"
+	ok, msg, err := verifyStatus(ctx, e)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("verify: %s", msg)
+	}
+	o := verify.Options{Inventory: e.Inv, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}}
+	if v := e.Verify; v.Endpoint != "" {
+		o.Reader = verify.NewReader(e.Clients)
+		o.DataPath = &verify.DataPathOptions{
+			Endpoint: v.Endpoint, Token: bearerToken(e), CAFile: v.CAFile,
+			InsecureSkipTLSVerify: v.InsecureSkipTLSVerify, ProbeQuota: v.ProbeQuota,
+			Probes: verify.ClusterProbes{Clients: e.Clients}, ProbeTimeout: time.Duration(e.Inv.WaitTimeoutSeconds) * time.Second,
+		}
+	}
+	rep, _, err := verify.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	for _, c := range rep.Checks {
+		if c.Result != verify.Pass {
+			continue
+		}
+		e.progress(id, "%s %s: %s", c.Code, c.Title, c.Detail)
+	}
+	if !rep.Passed {
+		return fmt.Errorf("verify: %s", failedChecks(rep, true))
+	}
+	if rep.Endpoint == "" {
+		e.progress(id, "data path not checked: run 'maasctl verify --endpoint https://<host>' (or install --verify-endpoint) to prove the request path")
+	}
+	return nil
+}
+
+// bearerToken is the run's own bearer token (kubeconfig token or token
+// file), used to mint and revoke the verify key; "" with client
+// certificates.
+func bearerToken(e *Env) string {
+	cfg := e.Clients.Config
+	if cfg.BearerToken != "" || cfg.BearerTokenFile == "" {
+		return cfg.BearerToken
+	}
+	b, err := os.ReadFile(cfg.BearerTokenFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// failedChecks renders the failed checks on one line each: code, object,
+// detail and, when withFix, the cause and the fix.
+func failedChecks(rep *verify.Report, withFix bool) string {
+	var parts []string
+	for _, c := range rep.Failed() {
+		s := fmt.Sprintf("%s %s (%s): %s", c.Code, c.Title, c.Object, c.Detail)
+		if withFix {
+			s += "; cause: " + c.Cause + "; fix: " + c.Fix
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "\n")
 }
 
 func verifyStatus(ctx context.Context, e *Env) (bool, string, error) {

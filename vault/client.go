@@ -1,12 +1,21 @@
 // Package vault is maasctl's only door to HashiCorp Vault: it builds a client
-// the way the vault CLI does (environment, TLS, token), finds out whether a
-// logical path lives on a KV v1 or KV v2 mount, and stores generated secrets
-// exactly once with check-and-set.
+// the way the vault CLI does (environment, TLS, token), logs in with the
+// Kubernetes or AppRole auth method when asked, keeps the token alive
+// (renewal, or a new login at its max TTL), tells an expired or revoked
+// token from a policy that lacks a rule, finds out whether a logical path
+// lives on a KV v1 or KV v2 mount, stores generated secrets exactly once
+// with check-and-set, and renders least-privilege policies.
 //
-// Everything goes through github.com/hashicorp/vault/api. Tokens and secret
-// values never appear in the errors this package returns.
+// Everything goes through github.com/hashicorp/vault/api and its auth
+// helper modules (api/auth/approle, api/auth/kubernetes). Tokens,
+// credentials and secret values never appear in the errors this package
+// returns.
 //
 // API pages this package follows:
+//   - token lookup-self, renew-self: https://developer.hashicorp.com/vault/api-docs/auth/token
+//   - AppRole login: https://developer.hashicorp.com/vault/api-docs/auth/approle#login-with-approle
+//   - Kubernetes login: https://developer.hashicorp.com/vault/api-docs/auth/kubernetes#login
+//   - policies: https://developer.hashicorp.com/vault/docs/concepts/policies
 //   - KV v2: https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2
 //   - KV v1: https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v1
 //   - mount lookup: https://developer.hashicorp.com/vault/api-docs/system/internal-ui-mounts
@@ -31,6 +40,10 @@ const (
 	TokenFromOptions = "options"
 	TokenFromEnv     = "VAULT_TOKEN"
 	TokenFromFile    = "token file"
+	// TokenFromKubernetes and TokenFromAppRole prefix the source of a token
+	// obtained by logging in, for example "Kubernetes login at auth/kubernetes".
+	TokenFromKubernetes = "Kubernetes login"
+	TokenFromAppRole    = "AppRole login"
 )
 
 // Options configures NewClient. Empty fields fall back to the environment the
@@ -48,13 +61,20 @@ type Options struct {
 	// Namespace is the Vault Enterprise namespace sent as X-Vault-Namespace.
 	// Empty means VAULT_NAMESPACE (none when that is unset too).
 	Namespace string
+	// Auth selects the auth method; the zero value is AuthToken, which uses
+	// Token, VAULT_TOKEN or TokenFile. With another method those are
+	// ignored and the client logs in on first use (or through Login).
+	Auth AuthOptions
 }
 
-// Client talks to one Vault server with one token. It is safe for concurrent
-// use, like the *api.Client it wraps.
+// Client talks to one Vault server with one token at a time. It is safe for
+// concurrent use, like the *api.Client it wraps.
 type Client struct {
 	api         *api.Client
 	tokenSource string
+	tokenFile   string
+	auth        AuthOptions
+	state       authState
 }
 
 // NewClient builds a Client. TLS settings (VAULT_CACERT, VAULT_CAPATH,
@@ -83,60 +103,96 @@ func NewClient(opts Options) (*Client, error) {
 		cfg.AgentAddress = ""
 	}
 
-	token, source, err := findToken(opts)
-	if err != nil {
+	if err := opts.Auth.check(); err != nil {
 		return nil, err
+	}
+	var token, source, file string
+	var err error
+	switch opts.Auth.method() {
+	case AuthToken:
+		token, source, file, err = findToken(opts)
+		if err != nil {
+			return nil, err
+		}
+	case AuthKubernetes:
+		source = TokenFromKubernetes + " at auth/" + opts.Auth.mount()
+	case AuthAppRole:
+		source = TokenFromAppRole + " at auth/" + opts.Auth.mount()
 	}
 
 	c, err := api.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create vault client for %s: %w", cfg.Address, err)
 	}
+	// api.NewClient takes VAULT_TOKEN from the environment; a login method
+	// must not send it.
 	c.SetToken(token)
 	if ns := strings.TrimSpace(opts.Namespace); ns != "" {
 		c.SetNamespace(ns)
 	}
-	return &Client{api: c, tokenSource: source}, nil
+	return &Client{api: c, tokenSource: source, tokenFile: file, auth: opts.Auth}, nil
 }
 
 // findToken applies the vault CLI's order: explicit token, VAULT_TOKEN, then
 // the token helper file.
-func findToken(opts Options) (token, source string, err error) {
+func findToken(opts Options) (token, source, file string, err error) {
 	if t := strings.TrimSpace(opts.Token); t != "" {
-		return t, TokenFromOptions, nil
+		return t, TokenFromOptions, "", nil
 	}
 	if t := strings.TrimSpace(os.Getenv(api.EnvVaultToken)); t != "" {
-		return t, TokenFromEnv, nil
+		return t, TokenFromEnv, "", nil
 	}
-	file := opts.TokenFile
+	file = opts.TokenFile
 	if file == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", "", fmt.Errorf("%w (and no home directory for ~/.vault-token: %v)", ErrNoToken, err)
+			return "", "", "", fmt.Errorf("%w (and no home directory for ~/.vault-token: %v)", ErrNoToken, err)
 		}
 		file = filepath.Join(home, ".vault-token")
 	}
 	b, err := os.ReadFile(file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", "", ErrNoToken
+		return "", "", "", ErrNoToken
 	case err != nil:
 		// The *PathError names the file and the cause, never the content.
-		return "", "", fmt.Errorf("read vault token file: %w", err)
+		return "", "", "", fmt.Errorf("read vault token file: %w", err)
 	}
 	t := strings.TrimSpace(string(b))
 	if t == "" {
-		return "", "", fmt.Errorf("%w (%s is empty)", ErrNoToken, file)
+		return "", "", "", fmt.Errorf("%w (%s is empty)", ErrNoToken, file)
 	}
-	return t, TokenFromFile, nil
+	return t, TokenFromFile, file, nil
 }
 
 // Address is the Vault URL the client sends requests to.
 func (c *Client) Address() string { return c.api.Address() }
 
 // TokenSource says where the token came from: TokenFromOptions,
-// TokenFromEnv or TokenFromFile. It never returns the token.
+// TokenFromEnv, TokenFromFile, or TokenFromKubernetes / TokenFromAppRole
+// followed by " at auth/<mount>". It never returns the token.
 func (c *Client) TokenSource() string { return c.tokenSource }
+
+// Method is the auth method: AuthToken, AuthKubernetes or AuthAppRole.
+func (c *Client) Method() string { return c.auth.method() }
+
+// ReloginHint says how to get a fresh token for this client's method, for
+// messages about an expired token.
+func (c *Client) ReloginHint() string {
+	switch c.auth.method() {
+	case AuthKubernetes:
+		return "check that the service account token is current and that the Vault role " + c.auth.Role + " still binds it"
+	case AuthAppRole:
+		return "issue a new secret ID (`vault write -f auth/" + c.auth.mount() + "/role/<role>/secret-id`) and set " + EnvSecretID + " or the secret ID file"
+	}
+	switch c.tokenSource {
+	case TokenFromEnv:
+		return "log in again (`vault login`) and export the new token as VAULT_TOKEN"
+	case TokenFromFile:
+		return "log in again with `vault login`, which writes " + c.tokenFile
+	}
+	return "log in again (`vault login`) and pass the new token"
+}
 
 // API returns the underlying vault/api client for calls this package does not
 // wrap. Errors from it are not redacted.

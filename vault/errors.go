@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/vault/api"
 )
@@ -26,7 +27,102 @@ var (
 	// soft-deleted or destroyed, so the stored password is gone but the
 	// version history is not; EnsureSecret refuses to guess what to do.
 	ErrSecretDeleted = errors.New("latest version of the secret is deleted")
+	// ErrLoginConfig means the auth method is misconfigured or its
+	// credentials (role ID, secret ID, service account token) cannot be read;
+	// no request was made.
+	ErrLoginConfig = errors.New("vault login configuration")
+	// ErrLoginFailed marks a *LoginError: Vault refused the login.
+	ErrLoginFailed = errors.New("vault login failed")
+	// ErrTokenInvalid marks a *TokenError: Vault refuses the token itself
+	// (expired, revoked or unknown), as opposed to a policy that lacks a
+	// capability.
+	ErrTokenInvalid = errors.New("vault token invalid")
 )
+
+// LoginError is a login through an auth method that Vault refused or that
+// did not reach Vault.
+type LoginError struct {
+	// Method describes the auth method, mount, role and where the
+	// credentials came from (never the credentials).
+	Method string
+	// Err is the cause, scrubbed of credentials.
+	Err error
+}
+
+// Error reads "vault login with METHOD failed: CAUSE".
+func (e *LoginError) Error() string {
+	return fmt.Sprintf("vault login with %s failed: %v", e.Method, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *LoginError) Unwrap() error { return e.Err }
+
+// Is reports target == ErrLoginFailed.
+func (e *LoginError) Is(target error) bool { return target == ErrLoginFailed }
+
+// TokenError means Vault refused a request because it no longer accepts the
+// token: it expired (for example at its max TTL, case B11), was revoked, or
+// never existed. Policy denials are *PermissionError instead.
+type TokenError struct {
+	// Source says where the token came from (Client.TokenSource).
+	Source string
+	// Method is the client's auth method.
+	Method string
+	// ExpiredAt is the token's expiry as Vault last reported it, set when
+	// Vault's clock (VaultTime) has passed it; zero when the token was
+	// revoked or its expiry is unknown.
+	ExpiredAt, VaultTime time.Time
+	// MaxTTLReached is set when Vault capped a renewal of this token.
+	MaxTTLReached bool
+	// Denied is the request Vault refused.
+	Denied *PermissionError
+	// Hint says how to get a new token.
+	Hint string
+	// ReloginErr is set when logging in again through the auth method failed.
+	ReloginErr error
+}
+
+// Error names the token's source, what happened to it, the refused request
+// and how to log in again. It contains no token.
+func (e *TokenError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the Vault token from %s ", e.Source)
+	switch {
+	case !e.ExpiredAt.IsZero():
+		fmt.Fprintf(&b, "expired at %s (Vault's clock says %s)", e.ExpiredAt.UTC().Format(time.RFC3339), e.VaultTime.UTC().Format(time.RFC3339))
+		if e.MaxTTLReached {
+			b.WriteString(": it reached its max TTL, so renewing could not extend it")
+		}
+	default:
+		b.WriteString("is no longer valid: it expired or was revoked (Vault refuses auth/token/lookup-self too)")
+	}
+	if e.Denied != nil {
+		fmt.Fprintf(&b, "; refused: %s %s (%s)", e.Denied.Op, e.Denied.LogicalPath, e.Denied.APIPath)
+	}
+	if e.ReloginErr != nil {
+		fmt.Fprintf(&b, "; logging in again failed: %v", e.ReloginErr)
+	}
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "; to continue, %s", e.Hint)
+	}
+	return b.String()
+}
+
+// Unwrap returns the refused request's *PermissionError (and the relogin
+// error), so errors.Is(err, ErrPermissionDenied) holds too.
+func (e *TokenError) Unwrap() []error {
+	var out []error
+	if e.Denied != nil {
+		out = append(out, e.Denied)
+	}
+	if e.ReloginErr != nil {
+		out = append(out, e.ReloginErr)
+	}
+	return out
+}
+
+// Is reports target == ErrTokenInvalid.
+func (e *TokenError) Is(target error) bool { return target == ErrTokenInvalid }
 
 // casMismatch is the error KV v2 returns with HTTP 400 when options.cas does
 // not equal the current version (KV v2 API, "Create/Update secret":
@@ -235,8 +331,11 @@ func (c *Client) wrap(err error, context string, secrets ...string) error {
 	} else {
 		base = err
 	}
-	msg := context + ": " + describeAny(base)
-	return &redactedError{msg: Redact(msg, append([]string{c.api.Token()}, secrets...)...), err: base}
+	msg := describeAny(base)
+	if context != "" {
+		msg = context + ": " + msg
+	}
+	return &redactedError{msg: Redact(msg, c.redactions(secrets...)...), err: base}
 }
 
 func describeAny(err error) string {
@@ -252,7 +351,7 @@ func (c *Client) permission(err error, pe *PermissionError, secrets ...string) e
 	if re := responseError(err); re != nil {
 		pe.VaultErrors = trimAll(re.Errors)
 	}
-	secrets = append([]string{c.api.Token()}, secrets...)
+	secrets = c.redactions(secrets...)
 	for i, m := range pe.VaultErrors {
 		pe.VaultErrors[i] = Redact(m, secrets...)
 	}

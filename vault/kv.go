@@ -62,10 +62,23 @@ func (l Location) MetadataPath() string {
 // "data/" cannot be addressed).
 //
 // Errors: a malformed path, *PermissionError (the lookup answers 403 when the
-// token is invalid, expired, or has no capability below the mount, and also
-// when the mount does not exist), *UnreachableError, or a mount that is not a
-// KV secrets engine.
+// token has no capability below the mount, and also when the mount does not
+// exist), *TokenError when Vault refuses the token itself, *LoginError,
+// *UnreachableError, or a mount that is not a KV secrets engine.
 func (c *Client) Resolve(ctx context.Context, logicalPath string) (Location, error) {
+	var loc Location
+	err := c.withAuth(ctx, "resolve", func() error {
+		var err error
+		loc, err = c.resolve(ctx, logicalPath)
+		return err
+	})
+	return loc, err
+}
+
+// opLookupMount is PermissionError.Op of a refused mount lookup.
+const opLookupMount = "look up the mount of"
+
+func (c *Client) resolve(ctx context.Context, logicalPath string) (Location, error) {
 	clean, err := cleanPath(logicalPath)
 	if err != nil {
 		return Location{}, err
@@ -90,7 +103,7 @@ func (c *Client) Resolve(ctx context.Context, logicalPath string) (Location, err
 				hint = fmt.Sprintf("assuming the mount is %s/: a KV v2 policy names %s, a KV v1 policy %s", guess.Mount, guess.DataPath(), v1.DataPath())
 			}
 			return Location{}, c.permission(err, &PermissionError{
-				Op:          "look up the mount of",
+				Op:          opLookupMount,
 				LogicalPath: clean,
 				APIPath:     lookup,
 				PolicyPath:  policyPath,
@@ -200,11 +213,15 @@ func underMount(clean, mount string) (string, bool) {
 // Location.DataPath(), ErrSecretDeleted when the latest KV v2 version is
 // deleted or destroyed, or a non-string value in the secret.
 func (c *Client) ReadSecret(ctx context.Context, logicalPath string) (data map[string]string, found bool, err error) {
-	loc, err := c.Resolve(ctx, logicalPath)
-	if err != nil {
-		return nil, false, err
-	}
-	return c.read(ctx, loc)
+	err = c.withAuth(ctx, "read", func() error {
+		loc, err := c.resolve(ctx, logicalPath)
+		if err != nil {
+			return err
+		}
+		data, found, err = c.read(ctx, loc)
+		return err
+	})
+	return data, found, err
 }
 
 func (c *Client) read(ctx context.Context, loc Location) (map[string]string, bool, error) {
@@ -303,7 +320,15 @@ func toStrings(raw map[string]any) (map[string]string, error) {
 // an error from generate, or an empty generated map. No token or secret
 // value appears in an error.
 func (c *Client) EnsureSecret(ctx context.Context, logicalPath string, generate func() (map[string]string, error)) (data map[string]string, created bool, err error) {
-	loc, err := c.Resolve(ctx, logicalPath)
+	err = c.withAuth(ctx, "ensure", func() error {
+		data, created, err = c.ensureSecret(ctx, logicalPath, generate)
+		return err
+	})
+	return data, created, err
+}
+
+func (c *Client) ensureSecret(ctx context.Context, logicalPath string, generate func() (map[string]string, error)) (data map[string]string, created bool, err error) {
+	loc, err := c.resolve(ctx, logicalPath)
 	if err != nil {
 		return nil, false, err
 	}

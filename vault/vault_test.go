@@ -849,11 +849,11 @@ func TestEnsureSecretWrongToken(t *testing.T) {
 	var g passwordGenerator
 	_, _, err := b.client(t, wrong).EnsureSecret(ctx, logical, g.generate)
 	t.Logf("error: %v", err)
-	if !errors.Is(err, ErrPermissionDenied) {
-		t.Fatalf("error %v, want ErrPermissionDenied", err)
+	if !errors.Is(err, ErrPermissionDenied) || !errors.Is(err, ErrTokenInvalid) {
+		t.Fatalf("error %v, want ErrPermissionDenied and ErrTokenInvalid", err)
 	}
-	if !strings.Contains(err.Error(), logical) || !strings.Contains(err.Error(), "invalid or expired") {
-		t.Errorf("error %q should name %s and say the token may be invalid or expired", err, logical)
+	if !strings.Contains(err.Error(), logical) || !strings.Contains(err.Error(), "expired or was revoked") {
+		t.Errorf("error %q should name %s and say the token expired or was revoked", err, logical)
 	}
 	assertNoSecret(t, err.Error(), wrong, b.rootToken)
 	if n := g.calls.Load(); n != 0 {

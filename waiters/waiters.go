@@ -141,13 +141,11 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		},
 	}
 	var obj *unstructured.Unstructured
-	pre := func(store cache.Store) (bool, error) {
-		if len(store.List()) == 0 {
-			set(Result{Status: "not found"})
-		}
-		return false, nil
-	}
-	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, pre, func(ev watch.Event) (bool, error) {
+	// No precondition: with one, UntilWithSync first polls the informer's
+	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
+	// wait by up to 100 ms. The status starts as "not found" and the
+	// informer's initial list arrives as events.
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		if ev.Type == watch.Deleted {
 			set(Result{Status: "deleted"})
 			return false, nil

@@ -9,7 +9,6 @@ import (
 	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
-	"github.com/maasctl/maasctl/vault"
 )
 
 type installOptions struct {
@@ -18,6 +17,10 @@ type installOptions struct {
 	output    string
 	vaultAddr string
 	lease     time.Duration
+	ignore    []string
+	approve   bool
+	sel       selectionFlags
+	verify    steps.VerifyOptions
 }
 
 func newInstallCmd(g *globalOptions) *cobra.Command {
@@ -41,6 +44,13 @@ The database password is read from Vault (VAULT_ADDR, VAULT_TOKEN or
 	f.StringVarP(&o.output, "output", "o", "auto", "progress format: auto, tty, plain or json")
 	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR)")
 	f.DurationVar(&o.lease, "lease-duration", 60*time.Second, "how long the run Lease of a killed run blocks others")
+	f.StringSliceVar(&o.ignore, "ignore-preflight", nil, "report the errors of these preflight checks as warnings (check names, or all; see maasctl preflight)")
+	f.BoolVar(&o.approve, "approve-installplans", false, "approve a Manual InstallPlan when it installs exactly the expected CSV (startingCSV or the channel head)")
+	o.sel.addFlags(c)
+	f.StringVar(&o.verify.Endpoint, "verify-endpoint", "", "MaaS base URL: the last step then also proves the request path (key, models, chat, 401; see maasctl verify)")
+	f.StringVar(&o.verify.CAFile, "verify-ca-file", "", "PEM CA bundle to trust for --verify-endpoint")
+	f.BoolVar(&o.verify.InsecureSkipTLSVerify, "verify-insecure-skip-tls-verify", false, "do not verify the certificate of --verify-endpoint")
+	f.BoolVar(&o.verify.ProbeQuota, "verify-probe-quota", false, "with --verify-endpoint, also expect 429 from a temporary low-limit probe subscription")
 	return c
 }
 
@@ -49,7 +59,10 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	inv, err := inventory.Load(o.files, o.sets)
+	if err := steps.ValidateIgnore(o.ignore); err != nil {
+		return &usageError{err}
+	}
+	inv, err := inventory.LoadWithAnsible(o.files, o.sets) // inventory or Ansible vars
 	if err != nil {
 		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
 	}
@@ -59,11 +72,18 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	if err := inv.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
 	}
-	cfg, err := g.kube.ToRESTConfig()
+	reg, err := steps.NewRegistry(inv)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
-	vc, err := vault.NewClient(vault.Options{Address: inv.Vault.Address})
+	if err := o.sel.check(reg); err != nil {
+		return err
+	}
+	vc, err := vaultClient(inv) // vault.go: auth method from the inventory
+	if err != nil {
+		return err
+	}
+	cfg, err := g.restConfig(c.Context(), inv, vc) // kubeconfig.go: --kube-token-from-vault
 	if err != nil {
 		return err
 	}
@@ -72,6 +92,7 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 		return err
 	}
 	defer sync()
+	defer keepVaultAlive(c.Context(), vc, log, c.ErrOrStderr())()
 	_, err = steps.Install(c.Context(), steps.InstallOptions{
 		Config:        cfg,
 		Inventory:     inv,
@@ -80,8 +101,14 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 		Log:           log,
 		ToolVersion:   version,
 		LeaseDuration: o.lease,
+		Policy:        steps.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve},
+		Selection:     o.sel.selection(),
+		Verify:        o.verify,
 	})
 	if err != nil {
+		if uerr := selectionError(err); uerr != err {
+			return uerr // --only/--skip/--from: nothing was changed (exit 2)
+		}
 		return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
 	}
 	return nil

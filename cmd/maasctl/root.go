@@ -18,6 +18,8 @@ var commands []func(*globalOptions) *cobra.Command
 type globalOptions struct {
 	kube    *genericclioptions.ConfigFlags
 	logFile string
+	// kubeAuth holds --kube-token-from-vault (kubeconfig.go).
+	kubeAuth kubeAuthOptions
 }
 
 func newRootCmd() *cobra.Command {
@@ -36,6 +38,7 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	fs.StringVar(g.kube.KubeConfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(g.kube.Context, "context", "", "kubeconfig context to use")
 	fs.StringVar(&g.logFile, "log-file", "", "write the debug log (JSON) to this file; it never contains secrets")
+	g.kubeAuth.addFlags(fs, g)
 	root.AddCommand(newInstallCmd(g), newStepsCmd(), newVersionCmd())
 	for _, add := range commands {
 		root.AddCommand(add(g))

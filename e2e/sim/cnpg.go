@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -146,6 +147,12 @@ func (c *cnpg) reconcile(ctx context.Context, k key) error {
 			return err
 		}
 	}
+	if m.opts.Faults.CNPGInitdbFails {
+		if err := c.failInitdbJob(ctx, cl); err != nil {
+			return err
+		}
+		return notReady(cnpgReasonNotReady, cnpgPhaseSettingUp)
+	}
 	primary := k.Name + "-1"
 	status := map[string]any{
 		"phase":               cnpgPhaseHealthy,
@@ -278,6 +285,61 @@ func (c *cnpg) ensureAppSecret(ctx context.Context, cl *unstructured.Unstructure
 	_, err := c.m.kube.CoreV1().Secrets(cl.GetNamespace()).Create(ctx, s, metaCreate)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create secret %s/%s: %w", cl.GetNamespace(), name, err)
+	}
+	return nil
+}
+
+// failInitdbJob creates the bootstrap Job <cluster>-1-initdb the way CNPG
+// labels it and gives it the status the Job controller writes once its
+// backoff limit is exceeded (FailureTarget, then Failed, reason
+// BackoffLimitExceeded). spec.managedBy keeps the real Job controller of
+// the test cluster away from it (batch/v1 JobSpec.managedBy). CNPG itself
+// never copies the failure into the Cluster status (cloudnative-pg#11044).
+func (c *cnpg) failInitdbJob(ctx context.Context, cl *unstructured.Unstructured) error {
+	jobs := c.m.kube.BatchV1().Jobs(cl.GetNamespace())
+	name := cl.GetName() + "-1-initdb"
+	j, err := jobs.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		backoff := int32(6)
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: cl.GetNamespace(),
+				Labels: map[string]string{
+					cnpgClusterLabel: cl.GetName(), "cnpg.io/jobRole": "initdb", "cnpg.io/instanceName": cl.GetName() + "-1",
+				},
+				OwnerReferences: clusterOwner(cl),
+			},
+			Spec: batchv1.JobSpec{
+				BackoffLimit: &backoff,
+				ManagedBy:    new("maasctl.io/sim-cnpg"),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "initdb", Image: "registry.invalid/maasctl-sim/postgresql:17"}},
+				}},
+			},
+		}
+		if j, err = jobs.Create(ctx, job, metaCreate); err != nil {
+			return fmt.Errorf("create job %s/%s: %w", cl.GetNamespace(), name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("get job %s/%s: %w", cl.GetNamespace(), name, err)
+	}
+	for _, cd := range j.Status.Conditions {
+		if cd.Type == batchv1.JobFailed && cd.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	now := metav1.Now()
+	msg := "Job has reached the specified backoff limit"
+	j.Status = batchv1.JobStatus{
+		StartTime: &now, Failed: 6,
+		Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastProbeTime: now, LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastProbeTime: now, LastTransitionTime: now},
+		},
+	}
+	if _, err := jobs.UpdateStatus(ctx, j, metaUpdate); err != nil {
+		return fmt.Errorf("update job status %s/%s: %w", cl.GetNamespace(), name, err)
 	}
 	return nil
 }

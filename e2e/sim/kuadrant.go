@@ -125,7 +125,7 @@ func (kc *kuadrantCtl) reconcile(ctx context.Context, k key) error {
 	old := mapOf(kd, "status")
 	status := map[string]any{"observedGeneration": gen, "mtlsAuthorino": false, "mtlsLimitador": false}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
-	if istiod == nil || !kc.createdAfter(pod, istiod) {
+	if istiod == nil || !kc.createdAfter(pod, istiod) || m.opts.Faults.KuadrantStuckMissingDependency {
 		msg := kuadrantMissingDependencyMessage
 		if f := m.opts.Faults.KuadrantMissingDependencyMessage; f != "" {
 			msg = f

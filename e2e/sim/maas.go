@@ -36,6 +36,7 @@ type maasCtl struct {
 	m                     *manager
 	provider, model, ref  *reconciler
 	authPolicy, subscript *reconciler
+	legacy                *reconciler
 }
 
 const (
@@ -92,6 +93,111 @@ func registerMaaS(m *manager) {
 	for _, r := range []*reconciler{c.provider, c.model, c.ref, c.authPolicy, c.subscript} {
 		m.add(r)
 	}
+	if m.opts.RHOAIVersion != RHOAI35 {
+		// RHOAI 3.3/3.4: external models are maas.opendatahub.io
+		// ExternalModels; 3.5 no longer reconciles that group (case B16,
+		// models-as-a-service PR #865).
+		c.legacy = &reconciler{
+			name: "maas/legacy-externalmodel", delayKey: MaaS, primary: gvrLegacyExternalMdl,
+			watches: []watch{
+				{gvr: gvrSecret, mapFn: m.allOf(gvrLegacyExternalMdl, true)},
+				{gvr: gvrHTTPRoute, mapFn: ownerKeys("ExternalModel")},
+			},
+			reconcile: c.reconcileLegacyModel,
+		}
+		m.add(c.legacy)
+	}
+}
+
+// externalModelGVR is the ExternalModel kind MaaSModelRefs resolve in this
+// release: inference.opendatahub.io on 3.5, maas.opendatahub.io before.
+func (c *maasCtl) externalModelGVR() schema.GroupVersionResource {
+	if c.m.opts.RHOAIVersion == RHOAI35 {
+		return gvrExternalModel
+	}
+	return gvrLegacyExternalMdl
+}
+
+// injectedFailure applies Faults.MaaSFailures to obj: it writes the failed
+// phase and reports true when obj is listed.
+func (c *maasCtl) injectedFailure(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured) (bool, error) {
+	msg, ok := c.m.opts.Faults.MaaSFailures[obj.GetKind()+"/"+obj.GetNamespace()+"/"+obj.GetName()]
+	if !ok {
+		return false, nil
+	}
+	phase := "Failed"
+	if obj.GetKind() == "MaaSAuthPolicy" || obj.GetKind() == "MaaSSubscription" {
+		phase = "Invalid"
+	}
+	return true, c.m.updateStatus(ctx, g, obj, map[string]any{
+		"phase":      phase,
+		"conditions": conditions(statusConditions(obj), cond("Ready", false, "ReconcileFailed", msg).gen(obj.GetGeneration())),
+	})
+}
+
+// reconcileLegacyModel is the 3.3/3.4 ExternalModel controller: Ready once
+// its credential Secret exists with key api-key and the discovery label;
+// it then owns an HTTPRoute named after the model on the MaaS Gateway.
+func (c *maasCtl) reconcileLegacyModel(ctx context.Context, k key) error {
+	m := c.m
+	em := m.get(gvrLegacyExternalMdl, k.Namespace, k.Name)
+	if em == nil || em.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	if failed, err := c.injectedFailure(ctx, gvrLegacyExternalMdl, em); failed || err != nil {
+		return err
+	}
+	if m.delayed(c.legacy, em, "model") {
+		return nil
+	}
+	gen := em.GetGeneration()
+	set := func(phase string, ok bool, reason, msg string) error {
+		return m.updateStatus(ctx, gvrLegacyExternalMdl, em, map[string]any{
+			"phase":      phase,
+			"conditions": conditions(statusConditions(em), cond("Ready", ok, reason, msg).gen(gen)),
+		})
+	}
+	name := str(em, "spec", "credentialRef", "name")
+	s := m.get(gvrSecret, k.Namespace, name)
+	switch {
+	case s == nil:
+		return set("Failed", false, "SecretNotFound", fmt.Sprintf("secret %s/%s not found", k.Namespace, name))
+	case !hasDataKey(s, "api-key"):
+		return set("Failed", false, "InvalidSecret", fmt.Sprintf("secret %s/%s has no key api-key", k.Namespace, name))
+	case s.GetLabels()[ippManagedLabel] != "true":
+		return set("Pending", false, "SecretNotLabeled", fmt.Sprintf("secret %s/%s lacks label %s=true", k.Namespace, name, ippManagedLabel))
+	}
+	port := int64(443)
+	if v, err := strconv.ParseInt(em.GetAnnotations()[maasPortAnnotation], 10, 32); err == nil {
+		port = v
+	}
+	backend := map[string]any{"group": "networking.istio.io", "kind": "Hostname", "name": str(em, "spec", "endpoint"), "port": port}
+	if err := c.applySpec(ctx, gvrHTTPRoute, c.modelRoute(em, []any{backend})); err != nil {
+		return err
+	}
+	return set("Ready", true, "Reconciled", "External model is ready")
+}
+
+// modelRoute is the HTTPRoute the MaaS controller generates for an
+// external model: on the MaaS Gateway, path /<namespace>/<name>.
+func (c *maasCtl) modelRoute(em *unstructured.Unstructured, backends []any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{
+			"name": em.GetName(), "namespace": em.GetNamespace(),
+			"labels":          map[string]any{maasManagedByLabel: maasControllerName, maasModelLabel: em.GetName()},
+			"ownerReferences": []any{ownerRef(em, true)},
+		},
+		"spec": map[string]any{
+			"parentRefs": []any{map[string]any{
+				"group": gatewayAPIGroup, "kind": "Gateway", "name": maasGatewayName, "namespace": maasGatewayNamespace,
+			}},
+			"rules": []any{map[string]any{
+				"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/" + em.GetNamespace() + "/" + em.GetName()}}},
+				"backendRefs": backends,
+			}},
+		},
+	}}
 }
 
 func (c *maasCtl) reconcileProvider(ctx context.Context, k key) error {
@@ -99,6 +205,9 @@ func (c *maasCtl) reconcileProvider(ctx context.Context, k key) error {
 	p := m.get(gvrExternalProvider, k.Namespace, k.Name)
 	if p == nil || p.GetDeletionTimestamp() != nil {
 		return nil
+	}
+	if failed, err := c.injectedFailure(ctx, gvrExternalProvider, p); failed || err != nil {
+		return err
 	}
 	if m.delayed(c.provider, p, "provider") {
 		return nil
@@ -133,6 +242,9 @@ func (c *maasCtl) reconcileModel(ctx context.Context, k key) error {
 	em := m.get(gvrExternalModel, k.Namespace, k.Name)
 	if em == nil || em.GetDeletionTimestamp() != nil {
 		return nil
+	}
+	if failed, err := c.injectedFailure(ctx, gvrExternalModel, em); failed || err != nil {
+		return err
 	}
 	if m.delayed(c.model, em, "model") {
 		return nil
@@ -171,23 +283,7 @@ func (c *maasCtl) reconcileModel(ctx context.Context, k key) error {
 		}
 		backends = append(backends, b)
 	}
-	route := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-		"metadata": map[string]any{
-			"name": k.Name, "namespace": k.Namespace,
-			"labels":          map[string]any{maasManagedByLabel: maasControllerName, maasModelLabel: k.Name},
-			"ownerReferences": []any{ownerRef(em, true)},
-		},
-		"spec": map[string]any{
-			"parentRefs": []any{map[string]any{
-				"group": gatewayAPIGroup, "kind": "Gateway", "name": maasGatewayName, "namespace": maasGatewayNamespace,
-			}},
-			"rules": []any{map[string]any{
-				"matches":     []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/" + k.Namespace + "/" + k.Name}}},
-				"backendRefs": backends,
-			}},
-		},
-	}}
+	route := c.modelRoute(em, backends)
 	if err := c.applySpec(ctx, gvrHTTPRoute, route); err != nil {
 		return err
 	}
@@ -241,6 +337,9 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 	if ref == nil || ref.GetDeletionTimestamp() != nil {
 		return nil
 	}
+	if failed, err := c.injectedFailure(ctx, gvrMaaSModelRef, ref); failed || err != nil {
+		return err
+	}
 	if m.delayed(c.ref, ref, "ref") {
 		return nil
 	}
@@ -253,18 +352,22 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 			"conditions": conditions(old, cond("Ready", false, reason, msg).gen(gen)),
 		})
 	}
+	if kind == "LLMInferenceService" {
+		return c.reconcileLLMISvcRef(ctx, k, ref) // llmisvc.go
+	}
 	if kind != "ExternalModel" {
 		return fail("Pending", "BackendNotReady", fmt.Sprintf("%s backends are not simulated", kind))
 	}
-	if !m.isServed(gvrExternalModel) {
-		return fail("Failed", "NotFound", "inference.opendatahub.io ExternalModel is not served in this release")
+	emGVR := c.externalModelGVR()
+	if !m.isServed(emGVR) {
+		return fail("Failed", "NotFound", emGVR.Group+" ExternalModel is not served in this release")
 	}
-	if !c.m.observe(c.ref, gvrExternalModel, m.allOf(gvrMaaSModelRef, true), k) {
+	if !c.m.observe(c.ref, emGVR, m.allOf(gvrMaaSModelRef, true), k) {
 		return nil // the cache's initial list requeues this model
 	}
-	em := m.get(gvrExternalModel, k.Namespace, name)
+	em := m.get(emGVR, k.Namespace, name)
 	if em == nil {
-		return fail("Failed", "NotFound", fmt.Sprintf("ExternalModel %s/%s not found", k.Namespace, name))
+		return fail("Failed", "NotFound", fmt.Sprintf("ExternalModel %s not found in namespace %s", name, k.Namespace))
 	}
 	status := map[string]any{}
 	if targets := sliceOf(em, "spec", "externalProviderRefs"); len(targets) > 0 {
@@ -273,6 +376,9 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 	runtimeOK, runtimeReason, runtimeMsg := false, "BackendNotReady", fmt.Sprintf("ExternalModel %s/%s is not Ready", k.Namespace, name)
 	if str(em, "status", "phase") == "Ready" {
 		routeName := str(em, "status", "httpRouteName")
+		if emGVR == gvrLegacyExternalMdl {
+			routeName = em.GetName() // the 3.3/3.4 status has no httpRouteName
+		}
 		route := m.get(gvrHTTPRoute, k.Namespace, routeName)
 		if route != nil {
 			status["httpRouteName"] = routeName
@@ -440,6 +546,9 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 	if pol == nil || pol.GetDeletionTimestamp() != nil {
 		return nil
 	}
+	if failed, err := c.injectedFailure(ctx, gvrMaaSAuthPolicy, pol); failed || err != nil {
+		return err
+	}
 	if m.delayed(c.authPolicy, pol, "policy") {
 		return nil
 	}
@@ -522,6 +631,9 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 	sub := m.get(gvrMaaSSubscription, k.Namespace, k.Name)
 	if sub == nil || sub.GetDeletionTimestamp() != nil {
 		return nil
+	}
+	if failed, err := c.injectedFailure(ctx, gvrMaaSSubscription, sub); failed || err != nil {
+		return err
 	}
 	if m.delayed(c.subscript, sub, "subscription") {
 		return nil

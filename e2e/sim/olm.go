@@ -369,7 +369,46 @@ func (o *olm) createInstallPlan(ctx context.Context, sub *unstructured.Unstructu
 			"sourceNamespace":            sourceNS,
 		},
 	}}
-	return o.m.create(ctx, gvrInstallPlan, ip)
+	created, err := o.m.create(ctx, gvrInstallPlan, ip)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.createExtraInstallPlans(ctx, sub, b, source, sourceNS, suffix); err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+// createExtraInstallPlans creates the Faults.ExtraInstallPlans of b's
+// package next to sub's plan: Manual, unapproved, referenced by no
+// Subscription, for a CSV the channel does not resolve to.
+func (o *olm) createExtraInstallPlans(ctx context.Context, sub *unstructured.Unstructured, b bundle, source, sourceNS, suffix string) error {
+	for i, csv := range o.m.opts.Faults.ExtraInstallPlans {
+		if pkg, _, _ := strings.Cut(csv, "."); pkg != b.Package {
+			continue
+		}
+		ip := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "operators.coreos.com/v1alpha1",
+			"kind":       "InstallPlan",
+			"metadata": map[string]any{
+				"name":      fmt.Sprintf("install-%s%d", suffix[:4], i),
+				"namespace": sub.GetNamespace(),
+				"labels":    map[string]any{"operators.coreos.com/" + b.Package + "." + sub.GetNamespace(): ""},
+			},
+			"spec": map[string]any{
+				"approval":                   "Manual",
+				"approved":                   false,
+				"clusterServiceVersionNames": []any{csv},
+				"generation":                 int64(2),
+				"source":                     source,
+				"sourceNamespace":            sourceNS,
+			},
+		}}
+		if _, err := o.m.create(ctx, gvrInstallPlan, ip); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {

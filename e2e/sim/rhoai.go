@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -391,6 +393,10 @@ func contains(l []string, s string) bool {
 	return false
 }
 
+// ensureCRDGlobs registers the CRDs of globs and reports whether all are
+// Established. Faults.MissingCRDs are never registered; Faults.CRDDelay
+// holds a CRD back until its delay has passed since first wanted, then
+// requeues every DSC.
 func (r *rhoaiCtl) ensureCRDGlobs(ctx context.Context, globs []string) (bool, error) {
 	var files []*crdFile
 	for _, g := range globs {
@@ -400,7 +406,27 @@ func (r *rhoaiCtl) ensureCRDGlobs(ctx context.Context, globs []string) (bool, er
 		}
 		files = append(files, f...)
 	}
-	return r.m.ensureCRDs(ctx, files)
+	ready := true
+	var now []*crdFile
+	for _, f := range files {
+		if slices.Contains(r.m.opts.Faults.MissingCRDs, f.Name) {
+			ready = false
+			continue
+		}
+		if d := r.m.opts.Faults.CRDDelay[f.Name]; d > 0 && r.m.get(gvrCRD, "", f.Name) == nil {
+			v, _ := r.m.firstSeen.LoadOrStore("crd-delay|"+f.Name, time.Now())
+			if left := d - time.Since(v.(time.Time)); left > 0 {
+				ready = false
+				for _, dsc := range r.m.list(gvrDSC, "") {
+					r.dsc.queue.AddAfter(keyOf(dsc), left)
+				}
+				continue
+			}
+		}
+		now = append(now, f)
+	}
+	all, err := r.m.ensureCRDs(ctx, now)
+	return all && ready, err
 }
 
 // ensureDashboardConfig creates OdhDashboardConfig odh-dashboard-config, as

@@ -130,6 +130,35 @@ type Faults struct {
 	// NoDefaultDSCI stops the RHOAI operator from creating default-dsci at
 	// start-up (it does so unless disabled, case B05).
 	NoDefaultDSCI bool
+	// CRDDelay delays, per CRD name (plural.group), the registration of a
+	// CRD the RHOAI operator registers while it reconciles the DSC (MaaS,
+	// dashboard, kserve, AI gateway CRDs): it appears that long after the
+	// operator first wanted to register it (case B03,
+	// rh-aiservices-bu/rhoai-maas-guide PR #108).
+	CRDDelay map[string]time.Duration
+	// MissingCRDs names CRDs the RHOAI operator never registers, as when the
+	// component that ships them never deploys (case B03 variant).
+	MissingCRDs []string
+	// CNPGInitdbFails keeps every CNPG Cluster in "Setting up primary": its
+	// initdb Job <cluster>-1-initdb ends Failed with reason
+	// BackoffLimitExceeded, which CNPG never reports in the Cluster status
+	// (case B09, cloudnative-pg#11044).
+	CNPGInitdbFails bool
+	// KuadrantStuckMissingDependency keeps Kuadrant Ready=False with reason
+	// MissingDependency whatever operator pod runs, as when the dependency
+	// is really missing (case B01 variant).
+	KuadrantStuckMissingDependency bool
+	// ExtraInstallPlans names CSVs (e.g. "rhods-operator.3.6.0") for which
+	// the simulated OLM creates, next to the Subscription's own plan, a
+	// second Manual InstallPlan that no Subscription references, as a newer
+	// catalog version does mid-install (case B02, enclave PR #467).
+	ExtraInstallPlans []string
+	// MaaSFailures makes the MaaS controller report an object as failed:
+	// keys are "Kind/namespace/name" (e.g. "MaaSModelRef/ns/m"), values the
+	// status message. ExternalProvider, ExternalModel and MaaSModelRef get
+	// phase Failed, MaaSAuthPolicy and MaaSSubscription phase Invalid, each
+	// with Ready=False reason ReconcileFailed.
+	MaaSFailures map[string]string
 }
 
 // Handle is a running set of simulators. Stop it with Stop; Wait returns

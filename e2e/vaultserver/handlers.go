@@ -45,17 +45,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// Logins are the unauthenticated paths of an auth method
+	// (https://developer.hashicorp.com/vault/docs/auth).
+	a, rel := s.findAuth(p)
+	if a != nil && rel == "login" {
+		s.login(w, r, a)
+		return
+	}
+
 	who := s.authenticate(r)
 	if who == nil {
 		writeErrors(w, http.StatusForbidden, msgPermissionDenied)
 		return
 	}
 	switch {
-	case p == "sys/mounts":
-		s.listMounts(w, r, who)
-		return
 	case strings.HasPrefix(p, "sys/internal/ui/mounts/"):
 		s.mountLookup(w, r, strings.TrimPrefix(p, "sys/internal/ui/mounts/"), who)
+		return
+	case strings.HasPrefix(p, "sys/") && s.sysAPI(w, r, p, who):
+		return
+	case strings.HasPrefix(p, "auth/token/"):
+		s.tokenAPI(w, r, strings.TrimPrefix(p, "auth/token/"), who)
+		return
+	case a != nil:
+		s.authMethodAPI(w, r, a, rel, who)
 		return
 	}
 
@@ -302,6 +315,20 @@ func (s *Server) kv2Data(w http.ResponseWriter, r *http.Request, m *mount, path 
 // https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#read-secret-metadata
 func (s *Server) kv2Metadata(w http.ResponseWriter, r *http.Request, m *mount, path string, who *principal) {
 	path = strings.Trim(path, "/")
+	if r.Method == http.MethodDelete && path != "" {
+		// DELETE /v1/<mount>/metadata/<path> removes every version and the
+		// metadata; 204 also when nothing is stored there.
+		// https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#delete-metadata-and-all-versions
+		if !who.can(m.Path+"/metadata/"+path, capDelete) {
+			writeErrors(w, http.StatusForbidden, msgPermissionDenied)
+			return
+		}
+		s.mu.Lock()
+		delete(m.kv2, path)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.Method != http.MethodGet || path == "" {
 		writeErrors(w, http.StatusMethodNotAllowed, "unsupported operation")
 		return
@@ -469,7 +496,10 @@ type envelope struct {
 	Data          any
 	Warnings      []string
 	LeaseDuration int
-	// MountType is "kv" or "system"; empty means "kv".
+	// Auth is the "auth" object of logins and token creation.
+	Auth map[string]any
+	// MountType is "kv", "system", "token" or an auth method type; empty
+	// means "kv".
 	MountType string
 }
 
@@ -477,9 +507,12 @@ func writeEnvelope(w http.ResponseWriter, status int, e envelope) {
 	if e.MountType == "" {
 		e.MountType = "kv"
 	}
-	var warnings any
+	var warnings, auth any
 	if len(e.Warnings) > 0 {
 		warnings = e.Warnings
+	}
+	if e.Auth != nil {
+		auth = e.Auth
 	}
 	writeJSON(w, status, map[string]any{
 		"request_id":     newUUID(),
@@ -489,7 +522,7 @@ func writeEnvelope(w http.ResponseWriter, status int, e envelope) {
 		"data":           e.Data,
 		"wrap_info":      nil,
 		"warnings":       warnings,
-		"auth":           nil,
+		"auth":           auth,
 		"mount_type":     e.MountType,
 	})
 }

@@ -6,19 +6,27 @@
 //
 // Implemented (each handler cites its API page):
 //   - GET  /v1/sys/health
-//   - GET  /v1/sys/mounts
+//   - GET  /v1/sys/mounts, GET/POST/DELETE /v1/sys/mounts/<path> (KV only)
 //   - GET  /v1/sys/internal/ui/mounts/<path>
+//   - GET  /v1/sys/auth, POST/DELETE /v1/sys/auth/<path> (approle, kubernetes)
+//   - GET/PUT/DELETE /v1/sys/policies/acl/<name> and /v1/sys/policy/<name>
+//   - POST /v1/sys/capabilities-self
+//   - token auth: auth/token/create, create-orphan, lookup-self, lookup,
+//     renew-self, revoke-self, revoke
+//   - AppRole: auth/<mount>/role/<name>, .../role-id, .../secret-id, login
+//   - Kubernetes: auth/<mount>/config, auth/<mount>/role/<name>, login
+//     (validating the JWT with the configured kube-apiserver's TokenReview)
 //   - KV v2: GET, POST/PUT /v1/<mount>/data/<path> (options.cas),
 //     GET /v1/<mount>/metadata/<path>
 //   - KV v1: GET, POST/PUT /v1/<mount>/<path>
 //
 // Everything else answers 404 or 405 like Vault does for an unsupported path
-// or operation. Authentication is a fixed set of tokens: a root token with
-// every capability, optionally a token that may only read, and tokens with
-// given policy rules (exact paths and trailing-"*" globs). The server
-// is always initialized, unsealed and active. State lives in memory behind
-// one mutex, so concurrent check-and-set writes race for real and exactly
-// one wins.
+// or operation. Tokens carry ACL policies (HCL parsed by ParsePolicy, plus
+// Vault's "default" policy), a TTL, an explicit max TTL and a renewable flag;
+// they expire by Options.Now, so a test that passes a FakeClock decides
+// when. The root token never expires. The server is always initialized,
+// unsealed and active. State lives in memory behind one mutex, so
+// concurrent check-and-set writes race for real and exactly one wins.
 //
 // Overview of the HTTP API (tokens, status codes, error bodies):
 // https://developer.hashicorp.com/vault/api-docs
@@ -59,16 +67,34 @@ type Options struct {
 	// ["read"] }: it may read every KV path (and so look up mounts, and
 	// list sys/mounts) but gets 403 on every write.
 	ReadOnlyToken string
-	// Tokens are further tokens with their policy rules, for example a
-	// policy written for the logical path instead of <mount>/data/ (case
-	// B11).
+	// Tokens are further tokens with their policy rules (plus the default
+	// policy), for example a policy written for the logical path instead of
+	// <mount>/data/ (case B11). They never expire.
 	Tokens map[string][]Rule
+	// Policies are named ACL policies in Vault's HCL syntax, as written with
+	// `vault policy write NAME FILE`. New panics on one that does not parse.
+	Policies map[string]string
+	// AuthMounts enables auth methods at start, as `vault auth enable
+	// -path=PATH TYPE` does; keys are paths ("approle"), values types
+	// ("approle" or "kubernetes").
+	AuthMounts map[string]string
 	// Mounts are the KV mounts; empty means {kv, 2}.
 	Mounts []Mount
-	// Now returns the time used for created_time and friends; nil means
-	// time.Now.
+	// Now returns the time used for created_time, token TTLs and expiry;
+	// nil means time.Now. Pass (*FakeClock).Now to expire tokens on demand.
 	Now func() time.Time
+	// MaxTTL is the system max lease TTL that caps every token's lifetime;
+	// zero means Vault's default of 768h (32 days).
+	MaxTTL time.Duration
+	// TokenReviewClient is the HTTP client the Kubernetes auth method uses
+	// to call TokenReview when its config names no kubernetes_ca_cert; nil
+	// means one trusting the system roots.
+	TokenReviewClient *http.Client
 }
+
+// defaultMaxTTL is Vault's default system max lease TTL, also its default
+// token TTL (https://developer.hashicorp.com/vault/docs/configuration#default_lease_ttl).
+const defaultMaxTTL = 768 * time.Hour
 
 // Version is what GET /v1/sys/health reports as the server version.
 const Version = "0.0.0-maasctl-vaultserver"
@@ -78,9 +104,14 @@ const Version = "0.0.0-maasctl-vaultserver"
 type Server struct {
 	opts Options
 
-	mu     sync.Mutex
-	mounts map[string]*mount // by path without slashes
-	tokens map[string][]Rule // Options.Tokens plus AddToken
+	mu          sync.Mutex
+	mounts      map[string]*mount     // by path without slashes
+	tokens      map[string]*token     // by token ID
+	policies    map[string][]Rule     // parsed ACL policies by name
+	policyText  map[string]string     // as written
+	auths       map[string]*authMount // by path without slashes
+	counts      map[string]int        // Counts: logins, renewals
+	loginErrors []string              // LoginErrors
 
 	startOnce sync.Once
 	closeOnce sync.Once
@@ -124,27 +155,63 @@ func New(opts Options) *Server {
 	if len(opts.Mounts) == 0 {
 		opts.Mounts = []Mount{{Path: "kv", Version: 2}}
 	}
-	s := &Server{opts: opts, mounts: map[string]*mount{}, tokens: map[string][]Rule{}, closed: make(chan struct{})}
-	for tok, rules := range opts.Tokens {
-		s.tokens[tok] = append([]Rule(nil), rules...)
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = defaultMaxTTL
+	}
+	s := &Server{
+		opts: opts, mounts: map[string]*mount{}, tokens: map[string]*token{},
+		policies: map[string][]Rule{}, policyText: map[string]string{},
+		auths: map[string]*authMount{}, counts: map[string]int{},
+		closed: make(chan struct{}),
+	}
+	now := opts.Now()
+	s.tokens[opts.RootToken] = &token{id: opts.RootToken, accessor: newAccessor(), root: true, policies: []string{"root"},
+		displayName: "root", path: "auth/token/root", created: now}
+	if opts.ReadOnlyToken != "" {
+		s.tokens[opts.ReadOnlyToken] = &token{id: opts.ReadOnlyToken, accessor: newAccessor(), policies: []string{"default"},
+			rules: []Rule{{Path: "*", Capabilities: []string{string(capRead)}}}, displayName: "token-read-only", path: "auth/token/create", created: now}
+	}
+	for id, rules := range opts.Tokens {
+		s.tokens[id] = &token{id: id, accessor: newAccessor(), policies: []string{"default"}, rules: append([]Rule(nil), rules...),
+			displayName: "token", path: "auth/token/create", created: now}
+	}
+	for name, text := range opts.Policies {
+		rules, err := ParsePolicy(text)
+		if err != nil {
+			panic(fmt.Sprintf("vaultserver: policy %q: %v", name, err))
+		}
+		s.policies[name], s.policyText[name] = rules, text
 	}
 	for _, m := range opts.Mounts {
-		p := strings.Trim(m.Path, "/")
-		if p == "" || (m.Version != 1 && m.Version != 2) {
-			panic(fmt.Sprintf("vaultserver: invalid mount %+v", m))
+		if err := s.addMountLocked(m); err != nil {
+			panic("vaultserver: " + err.Error())
 		}
-		if _, dup := s.mounts[p]; dup {
-			panic(fmt.Sprintf("vaultserver: duplicate mount %q", p))
-		}
-		s.mounts[p] = &mount{
-			Mount:    Mount{Path: p, Version: m.Version},
-			uuid:     newUUID(),
-			accessor: "kv_" + newUUID()[:8],
-			kv1:      map[string]map[string]any{},
-			kv2:      map[string]*entry{},
+	}
+	for path, typ := range opts.AuthMounts {
+		if err := s.enableAuthLocked(path, typ); err != nil {
+			panic("vaultserver: " + err.Error())
 		}
 	}
 	return s
+}
+
+// addMountLocked adds a KV mount. Caller holds s.mu (or owns s).
+func (s *Server) addMountLocked(m Mount) error {
+	p := strings.Trim(m.Path, "/")
+	if p == "" || (m.Version != 1 && m.Version != 2) {
+		return fmt.Errorf("invalid mount %+v", m)
+	}
+	if _, dup := s.mounts[p]; dup {
+		return fmt.Errorf("duplicate mount %q", p)
+	}
+	s.mounts[p] = &mount{
+		Mount:    Mount{Path: p, Version: m.Version},
+		uuid:     newUUID(),
+		accessor: "kv_" + newUUID()[:8],
+		kv1:      map[string]map[string]any{},
+		kv2:      map[string]*entry{},
+	}
+	return nil
 }
 
 // Start listens on Options.Addr and serves until Close is called or ctx is
@@ -218,13 +285,37 @@ func (s *Server) Close() error {
 	return err
 }
 
-// AddToken makes token valid with the given policy rules, replacing any
-// rules it had. Tests use it to build tokens like the ones an operator
-// issues (for example a policy that names the logical path, case B11).
-func (s *Server) AddToken(token string, rules []Rule) {
+// AddToken makes id a valid, non-expiring token with the given policy
+// rules plus the default policy, replacing any token with that ID. Tests use
+// it to build tokens like the ones an operator issues (for example a policy
+// that names the logical path, case B11).
+func (s *Server) AddToken(id string, rules []Rule) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tokens[token] = append([]Rule(nil), rules...)
+	s.tokens[id] = &token{id: id, accessor: newAccessor(), policies: []string{"default"}, rules: append([]Rule(nil), rules...),
+		displayName: "token", path: "auth/token/create", created: s.opts.Now()}
+}
+
+// SetPolicy writes the named ACL policy, as `vault policy write` does.
+// Errors: the policy does not parse (see ParsePolicy).
+func (s *Server) SetPolicy(name, text string) error {
+	rules, err := ParsePolicy(text)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policies[name], s.policyText[name] = rules, text
+	return nil
+}
+
+// Counts returns how often each counted event happened: "login:<mount>"
+// for every successful login through an auth mount, "renew-self" for every
+// successful token renewal. It is for test assertions.
+func (s *Server) Counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.counts)
 }
 
 // Versions is the current_version of a KV v2 key (0 when absent), or for a

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,10 +41,15 @@ type Clients struct {
 }
 
 // RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH; writes
-// are every other method except dry-run requests.
+// are every other method except dry-run requests. Every attempt counts: a
+// request retried after a transient failure (see RetryPolicy) counts once
+// per attempt, and once in Retries per retry.
 type RequestCounter struct {
-	reads, writes atomic.Int64
+	reads, writes, retries atomic.Int64
 }
+
+// Retries returns the number of retries after transient failures so far.
+func (c *RequestCounter) Retries() int64 { return c.retries.Load() }
 
 // Reads returns the number of read requests sent so far.
 func (c *RequestCounter) Reads() int64 { return c.reads.Load() }
@@ -68,17 +74,42 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	return t.next.RoundTrip(req)
 }
 
-// New builds Clients from a REST config. The config is copied; QPS limits are
-// raised because one run issues many short requests and watches.
-func New(cfg *rest.Config) (*Clients, error) {
+// Options configures NewWithOptions. The zero value is what New uses.
+type Options struct {
+	// Log receives one debug line per retried request (method, path,
+	// reason, attempt, wait) and one when the retries of a request are
+	// exhausted. Default: no logging.
+	Log *zap.Logger
+	// Retry bounds retries of transient failures; zero fields take the
+	// values of DefaultRetryPolicy.
+	Retry RetryPolicy
+}
+
+// New builds Clients from a REST config with the default Options.
+func New(cfg *rest.Config) (*Clients, error) { return NewWithOptions(cfg, Options{}) }
+
+// NewWithOptions builds Clients from a REST config. The config is copied;
+// QPS limits are raised because one run issues many short requests and
+// watches. Every request goes through a bounded retry of transient failures
+// (o.Retry) and is counted (Clients.Requests). Watches that break are
+// re-established by the informers of the waiters (client-go reflectors).
+func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {
 		cfg.QPS = 100
 		cfg.Burst = 200
 	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
 	counter := &RequestCounter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &countingTransport{next: rt, counter: counter}
+	})
+	// Wrapped after the counter, so it is the outer layer: each attempt is
+	// counted.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &retryTransport{next: rt, policy: o.Retry.withDefaults(), log: o.Log, counter: counter}
 	})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

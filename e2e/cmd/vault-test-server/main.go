@@ -7,6 +7,12 @@
 //
 // Tokens are taken from the environment (or flags, which other users of the
 // machine can see in the process list) and are never printed.
+//
+// ACL policies (--policy NAME=FILE, Vault's HCL syntax, for example the
+// output of `maasctl vault policy`) and auth methods (--auth PATH=approle or
+// PATH=kubernetes) can be set up at start; everything else (roles, tokens,
+// the Kubernetes method's config) through the Vault API with the root
+// token, as on a real Vault.
 package main
 
 import (
@@ -67,6 +73,31 @@ func (m *mountFlags) Set(v string) error {
 	return nil
 }
 
+// pairFlags collects repeated NAME=VALUE flags in order.
+type pairFlags [][2]string
+
+func (p *pairFlags) String() string {
+	parts := make([]string, len(*p))
+	for i, x := range *p {
+		parts[i] = x[0] + "=" + x[1]
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *pairFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" || value == "" {
+		return fmt.Errorf("want NAME=VALUE, got %q", v)
+	}
+	for _, x := range *p {
+		if x[0] == name {
+			return fmt.Errorf("%q given twice", name)
+		}
+	}
+	*p = append(*p, [2]string{name, value})
+	return nil
+}
+
 // run parses args, serves until ctx is done, and calls ready (if not nil)
 // with the bound address once the server listens.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready func(addr string)) error {
@@ -78,6 +109,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	addrFile := fs.String("addr-file", "", "write the bound http://127.0.0.1:PORT address to this `file`")
 	var mounts mountFlags
 	fs.Var(&mounts, "mount", "KV mount as `PATH=VERSION`, repeatable (default kv=2)")
+	var policies, auths pairFlags
+	fs.Var(&policies, "policy", "ACL policy as `NAME=FILE` (Vault HCL), repeatable")
+	fs.Var(&auths, "auth", "auth method as `PATH=TYPE` (approle or kubernetes), repeatable")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,11 +131,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return errors.New("the read-only token must differ from the root token")
 	}
 
+	policyText := map[string]string{}
+	for _, p := range policies {
+		b, err := os.ReadFile(p[1])
+		if err != nil {
+			return fmt.Errorf("policy %s: %w", p[0], err)
+		}
+		if _, err := vaultserver.ParsePolicy(string(b)); err != nil {
+			return fmt.Errorf("policy %s (%s): %w", p[0], p[1], err)
+		}
+		policyText[p[0]] = string(b)
+	}
+	authMounts := map[string]string{}
+	for _, a := range auths {
+		if a[1] != "approle" && a[1] != "kubernetes" {
+			return fmt.Errorf("--auth %s=%s: the type must be approle or kubernetes", a[0], a[1])
+		}
+		authMounts[strings.Trim(a[0], "/")] = a[1]
+	}
+
 	srv := vaultserver.New(vaultserver.Options{
 		Addr:          *listen,
 		RootToken:     *token,
 		ReadOnlyToken: *readOnly,
 		Mounts:        mounts,
+		Policies:      policyText,
+		AuthMounts:    authMounts,
 	})
 	addr, err := srv.Start(ctx)
 	if err != nil {

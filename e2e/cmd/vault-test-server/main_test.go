@@ -43,7 +43,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--mount", "kv=2", "--mount", "legacy=1"},
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--addr-file", addrFile, "--mount", "kv=2", "--mount", "legacy=1",
+			"--policy", "app=" + writePolicy(t, `path "kv/data/app/*" { capabilities = ["read"] }`), "--auth", "ci=approle"},
 			env(map[string]string{envToken: token}), &stderr, func(a string) { ready <- a })
 	}()
 
@@ -73,6 +74,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		{name: "kv v2 mount", path: "/v1/sys/internal/ui/mounts/kv/x", token: token, status: 200},
 		{name: "kv v1 mount", path: "/v1/legacy/x", token: token, status: 404},
 		{name: "wrong token", path: "/v1/kv/data/x", token: "other", status: 403},
+		{name: "policy loaded", path: "/v1/sys/policies/acl/app", token: token, status: 200},
+		{name: "approle enabled (login needs no token; GET is not allowed)", path: "/v1/auth/ci/login", status: 405},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +121,10 @@ func TestRunRejects(t *testing.T) {
 		{name: "duplicate mount", args: []string{"--mount", "kv=2", "--mount", "kv=1"}, env: map[string]string{envToken: "t"}, wantErr: "given twice"},
 		{name: "same tokens", args: []string{"--token", "t", "--read-only-token", "t"}, wantErr: "must differ"},
 		{name: "extra args", args: []string{"--token", "t", "serve"}, wantErr: "unexpected arguments"},
+		{name: "policy file missing", args: []string{"--token", "t", "--policy", "p=/nonexistent.hcl"}, wantErr: "policy p"},
+		{name: "policy not HCL", args: []string{"--token", "t", "--policy", "p=" + badPolicy(t)}, wantErr: "failed to parse policy"},
+		{name: "policy without file", args: []string{"--token", "t", "--policy", "p"}, wantErr: "NAME=VALUE"},
+		{name: "unknown auth type", args: []string{"--token", "t", "--auth", "ldap=ldap"}, wantErr: "approle or kubernetes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,3 +139,14 @@ func TestRunRejects(t *testing.T) {
 		})
 	}
 }
+
+func writePolicy(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "policy.hcl")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func badPolicy(t *testing.T) string { return writePolicy(t, `path "a" { capabilities = `) }

@@ -1,0 +1,66 @@
+// Command maasctl-bench runs maasctl's benchmarks (package bench) against
+// fresh local control planes with simulated operators, prints every figure
+// as a table and writes them as JSON. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/maasctl/maasctl/bench"
+)
+
+func main() {
+	o := bench.Options{Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
+	var models, figures, jsonPath string
+	flag.StringVar(&o.Maasctl, "maasctl", "bin/maasctl", "maasctl binary to measure")
+	flag.StringVar(&o.Dir, "dir", "", "folder for control plane state, logs and Ansible files (default a new temporary folder)")
+	flag.Float64Var(&o.Scale, "scale", 100, "divide the realistic operator delays by this")
+	flag.StringVar(&models, "models", "1,10,100,1000", "external-model counts of the scale figure")
+	flag.BoolVar(&o.Ansible, "ansible", true, "compare with the Ansible playbook (bench/ansible)")
+	flag.BoolVar(&o.InstallAnsible, "install-ansible", true, "apt-get install ansible and python3-kubernetes when missing (root only)")
+	flag.StringVar(&o.Playbook, "playbook", "bench/ansible/install.yaml", "the Ansible playbook")
+	flag.BoolVar(&o.Smoke, "smoke", false, "short mode: one control plane, serial install, no-op re-run, 2 models, no Ansible")
+	flag.StringVar(&figures, "figures", "install,serial,ansible,scale", "figure groups to measure: install (with detection latency and the no-op re-run), serial, ansible, scale")
+	flag.StringVar(&jsonPath, "json", "bench/results.json", "write the figures here as JSON")
+	flag.Parse()
+	for _, s := range strings.Split(models, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "maasctl-bench: -models: %q is not a positive count\n", s)
+			os.Exit(2)
+		}
+		o.Models = append(o.Models, n)
+	}
+	for _, f := range strings.Split(figures, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			o.Figures = append(o.Figures, f)
+		}
+	}
+	if o.Smoke {
+		o.Models, o.Scale = nil, 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, o)
+	if res != nil {
+		_ = res.WriteTable(os.Stdout)
+		if jsonPath != "" {
+			if werr := res.WriteJSON(jsonPath); werr != nil {
+				fmt.Fprintln(os.Stderr, "maasctl-bench:", werr)
+				os.Exit(1)
+			}
+			fmt.Fprintln(os.Stderr, "bench: figures written to", jsonPath)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "maasctl-bench:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/maasctl/maasctl/e2e/faultproxy"
+	"github.com/maasctl/maasctl/e2e/sim"
+	"github.com/maasctl/maasctl/e2e/testenv"
+	"github.com/maasctl/maasctl/e2e/vaultserver"
+	"github.com/maasctl/maasctl/steps"
+)
+
+// simUserAgent is the User-Agent of the simulators' requests.
+const simUserAgent = "maasctl-sim"
+
+// cluster is one fresh local control plane with simulated operators, a
+// Vault-API server and, when asked for, a recording proxy in front of the
+// API server that maasctl (and the simulators) go through.
+type cluster struct {
+	te         *testenv.Env
+	proxy      *faultproxy.Proxy
+	vault      *vaultserver.Server
+	vaultAddr  string
+	vaultToken string
+	dir        string
+	// kubeconfig is what maasctl and Ansible use: the proxy's when there
+	// is one, else the API server's.
+	kubeconfig string
+	stops      []func()
+}
+
+type clusterOptions struct {
+	delays map[string]time.Duration
+	// record puts a recording proxy between the clients and the API
+	// server; the simulators go through it too (User-Agent simUserAgent),
+	// and maasctl's watch streams are recorded event by event.
+	record bool
+}
+
+// startCluster starts a control plane in dir (a new folder). Stop it with
+// stop, also after an error.
+func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, error) {
+	c := &cluster{dir: dir}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	te, err := testenv.Start(ctx, testenv.Options{StateDir: filepath.Join(dir, "testenv")})
+	if err != nil {
+		return nil, fmt.Errorf("start the local control plane: %w", err)
+	}
+	c.te = te
+	c.stops = append(c.stops, func() { _ = te.Stop() })
+	c.kubeconfig = te.Kubeconfig()
+	simCfg := te.RESTConfig()
+	if o.record {
+		p, err := faultproxy.Start(ctx, faultproxy.Options{
+			Upstream: te.RESTConfig(), Record: true,
+			RecordWatchEvents: func(r *http.Request) bool { return isMaasctl(r.UserAgent()) },
+		})
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.proxy = p
+		c.stops = append(c.stops, func() { _ = p.Close() })
+		c.kubeconfig = filepath.Join(dir, "proxy.kubeconfig")
+		if err := p.WriteKubeconfig(c.kubeconfig); err != nil {
+			c.stop()
+			return nil, err
+		}
+		simCfg = p.RESTConfig()
+	}
+	simCfg.UserAgent = simUserAgent
+	sctx, cancel := context.WithCancel(ctx)
+	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: o.delays, Logger: zap.NewNop()})
+	if err != nil {
+		cancel()
+		c.stop()
+		return nil, fmt.Errorf("start the simulators: %w", err)
+	}
+	c.stops = append(c.stops, func() { cancel(); _ = h.Stop() })
+	c.vaultToken = "bench-root-token"
+	c.vault = vaultserver.New(vaultserver.Options{RootToken: c.vaultToken})
+	c.vaultAddr, err = c.vault.Start(ctx)
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("start the Vault-API server: %w", err)
+	}
+	c.stops = append(c.stops, func() { _ = c.vault.Close() })
+	return c, nil
+}
+
+// stop stops what startCluster started, in reverse order.
+func (c *cluster) stop() {
+	for i := len(c.stops) - 1; i >= 0; i-- {
+		c.stops[i]()
+	}
+	c.stops = nil
+}
+
+func isMaasctl(userAgent string) bool { return strings.HasPrefix(userAgent, "maasctl/") }
+
+// runResult is one finished maasctl run.
+type runResult struct {
+	Args    []string
+	Exit    int
+	Wall    time.Duration
+	Events  []steps.Event
+	Summary *steps.Summary
+	// PeakRSS is the run's maximum resident set size (getrusage
+	// ru_maxrss), in bytes.
+	PeakRSS int64
+	Stderr  string
+	Start   time.Time
+}
+
+// maasctl runs the binary to completion with JSON events.
+func (c *cluster) maasctl(ctx context.Context, bin string, extraEnv []string, args ...string) (*runResult, error) {
+	args = append([]string{"install", "-o", "json"}, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(),
+		"KUBECONFIG="+c.kubeconfig, "VAULT_ADDR="+c.vaultAddr, "VAULT_TOKEN="+c.vaultToken, "HOME="+c.dir)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	r := &runResult{Args: args, Start: time.Now()}
+	err := cmd.Run()
+	r.Wall = time.Since(r.Start)
+	r.Stderr = errb.String()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.Exit = ee.ExitCode()
+	case err != nil:
+		return nil, fmt.Errorf("run maasctl: %w", err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.PeakRSS = ru.Maxrss * 1024 // Linux reports KiB
+	}
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev steps.Event
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type != "" {
+			r.Events = append(r.Events, ev)
+			if ev.Type == steps.EventRunDone {
+				r.Summary = ev.Summary
+			}
+		}
+	}
+	if r.Exit != 0 {
+		return r, fmt.Errorf("maasctl %s: exit %d\n%s", strings.Join(args, " "), r.Exit, tail(r.Stderr, 20))
+	}
+	return r, nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

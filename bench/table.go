@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints every figure as a table: figure, value, target, and
+// whether the target is met.
+func (r *Results) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "FIGURE\tVALUE\tTARGET\tMET\n")
+	row := func(name, value, target string, met *bool) {
+		m := ""
+		if met != nil {
+			m = "no"
+			if *met {
+				m = "yes"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, value, target, m)
+	}
+	yes := func(b bool) *bool { return &b }
+	sec := func(v ms) string { return fmt.Sprintf("%.2f s", float64(v)/1000) }
+	if f := r.Install; f != nil {
+		row("install wall time (parallel DAG)", sec(f.Wall), "", nil)
+		row("critical path of simulated operator delays", sec(f.CriticalPath)+" ("+strings.Join(f.CriticalPathIDs, " > ")+")", "", nil)
+		row("install ÷ critical path", fmt.Sprintf("%.3f", f.Ratio), "≤ 1.02", yes(f.Ratio <= 1.02))
+		row("critical path of observed step times", sec(f.ObservedPath), "", nil)
+		row("install ÷ observed critical path (runner overhead)", fmt.Sprintf("%.3f", f.ObservedRatio), "", nil)
+		row("install requests (reads/writes, of which state)", fmt.Sprintf("%d/%d (%d)", f.Requests.Reads, f.Requests.Writes, f.Requests.StateWrites), "", nil)
+		row("peak RSS of maasctl during install", fmt.Sprintf("%.1f MiB", float64(f.PeakRSSBytes)/(1<<20)), "", nil)
+	}
+	if f := r.Serial; f != nil {
+		row("install wall time, steps forced serial", sec(f.Wall), "", nil)
+		row("serial install ÷ critical path", fmt.Sprintf("%.3f", f.Ratio), "", nil)
+		if f.OverParallel > 0 {
+			row("serial ÷ parallel (what the DAG buys)", fmt.Sprintf("%.3f", f.OverParallel), "", nil)
+		}
+	}
+	if d := r.Detection; d != nil {
+		row("condition detection latency p50", fmt.Sprintf("%.1f ms", float64(d.P50)), "", nil)
+		row("condition detection latency p95", fmt.Sprintf("%.1f ms (n=%d, max %.1f ms)", float64(d.P95), d.N, float64(d.Max)), "≤ 50 ms", yes(d.P95 <= 50 && d.N > 0))
+	}
+	if n := r.NoOp; n != nil {
+		row("no-op re-run wall time", sec(n.Wall), "", nil)
+		row("no-op re-run writes (managed objects)", fmt.Sprint(n.Writes), "0", yes(n.Writes == 0))
+		row("no-op re-run reads", fmt.Sprintf("%d for %d managed objects", n.Reads, n.ManagedObjects), "", nil)
+		row("no-op reads per managed object", fmt.Sprintf("%.2f", n.ReadsPerObject), "≤ 3", yes(n.ReadsPerObject <= 3))
+		row("no-op requests seen by the proxy (reads/writes, of which state)", fmt.Sprintf("%d/%d (%d)", n.Proxy.Reads, n.Proxy.Writes, n.Proxy.StateWrites), "", nil)
+	}
+	if a := r.Ansible; a != nil {
+		if a.Skipped != "" {
+			row("Ansible comparison", "skipped: "+a.Skipped, "", nil)
+		} else {
+			row("Ansible first apply wall time", sec(a.FirstApply), "", nil)
+			row("maasctl ÷ Ansible, first apply", fmt.Sprintf("%.3f", a.RatioFirst), "", nil)
+			row("Ansible first apply requests (reads/writes)", fmt.Sprintf("%d/%d", a.FirstRequests.Reads, a.FirstRequests.Writes), "", nil)
+			row("Ansible no-op re-run wall time", sec(a.NoOp), "", nil)
+			row("maasctl ÷ Ansible, no-op re-run", fmt.Sprintf("%.3f", a.RatioNoOp), "", nil)
+			row("Ansible no-op requests (reads/writes)", fmt.Sprintf("%d/%d", a.NoOpRequests.Reads, a.NoOpRequests.Writes), "", nil)
+		}
+	}
+	for _, p := range r.Models {
+		row(fmt.Sprintf("scale: %d external models", p.Models),
+			fmt.Sprintf("%s, %d reads, %d writes, peak RSS %.1f MiB", sec(p.Wall), p.Reads, p.Writes, float64(p.PeakRSSBytes)/(1<<20)), "", nil)
+	}
+	if l := r.Linearity; l != nil {
+		row("scale: wall time per model (least squares)", fmt.Sprintf("%.1f ms, R² %.3f", float64(l.WallPerModel), l.WallR2), "linear", yes(l.WallR2 >= 0.95))
+		row("scale: requests per model (least squares)", fmt.Sprintf("%.1f, R² %.3f", l.RequestsPerModel, l.RequestsR2), "linear", yes(l.RequestsR2 >= 0.95))
+		if l.MarginalRatio > 0 {
+			row("scale: time per model, last interval ÷ first", fmt.Sprintf("%.2f", l.MarginalRatio), "≈ 1", nil)
+		}
+	}
+	row("machine", fmt.Sprintf("%d CPUs, %s, load before %s, after %s", r.Machine.CPUs, r.Machine.GoVersion, r.Machine.LoadBefore, r.Machine.LoadAfter), "", nil)
+	for _, e := range r.Errors {
+		row("error", e, "", nil)
+	}
+	return tw.Flush()
+}
+
+// WriteJSON writes the results to path, indented.
+func (r *Results) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maasctl/maasctl/internal/doctor"
+	"github.com/maasctl/maasctl/internal/verify"
+)
+
+func init() { commands = append(commands, newDoctorCmd) }
+
+type doctorOptions struct {
+	inv      inventoryFlags
+	dp       dataPathFlags
+	output   string
+	liveOnly bool
+}
+
+func newDoctorCmd(g *globalOptions) *cobra.Command {
+	o := &doctorOptions{}
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Explain why MaaS does not work: coded findings with evidence and the fix",
+		Long: `Doctor turns every row of the deployment README's troubleshooting table into
+a finding computed from live state: MaaS not enabled (the 3.4 spelling on 3.5),
+Kuadrant MissingDependency, Gateway not Programmed (LoadBalancerPending and
+DNSReady=False on ClusterIP are reported as harmless), maas-api missing,
+maas-db-config missing, User Workload Monitoring off, 401/403/429 causes,
+ExternalProvider not Ready (Secret, key api-key, label), Service Mesh older
+than 3.3.1 and a model server without ready endpoints. Each finding has a
+stable code (MAAS-D001 ...), the object, the evidence and the fix command.
+
+Unless --live-only is given, doctor also probes the endpoint (mint a key,
+list models, chat, no key; the key is revoked) so 401/403/429 are observed.
+Set MAAS_API_KEY to have your own key tested too (it is never printed).
+
+Exit codes: 0 no error finding, 1 at least one error finding, 2 invalid
+flags or inventory, 130 interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runDoctor(c, g, o) },
+	}
+	f := c.Flags()
+	o.inv.register(f)
+	o.dp.register(f)
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&o.liveOnly, "live-only", false, "only read the cluster; send no request to the endpoint")
+	return c
+}
+
+func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
+	if err := checkOutput(o.output); err != nil {
+		return err
+	}
+	inv, cfg, clients, err := o.inv.connect(c, g)
+	if err != nil {
+		return err
+	}
+	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), APIKey: os.Getenv("MAAS_API_KEY")}
+	if !o.liveOnly {
+		dp, err := o.dp.options(cfg)
+		if err != nil {
+			return err
+		}
+		do.DataPath = &dp
+	}
+	rep, err := doctor.Run(c.Context(), do)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		err = rep.WriteJSON(c.OutOrStdout())
+	} else {
+		err = rep.WriteText(c.OutOrStdout())
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(rep.Errors()); n > 0 {
+		return fmt.Errorf("doctor found %d error(s); apply the fixes above, then run 'maasctl verify'", n)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maasctl/maasctl/steps"
+)
+
+func init() { commands = append(commands, newPlanCmd) }
+
+// selectionFlags are --only, --skip and --from (install, plan, diff).
+type selectionFlags struct {
+	only, skip []string
+	from       string
+}
+
+func (s *selectionFlags) addFlags(c *cobra.Command) {
+	f := c.Flags()
+	f.StringSliceVar(&s.only, "only", nil, "run only these steps (IDs or phase names, comma-separated; see maasctl steps); their dependencies must be done")
+	f.StringSliceVar(&s.skip, "skip", nil, "leave these steps out (IDs or phase names); steps that depend on them need them done")
+	f.StringVar(&s.from, "from", "", "start at this step: it and every later step run, earlier ones must be done")
+}
+
+func (s *selectionFlags) selection() steps.Selection {
+	return steps.Selection{Only: s.only, Skip: s.skip, From: s.from}
+}
+
+// check validates the step IDs against the registry of the inventory
+// before anything talks to the cluster: an unknown ID is a usage error
+// (exit 2) listing the valid ones.
+func (s *selectionFlags) check(reg *steps.Registry) error {
+	if _, err := s.selection().Resolve(reg); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+// selectionError turns a dependency problem of --only/--skip/--from into a
+// usage error (exit 2: nothing was changed).
+func selectionError(err error) error {
+	var de *steps.DependencyError
+	var ue *steps.UnknownStepError
+	if errors.As(err, &de) || errors.As(err, &ue) {
+		return &usageError{err}
+	}
+	return err
+}
+
+func newPlanCmd(g *globalOptions) *cobra.Command {
+	o := &readOptions{}
+	sel := &selectionFlags{}
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "List the steps 'maasctl install' would run and why (not done, inputs changed, drifted)",
+		Long: `Plan evaluates every step the way install does before running it: a step
+is skipped only when its checkpoint matches the current inputs (inventory and
+maasctl version) and its live state is as wanted. It prints the steps that
+would run with the reason, and changes nothing. Use 'maasctl diff' for the
+object fields a run would change.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			po, err := o.planOptions(c, g)
+			if err != nil {
+				return err
+			}
+			reg, err := steps.NewRegistry(po.Inventory)
+			if err != nil {
+				return err
+			}
+			if err := sel.check(reg); err != nil {
+				return err
+			}
+			po.Selection = sel.selection()
+			rep, err := steps.Plan(c.Context(), po)
+			if err != nil {
+				return selectionError(err)
+			}
+			if o.output == "json" {
+				return writeJSON(c.OutOrStdout(), rep)
+			}
+			return writePlan(c.OutOrStdout(), rep)
+		},
+	}
+	o.addFlags(c, "output format: table or json")
+	sel.addFlags(c)
+	return c
+}
+
+func writePlan(w io.Writer, rep *steps.PlanReport) error {
+	run := rep.Run()
+	if len(run) == 0 {
+		fmt.Fprintf(w, "Nothing to do: all %d steps are done and match the live state.\n", len(rep.Steps))
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tREASON\tDETAIL")
+	for _, s := range run {
+		detail := s.Detail
+		if s.Reason == "drifted: "+s.Detail || s.Reason == "inputs changed; drifted: "+s.Detail {
+			detail = ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ID, oneLine(s.Reason), oneLine(detail))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(run) == len(rep.Steps) {
+		fmt.Fprintf(w, "\nAll %d steps would run.\n", len(run))
+	} else {
+		fmt.Fprintf(w, "\n%d of %d steps would run; the others are done.\n", len(run), len(rep.Steps))
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/vault"
+)
+
+func init() { commands = append(commands, newPreflightCmd) }
+
+type preflightOptions struct {
+	files     []string
+	sets      []string
+	output    string
+	vaultAddr string
+	ignore    []string
+	approve   bool
+}
+
+func newPreflightCmd(g *globalOptions) *cobra.Command {
+	o := &preflightOptions{}
+	c := &cobra.Command{
+		Use:   "preflight",
+		Short: "Check every prerequisite of the install without changing anything",
+		Long: `Preflight runs the checks 'maasctl install' runs as its first step, and
+reports every problem at once: OpenShift version, cert-manager and the
+ClusterIssuer, the model namespaces and API-key Secrets, CatalogSources and
+channels, OperatorGroups, RHCL version, conflicting or orphaned operators, a
+StorageClass and stale database volumes, the RHOAI layout and DSC singletons,
+MaaS subscription/auth-policy pairing, Vault, and the permissions the install
+needs. It only reads. Exit code 1 when a check fails.
+
+Checks: ` + fmt.Sprint(steps.PreflightCheckNames()),
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runPreflight(c, g, o) },
+	}
+	f := c.Flags()
+	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file (repeatable; later files win)")
+	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value (repeatable)")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR)")
+	f.StringSliceVar(&o.ignore, "ignore-preflight", nil, "report the errors of these checks as warnings (comma-separated check names, or all)")
+	f.BoolVar(&o.approve, "approve-installplans", false, "check the permission to approve InstallPlans, as install --approve-installplans needs")
+	return c
+}
+
+func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error {
+	if o.output != "text" && o.output != "json" {
+		return &usageError{fmt.Errorf("--output %q: use text or json", o.output)}
+	}
+	if err := steps.ValidateIgnore(o.ignore); err != nil {
+		return &usageError{err}
+	}
+	inv, err := inventory.Load(o.files, o.sets)
+	if err != nil {
+		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+	}
+	if o.vaultAddr != "" {
+		inv.Vault.Address = o.vaultAddr
+	}
+	if err := inv.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+	}
+	cfg, err := g.kube.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	clients, err := kube.New(cfg)
+	if err != nil {
+		return err
+	}
+	var secrets steps.Secrets
+	if vc, err := vault.NewClient(vault.Options{Address: inv.Vault.Address}); err != nil {
+		secrets = steps.UnavailableSecrets(err)
+	} else {
+		secrets = &steps.VaultSecrets{Client: vc, Inv: inv}
+	}
+	log, sync, err := g.logger()
+	if err != nil {
+		return err
+	}
+	defer sync()
+	env, err := steps.NewEnv(c.Context(), clients, inv, secrets, log)
+	if err != nil {
+		return err
+	}
+	env.Policy = steps.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve}
+	rep := steps.Preflight(c.Context(), env)
+	if o.output == "json" {
+		enc := json.NewEncoder(c.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteText(c.OutOrStdout()); err != nil {
+		return err
+	}
+	return rep.Err()
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maasctl/maasctl/steps"
+)
+
+func init() { commands = append(commands, newRenderCmd) }
+
+// renderedName matches the files a previous render wrote.
+var renderedName = regexp.MustCompile(`^(\d\d-.+\.yaml|README\.md)$`)
+
+func newRenderCmd(*globalOptions) *cobra.Command {
+	var files, sets []string
+	var dir string
+	c := &cobra.Command{
+		Use:   "render -o DIR",
+		Short: "Write every manifest of the install for GitOps (Argo CD, ACM), numbered in apply order; no Secret values",
+		Long: `Render writes the manifests 'maasctl install' applies for the inventory, one
+file per step, numbered in apply order, plus a README.md. It needs no cluster,
+so the inventory must set gateway.hostname. Secrets that carry the database
+password are not rendered: the files and the README say which Secrets to
+provide and where their values live in Vault. Files of an earlier render in
+DIR are replaced.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if dir == "" {
+				return &usageError{fmt.Errorf("-o DIR is required")}
+			}
+			inv, err := loadInventory(files, sets, "")
+			if err != nil {
+				return err
+			}
+			facts, err := steps.OfflineFacts(inv)
+			if err != nil {
+				return &usageError{err}
+			}
+			out, err := steps.RenderManifests(inv, facts)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("create %s: %w", dir, err)
+			}
+			old, err := os.ReadDir(dir)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", dir, err)
+			}
+			for _, e := range old {
+				if !e.IsDir() && renderedName.MatchString(e.Name()) {
+					if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+						return fmt.Errorf("remove the earlier render's %s: %w", e.Name(), err)
+					}
+				}
+			}
+			for _, f := range out {
+				if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", f.Name, err)
+				}
+			}
+			fmt.Fprintf(c.OutOrStdout(), "wrote %d files to %s (see %s)\n", len(out), dir, filepath.Join(dir, "README.md"))
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&dir, "output", "o", "", "directory to write the manifests to")
+	f.StringArrayVarP(&files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable)")
+	f.StringArrayVar(&sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
+	return c
+}

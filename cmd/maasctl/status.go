@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/vault"
+)
+
+func init() { commands = append(commands, newStatusCmd) }
+
+// readOptions are the flags of the read-only lifecycle commands (status,
+// plan, diff): the inventory and, optionally, Vault (only the steps whose
+// objects carry the database password need it).
+type readOptions struct {
+	files     []string
+	sets      []string
+	vaultAddr string
+	output    string
+}
+
+func (o *readOptions) addFlags(c *cobra.Command, outputHelp string) {
+	f := c.Flags()
+	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; later files win)")
+	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
+	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); without Vault the password-bearing Secrets cannot be checked")
+	f.StringVarP(&o.output, "output", "o", "table", outputHelp)
+}
+
+// loadInventory reads -f/--set, accepting Ansible vars files.
+func loadInventory(files, sets []string, vaultAddr string) (*inventory.Inventory, error) {
+	inv, err := inventory.LoadWithAnsible(files, sets)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+	}
+	if vaultAddr != "" {
+		inv.Vault.Address = vaultAddr
+	}
+	if err := inv.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+	}
+	return inv, nil
+}
+
+// clusterAccess is the inventory, the cluster config and, when Vault is
+// configured, a Vault client (vaultErr says why there is none).
+type clusterAccess struct {
+	inv      *inventory.Inventory
+	cfg      *rest.Config
+	vault    *vault.Client
+	vaultErr error
+}
+
+// access loads the inventory and connects. Vault is optional for the
+// commands that use it only for the password (status, plan, diff,
+// uninstall without --delete-data) unless the cluster token itself comes
+// from Vault.
+func access(c *cobra.Command, g *globalOptions, files, sets []string, vaultAddr string) (*clusterAccess, error) {
+	inv, err := loadInventory(files, sets, vaultAddr)
+	if err != nil {
+		return nil, err
+	}
+	a := &clusterAccess{inv: inv}
+	a.vault, a.vaultErr = vaultClient(inv)
+	if a.vaultErr != nil {
+		a.vault = nil
+		if g.kubeAuth.tokenFromVault != "" || inv.Vault.KubeTokenPath != "" {
+			return nil, a.vaultErr
+		}
+	}
+	if a.cfg, err = g.restConfig(c.Context(), inv, a.vault); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (o *readOptions) planOptions(c *cobra.Command, g *globalOptions) (steps.PlanOptions, error) {
+	switch o.output {
+	case "table", "json":
+	default:
+		return steps.PlanOptions{}, &usageError{fmt.Errorf("--output %q: use table or json", o.output)}
+	}
+	a, err := access(c, g, o.files, o.sets, o.vaultAddr)
+	if err != nil {
+		return steps.PlanOptions{}, err
+	}
+	return steps.PlanOptions{
+		Config: a.cfg, Inventory: a.inv, ToolVersion: version,
+		Secrets: &steps.ReadOnlySecrets{Client: a.vault, Inv: a.inv, Err: a.vaultErr},
+	}, nil
+}
+
+func newStatusCmd(g *globalOptions) *cobra.Command {
+	o := &readOptions{}
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show every step's state (done, pending, drifted, failed), the operators' CSVs, the endpoint and the last run",
+		Long: `Status reads the checkpoints maasctl keeps in the cluster and checks each
+step against the live state, the way a re-run decides what to skip:
+
+  done     the checkpoint matches the inputs and the live state is as wanted
+  pending  never run, or the inventory (or maasctl version) changed since
+  drifted  it ran, but the live state no longer matches
+  failed   its last run failed
+  unknown  it could not be checked (for example without Vault access)
+
+It changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			po, err := o.planOptions(c, g)
+			if err != nil {
+				return err
+			}
+			rep, err := steps.Status(c.Context(), po)
+			if err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return writeJSON(c.OutOrStdout(), rep)
+			}
+			return writeStatus(c.OutOrStdout(), rep)
+		},
+	}
+	o.addFlags(c, "output format: table or json")
+	return c
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func shortDur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1fs", d.Seconds())
+}
+
+// writeStatus prints the status report as tables.
+func writeStatus(w io.Writer, rep *steps.StatusReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tSTATE\tLAST RUN\tTOOK\tDETAIL")
+	for _, s := range rep.Steps {
+		last, took := "-", "-"
+		if s.LastRun != nil {
+			last = s.LastRun.StartedAt.UTC().Format(time.RFC3339)
+			took = shortDur(time.Duration(s.LastRun.DurationMS) * time.Millisecond)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, last, took, oneLine(s.Detail))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPERATOR\tNAMESPACE\tCHANNEL\tCSV\tVERSION\tPHASE")
+	for _, op := range rep.Operators {
+		csv := op.InstalledCSV
+		if csv == "" {
+			csv = "- (" + op.Detail + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.Package, op.Namespace, op.Channel, csv, dash(op.Version), dash(op.Phase))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nEndpoint:  %s\n", rep.Endpoint)
+	if rep.LastRun != nil {
+		fmt.Fprintf(w, "Last run:  %s to %s (%d steps recorded, %s of step time)\n",
+			rep.LastRun.FirstStart.UTC().Format(time.RFC3339), rep.LastRun.LastEnd.UTC().Format(time.RFC3339),
+			rep.LastRun.Steps, shortDur(rep.LastRun.StepTime))
+	} else {
+		fmt.Fprintln(w, "Last run:  none recorded (run 'maasctl install')")
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}

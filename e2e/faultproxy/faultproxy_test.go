@@ -1,0 +1,259 @@
+package faultproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// upstream is a fake API server: writes answer with a ConfigMap at
+// resourceVersion = the request number, GETs with watch=true stream one
+// event every 5 ms until the client goes away, other GETs answer {}.
+type upstream struct {
+	n atomic.Int64
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := u.n.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Query().Get("watch") == "true" {
+		w.WriteHeader(http.StatusOK)
+		for i := 1; ; i++ {
+			_, err := fmt.Fprintf(w, `{"type":"MODIFIED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"ns","resourceVersion":"%d"}}}`+"\n", i)
+			if err != nil {
+				return
+			}
+			http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	if r.Method == http.MethodGet {
+		_, _ = io.WriteString(w, `{}`)
+		return
+	}
+	fmt.Fprintf(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"ns","resourceVersion":"%d","generation":3}}`, n)
+}
+
+func startProxy(t *testing.T, o Options) (*Proxy, *upstream) {
+	t.Helper()
+	up := &upstream{}
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	o.Upstream = &rest.Config{Host: srv.URL}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p, up
+}
+
+func do(t *testing.T, p *Proxy, method, path string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.URL()+path, strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", "test-client")
+	return http.DefaultClient.Do(req)
+}
+
+func TestFaultKinds(t *testing.T) {
+	tests := []struct {
+		name       string
+		fault      Fault
+		method     string
+		wantStatus int // 0: connection dropped
+		wantReason string
+		forwarded  bool
+	}{
+		{name: "500", fault: Fault500, method: http.MethodGet, wantStatus: 500, wantReason: "InternalError"},
+		{name: "429 with Retry-After", fault: Fault429, method: http.MethodPatch, wantStatus: 429, wantReason: "TooManyRequests"},
+		{name: "409 on a write", fault: Fault409, method: http.MethodPatch, wantStatus: 409, wantReason: "Conflict"},
+		{name: "409 never on a read", fault: Fault409, method: http.MethodGet, wantStatus: 200, forwarded: true},
+		{name: "dropped connection", fault: FaultDrop, method: http.MethodPut},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, up := startProxy(t, Options{Rate: 1, Faults: []Fault{tt.fault}, Record: true, RetryAfterSeconds: 3})
+			resp, err := do(t, p, tt.method, "/api/v1/namespaces/ns/configmaps/cm")
+			if tt.wantStatus == 0 {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("want a dropped connection, got HTTP %d", resp.StatusCode)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != tt.wantStatus {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tt.wantStatus)
+				}
+				var st struct {
+					Reason  string `json:"reason"`
+					Details struct {
+						RetryAfterSeconds int `json:"retryAfterSeconds"`
+					} `json:"details"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&st)
+				if st.Reason != tt.wantReason {
+					t.Errorf("reason %q, want %q", st.Reason, tt.wantReason)
+				}
+				if tt.fault == Fault429 && (resp.Header.Get("Retry-After") != "3" || st.Details.RetryAfterSeconds != 3) {
+					t.Errorf("429 without Retry-After 3: header %q, details %d", resp.Header.Get("Retry-After"), st.Details.RetryAfterSeconds)
+				}
+			}
+			if got := up.n.Load() == 1; got != tt.forwarded {
+				t.Errorf("forwarded = %v, want %v", got, tt.forwarded)
+			}
+			c := p.Counts()
+			wantInjected := int64(1)
+			if tt.forwarded {
+				wantInjected = 0
+			}
+			if c.Requests != 1 || c.Total() != wantInjected || c.Injected[tt.fault] != wantInjected {
+				t.Errorf("counts %+v, want 1 request and %d %s", c, wantInjected, tt.fault)
+			}
+			recs := p.Requests()
+			if len(recs) != 1 || recs[0].Status != tt.wantStatus || recs[0].UserAgent != "test-client" {
+				t.Fatalf("records %+v", recs)
+			}
+			if !tt.forwarded && recs[0].Fault != tt.fault {
+				t.Errorf("recorded fault %q, want %q", recs[0].Fault, tt.fault)
+			}
+		})
+	}
+}
+
+func TestRateIsAShareOfRequests(t *testing.T) {
+	p, up := startProxy(t, Options{Rate: 0.25, Faults: []Fault{Fault500, Fault429}, Seed: 42})
+	const n = 800
+	failed := 0
+	for range n {
+		resp, err := do(t, p, http.MethodGet, "/api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			failed++
+		}
+	}
+	c := p.Counts()
+	// Binomial(800, 0.25): mean 200, sd 12.2; ±5 sd.
+	if failed < 139 || failed > 261 {
+		t.Errorf("%d of %d requests failed, want about 25 %%", failed, n)
+	}
+	if c.Total() != int64(failed) || c.Injected[Fault500] == 0 || c.Injected[Fault429] == 0 || c.Injected[Fault409] != 0 {
+		t.Errorf("counts %+v do not match %d failures of the two chosen kinds", c, failed)
+	}
+	if up.n.Load() != int64(n-failed) {
+		t.Errorf("upstream saw %d requests, want the %d not faulted", up.n.Load(), n-failed)
+	}
+	p.SetRate(0)
+	resp, err := do(t, p, http.MethodGet, "/api")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after SetRate(0): %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func TestRecordsWritesAndWatchEvents(t *testing.T) {
+	p, _ := startProxy(t, Options{Record: true, RecordWatchEvents: func(*http.Request) bool { return true }})
+	resp, err := do(t, p, http.MethodPatch, "/api/v1/namespaces/ns/configmaps/cm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/api/v1/namespaces/ns/configmaps?watch=true", nil)
+	wresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(wresp.Body)
+	for range 3 {
+		var ev map[string]any
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Events are recorded before the proxy passes them on, so the three
+	// the client decoded are in the record already.
+	recs := p.Requests()
+	cancel()
+	wresp.Body.Close()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	w := recs[0]
+	if !w.IsWrite() || w.Object == nil || w.Object.Key() != "ConfigMap ns/cm" || w.Object.ResourceVersion != "1" || w.Object.Generation != 3 {
+		t.Errorf("write record %+v object %+v", w, w.Object)
+	}
+	if !recs[1].Watch || len(recs[1].Events) < 3 || recs[1].Events[0].Object.ResourceVersion != "1" || recs[1].Events[2].Type != "MODIFIED" {
+		t.Errorf("watch record %+v", recs[1])
+	}
+}
+
+// TestWatchCut: a watch stream that passes its start is cut mid-stream, and
+// the client sees an unexpected end, not a clean one.
+func TestWatchCut(t *testing.T) {
+	// 409 never applies to a GET, so no watch is faulted at its start and
+	// every one is cut (rate 1).
+	p, _ := startProxy(t, Options{Rate: 1, Faults: []Fault{Fault409}, WatchCutWithin: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/api/v1/configmaps?watch=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("want the stream cut with an error before the deadline, got err=%v ctx=%v", err, ctx.Err())
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Logf("cut stream ended with %v", err)
+	}
+	if c := p.Counts(); c.Injected[FaultWatchCut] != 1 {
+		t.Errorf("counts %+v, want one watch cut", c)
+	}
+}
+
+func TestStartValidates(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+	}{
+		{name: "no upstream", o: Options{}},
+		{name: "rate above 1", o: Options{Upstream: &rest.Config{Host: "http://127.0.0.1:1"}, Rate: 1.5}},
+		{name: "unknown fault", o: Options{Upstream: &rest.Config{Host: "http://127.0.0.1:1"}, Faults: []Fault{"418"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if p, err := Start(context.Background(), tt.o); err == nil {
+				_ = p.Close()
+				t.Fatal("want an error")
+			}
+		})
+	}
+}

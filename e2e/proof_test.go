@@ -1,0 +1,757 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/e2e/faultproxy"
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
+)
+
+var killPointsFlag = flag.Int("maasctl.killpoints", 0,
+	"kill points of TestKillAnywhere (default $E2E_KILLPOINTS, else 6; the full proof uses 30)")
+
+// killPoints is the number of SIGKILLs TestKillAnywhere delivers.
+func killPoints() int {
+	if *killPointsFlag > 0 {
+		return *killPointsFlag
+	}
+	if n, err := strconv.Atoi(os.Getenv("E2E_KILLPOINTS")); err == nil && n > 0 {
+		return n
+	}
+	return 6
+}
+
+// proofDelays are simulated operator delays long enough that every step
+// spends time inside a wait, short enough for make test.
+var proofDelays = map[string]time.Duration{
+	"olm": 400 * time.Millisecond, "cnpg": 400 * time.Millisecond, "dsc": 600 * time.Millisecond,
+	"dsci": 200 * time.Millisecond, "cert-manager": 200 * time.Millisecond, "gateway": 200 * time.Millisecond,
+	"kuadrant": 200 * time.Millisecond, "lws": 200 * time.Millisecond, "maas": 100 * time.Millisecond,
+	"router": 100 * time.Millisecond, "authorino": 100 * time.Millisecond, "service-ca": 100 * time.Millisecond,
+}
+
+const killLease = "2s"
+
+// TestKillAnywhere SIGKILLs maasctl at killPoints() points spread over the
+// install (right after an event, i.e. between requests, or a moment later,
+// inside a wait), re-runs it each time once the killed run's Lease expired,
+// and checks that the end state equals that of an uninterrupted run object
+// by object (spec, data and labels), that Vault holds one password version,
+// and that no object was changed by maasctl more often than in the
+// uninterrupted run (no step applied twice in a way that changed an
+// object: the writes are counted by resourceVersion in a recording proxy
+// that both maasctl and the simulators go through).
+func TestKillAnywhere(t *testing.T) {
+	n := killPoints()
+	opts := clusterOptions{simDelay: proofDelays, proxy: &faultproxy.Options{Record: true}, simViaProxy: true}
+	var ref struct {
+		state   map[string]objState
+		events  []steps.Event
+		changes map[string]int
+	}
+	t.Run("uninterrupted", func(t *testing.T) {
+		c := newCluster(t, opts)
+		r := c.maasctl(t, "install", "-o", "json", "--lease-duration", killLease)
+		if r.exit != 0 {
+			t.Fatalf("uninterrupted install exit %d\n%s\n%s", r.exit, r.stdout, r.stderr)
+		}
+		ref.state = managedState(t, c)
+		ref.events = r.events
+		ref.changes = changingWrites(c.proxy.Requests(), ref.state)
+		t.Logf("uninterrupted install: %s, %d managed objects", r.wall, len(ref.state))
+	})
+	if t.Failed() {
+		return
+	}
+
+	c := newCluster(t, opts)
+	plan := planKills(ref.events, n, uint64(time.Now().UnixNano()))
+	t.Logf("kill plan (%d points, seed %d): %s", n, plan.seed, plan)
+	var kills []killResult
+	for k := 0; k < len(plan.points); k++ {
+		res, killed := c.runUntilKill(t, plan, k)
+		if !killed {
+			t.Errorf("the install finished (exit %d) before kill point %d of %d; the plan did not cover the install", res.exit, k+1, n)
+			break
+		}
+		kills = append(kills, res)
+	}
+	coverage := map[string]int{}
+	for _, k := range kills {
+		coverage[k.step]++
+	}
+	t.Logf("%d kills: %v\nkills per step: %v", len(kills), kills, coverage)
+	if len(kills) == n && len(coverage) < (n+1)/2 {
+		t.Errorf("the %d kills landed in only %d steps; they must spread over the install", n, len(coverage))
+	}
+
+	c.awaitLeaseFree(t)
+	final := c.maasctl(t, "install", "-o", "json", "--lease-duration", killLease)
+	if final.exit != 0 {
+		t.Fatalf("install after %d kills: exit %d\nstdout:\n%s\nstderr:\n%s", len(kills), final.exit, final.stdout, final.stderr)
+	}
+	got := managedState(t, c)
+	if diff := cmp.Diff(ref.state, got); diff != "" {
+		t.Errorf("end state after kills differs from the uninterrupted run (-uninterrupted +killed):\n%s", diff)
+	}
+	if v := c.vault.Versions(vaultMount, vaultPath); v != 1 {
+		t.Errorf("Vault %s/%s has %d versions after %d kills, want 1", vaultMount, vaultPath, v, len(kills))
+	}
+	changes := changingWrites(c.proxy.Requests(), got)
+	for key, want := range ref.changes {
+		if changes[key] > want {
+			t.Errorf("%s was changed by %d maasctl writes across the killed runs, %d in the uninterrupted run: a step was applied twice in a way that changed it", key, changes[key], want)
+		}
+	}
+	for key := range changes {
+		if _, ok := ref.changes[key]; !ok {
+			t.Errorf("%s was changed by maasctl across the killed runs but not in the uninterrupted run", key)
+		}
+	}
+}
+
+// objState is what must match between two installs: the labels, the
+// fields maasctl owns (its server-side apply entry in managedFields, so
+// that fields an operator adds on its own schedule do not count; e.g. the
+// RHOAI operator creates default-dsci with spec.trustedCABundle when it
+// starts before maasctl applies it) and generation. For a Secret only the
+// keys count: the values hold passwords that differ between clusters.
+type objState struct {
+	Labels     map[string]string
+	Owned      any
+	DataKeys   []string
+	Generation int64
+}
+
+// managedList lists every object the default install writes (the rendered
+// objects and the two Secrets that carry the database password).
+func managedList(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	inv := inventory.Default()
+	r, err := assets.Render(inv, assets.Facts{Host: appsHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, list := range r {
+		for _, o := range list {
+			if o.GetKind() == "Subscription" && o.GetName() == "cloudnative-pg" {
+				continue // not installed when CNPG is already served
+			}
+			objs = append(objs, o)
+		}
+	}
+	for _, s := range [][2]string{{inv.Database.Namespace, inv.Database.SecretName}, {inv.DBConfig.Namespace, inv.DBConfig.Name}} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("Secret")
+		u.SetNamespace(s[0])
+		u.SetName(s[1])
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// managedState reads every managed object and keeps what must match.
+func managedState(t *testing.T, c *cluster) map[string]objState {
+	t.Helper()
+	out := map[string]objState{}
+	for _, o := range managedList(t) {
+		live, err := c.clients.Get(context.Background(), o)
+		if err != nil {
+			t.Errorf("managed object %s: %v", kube.Describe(o), err)
+			continue
+		}
+		s := objState{Labels: live.GetLabels(), Generation: live.GetGeneration()}
+		if live.GetKind() == "Secret" {
+			data, _, _ := unstructured.NestedMap(live.Object, "data")
+			for k := range data {
+				s.DataKeys = append(s.DataKeys, k)
+			}
+			sort.Strings(s.DataKeys)
+		} else {
+			owned, err := ownedBy(live, kube.FieldManager)
+			if err != nil {
+				t.Errorf("%s: %v", kube.Describe(live), err)
+			}
+			s.Owned = owned
+		}
+		out[kube.Describe(live)] = s
+	}
+	return out
+}
+
+// ownedBy returns the part of obj that manager's server-side apply entry
+// in managedFields owns (metadata.managedFields itself aside). The
+// fieldsV1 format: "f:name" a map field, "k:{...}" a list item by key,
+// "v:..." a set item by value, "i:N" a list item by index, "." the node
+// itself (https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management).
+func ownedBy(obj *unstructured.Unstructured, manager string) (any, error) {
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.Subresource != "" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+			return nil, fmt.Errorf("managedFields of %s: %w", manager, err)
+		}
+		return project(obj.Object, fields), nil
+	}
+	return nil, nil
+}
+
+func project(v any, fields map[string]any) any {
+	if len(fields) == 0 {
+		return v
+	}
+	switch val := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, sub := range fields {
+			name, ok := strings.CutPrefix(k, "f:")
+			if !ok {
+				continue
+			}
+			if child, ok := val[name]; ok {
+				sf, _ := sub.(map[string]any)
+				out[name] = project(child, sf)
+			}
+		}
+		return out
+	case []any:
+		var out []any
+		for i, item := range val {
+			for k, sub := range fields {
+				if listItemMatches(k, i, item) {
+					sf, _ := sub.(map[string]any)
+					out = append(out, project(item, sf))
+				}
+			}
+		}
+		return out
+	}
+	return v
+}
+
+func listItemMatches(key string, i int, item any) bool {
+	switch {
+	case strings.HasPrefix(key, "i:"):
+		return key == "i:"+strconv.Itoa(i)
+	case strings.HasPrefix(key, "v:"):
+		var want any
+		return json.Unmarshal([]byte(key[2:]), &want) == nil && cmp.Equal(normalizeJSON(item), want)
+	case strings.HasPrefix(key, "k:"):
+		var keys map[string]any
+		m, ok := item.(map[string]any)
+		if !ok || json.Unmarshal([]byte(key[2:]), &keys) != nil {
+			return false
+		}
+		for kk, kv := range keys {
+			if !cmp.Equal(normalizeJSON(m[kk]), kv) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// normalizeJSON turns a value decoded by the Kubernetes JSON decoder
+// (int64 numbers) into what encoding/json decodes (float64 numbers).
+func normalizeJSON(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// changingWrites counts, per managed object, the maasctl writes that
+// changed it: a write changed the object when it is the first write (by
+// completion) to return its resourceVersion. Every writer of the managed
+// objects (maasctl, the simulators) must go through the recording proxy.
+func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[string]int {
+	type write struct {
+		end     time.Time
+		rv      string
+		maasctl bool
+	}
+	byKey := map[string][]write{}
+	for _, r := range recs {
+		if !r.IsWrite() || r.Object == nil || r.Status/100 != 2 || r.Fault != "" {
+			continue
+		}
+		k := r.Object.Key()
+		if _, ok := managed[k]; !ok {
+			continue
+		}
+		byKey[k] = append(byKey[k], write{end: r.End, rv: r.Object.ResourceVersion, maasctl: strings.HasPrefix(r.UserAgent, "maasctl/")})
+	}
+	out := map[string]int{}
+	for k, ws := range byKey {
+		sort.Slice(ws, func(i, j int) bool { return ws[i].end.Before(ws[j].end) })
+		seen := map[string]bool{}
+		for _, w := range ws {
+			if !seen[w.rv] && w.maasctl {
+				out[k]++
+			}
+			seen[w.rv] = true
+		}
+	}
+	return out
+}
+
+// killPlan is where TestKillAnywhere kills: each point is an index into
+// the uninterrupted run's progress events; a run is killed at its first
+// event at or after that index in the uninterrupted order.
+type killPlan struct {
+	seed   uint64
+	index  map[string]int // event key -> first index in the reference
+	keys   []string       // reference event keys in order
+	points []killPoint
+}
+
+type killPoint struct {
+	target int
+	// delay 0 kills right after the event (between two requests); a
+	// positive delay kills that long after it (inside a wait, typically).
+	delay time.Duration
+}
+
+type killResult struct {
+	step  string
+	event string
+	delay time.Duration
+	exit  int
+}
+
+func (k killResult) String() string {
+	return fmt.Sprintf("%s@%q+%s", k.step, k.event, k.delay)
+}
+
+func (p killPlan) String() string {
+	var parts []string
+	for _, pt := range p.points {
+		parts = append(parts, fmt.Sprintf("%s+%s", p.keys[pt.target], pt.delay))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// eventKey identifies an event across runs: step, type and, for progress,
+// the message up to its first colon ("applied Namespace x", "waiting for
+// Gateway ns/name").
+func eventKey(ev steps.Event) string {
+	switch ev.Type {
+	case steps.EventStarted:
+		return ev.Step + " started"
+	case steps.EventProgress:
+		msg, _, _ := strings.Cut(ev.Message, ":")
+		return ev.Step + " " + msg
+	}
+	return ""
+}
+
+// planKills spreads n points over the reference events: when n is at
+// least the number of steps, one point lands in each step (its middle
+// event) and the rest are spread evenly; otherwise all are spread evenly.
+// Targets are started or "applied" events, which every run that does the
+// step emits again. Every other point kills a moment after its event.
+func planKills(ref []steps.Event, n int, seed uint64) killPlan {
+	p := killPlan{seed: seed, index: map[string]int{}}
+	var targets []int
+	byStep := map[string][]int{}
+	for _, ev := range ref {
+		k := eventKey(ev)
+		if k == "" {
+			continue
+		}
+		if _, ok := p.index[k]; !ok {
+			p.index[k] = len(p.keys)
+		}
+		if ev.Type == steps.EventStarted || strings.HasPrefix(ev.Message, "applied ") {
+			targets = append(targets, len(p.keys))
+			byStep[ev.Step] = append(byStep[ev.Step], len(p.keys))
+		}
+		p.keys = append(p.keys, k)
+	}
+	var chosen []int
+	if n >= len(byStep) {
+		for _, idx := range byStep {
+			chosen = append(chosen, idx[len(idx)/2])
+		}
+	}
+	rest := n - len(chosen)
+	for i := range rest {
+		chosen = append(chosen, targets[(2*i+1)*len(targets)/(2*rest)])
+	}
+	sort.Ints(chosen)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for i, idx := range chosen {
+		pt := killPoint{target: idx}
+		if i%2 == 1 {
+			pt.delay = time.Duration(20+rng.IntN(230)) * time.Millisecond
+		}
+		p.points = append(p.points, pt)
+	}
+	return p
+}
+
+// runUntilKill starts an install and SIGKILLs it at plan point k. It
+// reports whether the run was killed; if it finished first, res.exit is
+// its exit code.
+func (c *cluster) runUntilKill(t *testing.T, plan killPlan, k int) (killResult, bool) {
+	t.Helper()
+	c.awaitLeaseFree(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout(c.external))
+	defer cancel()
+	cmd := c.command(ctx, "install", "-o", "json", "--lease-duration", killLease)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pt := plan.points[k]
+	res := killResult{delay: pt.delay}
+	var timer *time.Timer
+	kill := func() { _ = cmd.Process.Signal(syscall.SIGKILL) }
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	fired := false
+	for sc.Scan() {
+		var ev steps.Event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || fired {
+			continue
+		}
+		idx, ok := plan.index[eventKey(ev)]
+		if !ok || idx < pt.target {
+			continue
+		}
+		fired = true
+		res.step, res.event = ev.Step, eventKey(ev)
+		if pt.delay == 0 {
+			kill()
+		} else {
+			timer = time.AfterFunc(pt.delay, kill)
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		return res, true
+	}
+	res.exit = cmd.ProcessState.ExitCode()
+	if res.exit != 0 {
+		t.Fatalf("run for kill point %d exited %d before it was killed (%v)\nstderr:\n%s", k+1, res.exit, err, stderr.String())
+	}
+	return res, false
+}
+
+// awaitLeaseFree waits until the run Lease is free: absent, released, or
+// past renewTime + leaseDurationSeconds (a killed run's). This waits for a
+// wall-clock expiry, not for state.
+func (c *cluster) awaitLeaseFree(t *testing.T) {
+	t.Helper()
+	l, err := c.clients.Kube.CoordinationV1().Leases(steps.StateNamespace).Get(context.Background(), steps.LeaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("read Lease: %v", err)
+	}
+	if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
+		return
+	}
+	exp := l.Spec.RenewTime.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	time.Sleep(time.Until(exp) + 100*time.Millisecond)
+}
+
+// faultRate is the share of maasctl's API requests TestInstallUnderAPIFaults
+// fails: $E2E_FAULT_RATE, else 5 %.
+func faultRate() float64 {
+	if r, err := strconv.ParseFloat(os.Getenv("E2E_FAULT_RATE"), 64); err == nil && r > 0 && r <= 1 {
+		return r
+	}
+	return 0.05
+}
+
+// TestInstallUnderAPIFaults runs the install through a proxy that fails a
+// share of maasctl's requests with 500, 429 (Retry-After), 409 Conflict or a
+// dropped connection, and cuts watch streams. The install must succeed;
+// every injected request fault must be answered by a retry that is logged
+// in the debug log with its attempt number and bound; no request exhausts
+// its retries; a fault-free re-run then finds every step unchanged and
+// writes nothing.
+func TestInstallUnderAPIFaults(t *testing.T) {
+	rate := faultRate()
+	seed := uint64(time.Now().UnixNano())
+	if s, err := strconv.ParseUint(os.Getenv("E2E_FAULT_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	c := newCluster(t, clusterOptions{
+		simDelay: map[string]time.Duration{"olm": 300 * time.Millisecond, "dsc": 300 * time.Millisecond},
+		proxy:    &faultproxy.Options{Rate: rate, Seed: seed},
+	})
+	logFile := filepath.Join(c.dir, "maasctl.log")
+	r := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)
+	counts := c.proxy.Counts()
+	t.Logf("rate %.3f seed %d: %d requests through the proxy, faults injected: %v", rate, seed, counts.Requests, counts.Injected)
+	if r.exit != 0 {
+		t.Fatalf("install under %.0f %% API faults: exit %d\nstdout:\n%s\nstderr:\n%s", rate*100, r.exit, r.stdout, r.stderr)
+	}
+	requestFaults := counts.Total() - counts.Injected[faultproxy.FaultWatchCut]
+	if requestFaults == 0 {
+		t.Fatalf("no request fault was injected in %d requests; the test proved nothing", counts.Requests)
+	}
+
+	var retries, exhausted, maxAttempt int
+	bound := 0
+	for _, line := range strings.Split(readFile(t, logFile), "\n") {
+		var l struct {
+			Msg         string `json:"msg"`
+			Attempt     int    `json:"attempt"`
+			MaxAttempts int    `json:"maxAttempts"`
+			Reason      string `json:"reason"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil {
+			continue
+		}
+		switch l.Msg {
+		case "retrying API request":
+			retries++
+			maxAttempt = max(maxAttempt, l.Attempt)
+			bound = l.MaxAttempts
+			if l.Reason == "" {
+				t.Errorf("retry log line without a reason: %s", line)
+			}
+		case "API request failed; retries exhausted":
+			exhausted++
+		}
+	}
+	t.Logf("debug log: %d retries (highest attempt %d of %d), %d requests gave up", retries, maxAttempt, bound, exhausted)
+	if retries == 0 || int64(retries) > requestFaults {
+		t.Errorf("%d retries logged for %d injected request faults: want at least one, and none without a fault", retries, requestFaults)
+	}
+	if bound == 0 || maxAttempt >= bound {
+		t.Errorf("highest retried attempt %d must stay below the bound %d", maxAttempt, bound)
+	}
+	if exhausted != 0 {
+		t.Errorf("%d requests exhausted their retries at a %.0f %% fault rate", exhausted, rate*100)
+	}
+
+	c.proxy.SetRate(0)
+	again := c.maasctl(t, "install", "-o", "json")
+	if again.exit != 0 {
+		t.Fatalf("fault-free re-run exit %d\n%s", again.exit, again.stderr)
+	}
+	if s := summary(t, again.events); len(s.Done) != 0 || s.Writes != 0 {
+		t.Errorf("after the faulty install converged, a re-run applied %v and wrote %d times; want nothing", s.Done, s.Writes)
+	}
+	if v := c.vault.Versions(vaultMount, vaultPath); v != 1 {
+		t.Errorf("Vault has %d password versions, want 1", v)
+	}
+}
+
+// TestConcurrentRunsOneWins starts two installs at the same moment: exactly
+// one takes the Lease, the other exits at once (code 3) naming the winner
+// by user, host, pid and start time. While the winner runs longer than
+// twice the lease duration a third run is still refused (the Lease is
+// renewed, not left to expire); once the winner is done the Lease is
+// released and a fourth run starts at once and changes nothing.
+func TestConcurrentRunsOneWins(t *testing.T) {
+	c := newCluster(t, clusterOptions{simDelay: map[string]time.Duration{
+		"olm": 1500 * time.Millisecond, "dsc": 3 * time.Second, "cnpg": 1500 * time.Millisecond,
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout(c.external))
+	defer cancel()
+	type started struct {
+		cmd    *exec.Cmd
+		events chan steps.Event
+		stderr *strings.Builder
+		t0     time.Time
+	}
+	start := func() *started {
+		cmd := c.command(ctx, "install", "-o", "json", "--lease-duration", killLease)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &started{cmd: cmd, events: make(chan steps.Event, 512), stderr: &strings.Builder{}}
+		cmd.Stderr = s.stderr
+		s.t0 = time.Now()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		go func() {
+			defer close(s.events)
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				var ev steps.Event
+				if json.Unmarshal(sc.Bytes(), &ev) == nil {
+					s.events <- ev
+				}
+			}
+		}()
+		return s
+	}
+	a, b := start(), start()
+	// The loser ends first: its events channel closes.
+	var winner, loser *started
+	select {
+	case _, ok := <-a.events:
+		winner, loser = b, a
+		if ok {
+			winner, loser = a, b
+		}
+	case _, ok := <-b.events:
+		winner, loser = a, b
+		if ok {
+			winner, loser = b, a
+		}
+	case <-ctx.Done():
+		t.Fatal("neither run produced output")
+	}
+	for range loser.events {
+	}
+	err := loser.cmd.Wait()
+	if code := loser.cmd.ProcessState.ExitCode(); code != 3 {
+		t.Fatalf("of two simultaneous runs, the loser exited %d (%v), want 3\nstderr:\n%s", code, err, loser.stderr)
+	}
+	if d := time.Since(loser.t0); d > 10*time.Second {
+		t.Errorf("the losing run took %s to refuse; it must fail fast", d)
+	}
+	u, _ := user.Current()
+	host, _ := os.Hostname()
+	msg := loser.stderr.String()
+	holder := fmt.Sprintf("%s@%s pid %d started ", u.Username, host, winner.cmd.Process.Pid)
+	if !strings.Contains(msg, holder) {
+		t.Errorf("the refusal must name the winner as %q (user, host, pid, start time); stderr:\n%s", holder+"<time>", msg)
+	} else if at, _, _ := strings.Cut(msg[strings.Index(msg, holder)+len(holder):], " "); !isRFC3339(at) {
+		t.Errorf("the holder's start time %q is not an RFC 3339 time", at)
+	}
+
+	// Let the winner run past twice the lease duration: a killed run's
+	// Lease would have expired by then; a live run's is renewed.
+	lease, _ := time.ParseDuration(killLease)
+	past := time.NewTimer(time.Until(winner.t0.Add(2*lease + time.Second)))
+	defer past.Stop()
+	finished := false
+wait:
+	for !finished {
+		select {
+		case ev, ok := <-winner.events:
+			finished = !ok || ev.Type == steps.EventRunDone
+		case <-past.C:
+			break wait
+		}
+	}
+	switch {
+	case finished && c.external:
+		// A shared external cluster may hold a finished install, which a
+		// run converges in seconds.
+		t.Logf("the install finished in %s, before twice the lease duration; Lease renewal not checked", time.Since(winner.t0))
+	case finished:
+		t.Fatalf("the install finished in %s, before twice the lease duration; make the simulated delays longer", time.Since(winner.t0))
+	default:
+		third := c.maasctl(t, "install", "-o", "json", "--lease-duration", killLease)
+		if third.exit != 3 {
+			t.Errorf("a run %s into the winner's install exited %d, want 3: the Lease must be renewed while a run is alive\n%s", time.Since(winner.t0), third.exit, third.stderr)
+		}
+	}
+	for range winner.events {
+	}
+	if err := winner.cmd.Wait(); err != nil {
+		t.Fatalf("the winning install failed: %v\nstderr:\n%s", err, winner.stderr)
+	}
+	fourth := c.maasctl(t, "install", "-o", "json")
+	if fourth.exit != 0 {
+		t.Fatalf("a run right after the winner finished exited %d: the Lease must be released\n%s", fourth.exit, fourth.stderr)
+	}
+	if s := summary(t, fourth.events); len(s.Done) != 0 || s.Writes != 0 {
+		t.Errorf("the run after the winner applied %v and wrote %d times; want nothing", s.Done, s.Writes)
+	}
+}
+
+func isRFC3339(s string) bool {
+	s = strings.TrimRight(s, ");,")
+	_, err := time.Parse(time.RFC3339, s)
+	return err == nil
+}
+
+// TestOwnedFieldsProjection checks the managedFields projection that
+// TestKillAnywhere compares with (no cluster needed).
+func TestOwnedFieldsProjection(t *testing.T) {
+	obj := map[string]any{
+		"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "1", "b": "2"}},
+		"spec": map[string]any{
+			"mine":   "yes",
+			"theirs": "no",
+			"ports":  []any{map[string]any{"port": int64(80), "name": "http"}, map[string]any{"port": int64(443), "name": "https"}},
+			"tags":   []any{"a", "b"},
+			"atomic": []any{int64(1), int64(2)},
+		},
+	}
+	tests := []struct {
+		name   string
+		fields string
+		want   any
+	}{
+		{name: "map fields", fields: `{"f:spec":{".":{},"f:mine":{}}}`, want: map[string]any{"spec": map[string]any{"mine": "yes"}}},
+		{name: "labels", fields: `{"f:metadata":{"f:labels":{"f:a":{}}}}`, want: map[string]any{"metadata": map[string]any{"labels": map[string]any{"a": "1"}}}},
+		{
+			name: "keyed list item", fields: `{"f:spec":{"f:ports":{"k:{\"port\":443}":{".":{},"f:name":{}}}}}`,
+			want: map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"name": "https"}}}},
+		},
+		{name: "set item", fields: `{"f:spec":{"f:tags":{"v:\"b\"":{}}}}`, want: map[string]any{"spec": map[string]any{"tags": []any{"b"}}}},
+		{name: "atomic list", fields: `{"f:spec":{"f:atomic":{}}}`, want: map[string]any{"spec": map[string]any{"atomic": []any{int64(1), int64(2)}}}},
+		{name: "missing field", fields: `{"f:spec":{"f:gone":{}}}`, want: map[string]any{"spec": map[string]any{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: obj}
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{
+				{Manager: "other", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:theirs":{}}}`)}},
+				{Manager: "maasctl", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(tt.fields)}},
+			})
+			got, err := ownedBy(u, "maasctl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,499 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/maasctl/maasctl/e2e/dataplane"
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+const (
+	modelNS      = "llm-coding-assistant"
+	maasNS       = "models-as-a-service"
+	modelName    = "qwen35-9b-coder"
+	defaultSub   = "llama-coder-default"
+	accessPolicy = "llama-coder-access"
+)
+
+// plane is the simulated data plane of one cluster plus what the tests
+// need to talk to it.
+type plane struct {
+	*dataplane.Server
+	ca    string
+	token string // the kubeconfig user's bearer token (admin)
+	hc    *http.Client
+}
+
+func startPlane(t *testing.T, c *cluster) *plane {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r, auth, err := dataplane.ForCluster(c.env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: auth, Hosts: []string{appsHost}})
+	if err != nil {
+		t.Fatalf("start data plane: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ca, err := s.WriteCAFile(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := verify.HTTPClient(verify.DataPathOptions{CAFile: ca, RequestTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &plane{Server: s, ca: ca, token: c.env.RESTConfig().BearerToken, hc: hc}
+}
+
+// call sends one request to the data plane.
+func (p *plane) call(t *testing.T, method, path, bearer, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.URL()+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// waitList waits, by list and watch, until pred holds for the objects of
+// kind gvk in ns matching selector.
+func waitList(t *testing.T, c *cluster, gvk schema.GroupVersionKind, ns, selector string, timeout time.Duration, what string, pred func([]*unstructured.Unstructured) bool) {
+	t.Helper()
+	ri, _, err := c.clients.Resource(gvk, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return ri.Watch(ctx, o)
+		},
+	}
+	check := func(store cache.Store) bool {
+		var l []*unstructured.Unstructured
+		for _, x := range store.List() {
+			l = append(l, x.(*unstructured.Unstructured))
+		}
+		return pred(l)
+	}
+	var store cache.Store
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(s cache.Store) (bool, error) {
+		store = s
+		return check(s), nil
+	}, func(watch.Event) (bool, error) { return check(store), nil })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func readyEndpoints(l []*unstructured.Unstructured) int {
+	n := 0
+	for _, es := range l {
+		eps, _, _ := unstructured.NestedSlice(es.Object, "endpoints")
+		for _, e := range eps {
+			m, _ := e.(map[string]any)
+			c, _ := m["conditions"].(map[string]any)
+			if r, ok := c["ready"].(bool); !ok || r {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// runLlamaCoder makes the fixture's Service llm-coding-assistant/llama-coder
+// serve: a Deployment whose kwok pod becomes a ready endpoint (replicas 1),
+// or none (replicas 0, the model server down).
+func runLlamaCoder(t *testing.T, c *cluster, replicas int32) {
+	t.Helper()
+	ctx := context.Background()
+	deps := c.clients.Kube.AppsV1().Deployments(modelNS)
+	lbl := map[string]string{"app": "llama-coder"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "llama-coder", Namespace: modelNS, Labels: lbl},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "llama-server", Image: "registry.invalid/llama.cpp/server:latest",
+					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}
+	if _, err := deps.Create(ctx, d, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+		if _, err := deps.Patch(ctx, "llama-coder", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	waitList(t, c, verify.EndpointSliceGVK, modelNS, "kubernetes.io/service-name=llama-coder", 2*time.Minute,
+		fmt.Sprintf("llama-coder with %d ready endpoint(s)", replicas),
+		func(l []*unstructured.Unstructured) bool { return readyEndpoints(l) == int(replicas) })
+}
+
+// verifyRun runs maasctl verify -o json and parses the report.
+func verifyRun(t *testing.T, c *cluster, p *plane, extra ...string) (*verify.Report, run) {
+	t.Helper()
+	args := append([]string{"verify", "-o", "json", "--endpoint", p.URL(), "--ca-file", p.ca}, extra...)
+	r := c.maasctl(t, args...)
+	var rep verify.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("verify output is not a JSON report (exit %d): %v\nstdout:\n%s\nstderr:\n%s", r.exit, err, r.stdout, r.stderr)
+	}
+	return &rep, r
+}
+
+// expectVerifyFails asserts exit 1 and a failed check code whose class or
+// cause contains want.
+func expectVerifyFails(t *testing.T, rep *verify.Report, r run, code, want string) {
+	t.Helper()
+	if r.exit != 1 || rep.Passed {
+		t.Fatalf("verify exit %d passed=%v, want exit 1\n%s", r.exit, rep.Passed, r.stdout)
+	}
+	for _, ch := range rep.Failed() {
+		if ch.Code == code && (strings.Contains(ch.Cause, want) || ch.Class == want) {
+			if ch.Fix == "" {
+				t.Errorf("%s failed without a fix", code)
+			}
+			if !strings.Contains(r.stderr, code) {
+				t.Errorf("stderr does not name %s: %s", code, r.stderr)
+			}
+			return
+		}
+	}
+	t.Fatalf("no failed %s mentioning %q; failed: %v\n%s", code, want, rep.FailedCodes(), r.stdout)
+}
+
+func patchObject(t *testing.T, c *cluster, gvk schema.GroupVersionKind, ns, name, patch string) {
+	t.Helper()
+	ri, _, err := c.clients.Resource(gvk, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ri.Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "e2e-break"}); err != nil {
+		t.Fatalf("patch %s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
+}
+
+func phaseIs(phase string) func(l []*unstructured.Unstructured) bool {
+	return func(l []*unstructured.Unstructured) bool {
+		for _, o := range l {
+			if p, _, _ := unstructured.NestedString(o.Object, "status", "phase"); p != phase {
+				return false
+			}
+			if g, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration"); g != 0 && g < o.GetGeneration() {
+				return false
+			}
+		}
+		return len(l) > 0
+	}
+}
+
+// TestVerifyDoctorGather is the acceptance test of issue 4 on one local
+// install: verify passes on the healthy install (the probe subscription
+// gets 429 and is deleted, every key verify minted is revoked); then each
+// broken state makes verify fail with the right code and doctor name the
+// cause and the fix, and is repaired; finally gather's archive holds no
+// secret. No key or token appears in any output.
+func TestVerifyDoctorGather(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	logFile := filepath.Join(c.dir, "maasctl.log")
+	inst := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)
+	if inst.exit != 0 {
+		t.Fatalf("install exit %d\nstdout:\n%s\nstderr:\n%s", inst.exit, inst.stdout, inst.stderr)
+	}
+	runLlamaCoder(t, c, 1)
+	p := startPlane(t, c)
+	var outputs []run
+	defer func() { noSecretsInOutputs(t, c, p, outputs) }()
+
+	t.Run("healthy", func(t *testing.T) {
+		rep, r := verifyRun(t, c, p, "--probe-quota", "--probe-body-size", "64Ki")
+		outputs = append(outputs, r)
+		if r.exit != 0 || !rep.Passed {
+			t.Fatalf("verify exit %d on a healthy install:\n%s\n%s", r.exit, r.stdout, r.stderr)
+		}
+		seen := map[string]verify.Result{}
+		for _, ch := range rep.Checks {
+			if ch.Result != verify.Pass {
+				t.Errorf("%s %s: %s", ch.Code, ch.Result, ch.Detail)
+			}
+			seen[ch.Code] = ch.Result
+		}
+		for _, info := range verify.Catalogue {
+			if _, ok := seen[info.Code]; !ok {
+				t.Errorf("check %s (%s) did not run", info.Code, info.Title)
+			}
+		}
+		// The probe key and the verify key were revoked, and proven
+		// revoked: each DELETE is followed by a 401.
+		keys := p.Keys()
+		if len(keys) != 2 {
+			t.Errorf("verify minted %d keys, want 2 (verify key and probe key)", len(keys))
+		}
+		for _, k := range keys {
+			if k.Status != "revoked" {
+				t.Errorf("key %s (%s, subscription %s) is %s after verify", k.ID, k.Name, k.Subscription, k.Status)
+			}
+		}
+		deletes := 0
+		for _, rq := range p.Requests() {
+			if rq.Method == http.MethodDelete && strings.HasPrefix(rq.Path, "/maas-api/v1/api-keys/") && rq.Status == http.StatusOK {
+				deletes++
+			}
+		}
+		if deletes != 2 {
+			t.Errorf("%d successful DELETE /maas-api/v1/api-keys/{id}, want 2", deletes)
+		}
+		subs, err := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: "maas.opendatahub.io", Version: "v1alpha1", Resource: "maassubscriptions"}).
+			Namespace(maasNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range subs.Items {
+			if strings.HasPrefix(s.GetName(), verify.ProbeSubscriptionPrefix) && s.GetDeletionTimestamp() == nil {
+				t.Errorf("probe subscription %s left behind", s.GetName())
+			}
+		}
+		d, dr := doctorRun(t, c, p)
+		outputs = append(outputs, dr)
+		if dr.exit != 0 || len(d.Errors()) > 0 {
+			t.Errorf("doctor exit %d on a healthy install:\n%s", dr.exit, dr.stdout)
+		}
+	})
+
+	installVerify := func(t *testing.T) run {
+		t.Helper()
+		r := c.maasctl(t, "install", "-o", "json", "--log-file", logFile, "--verify-endpoint", p.URL(), "--verify-ca-file", p.ca)
+		outputs = append(outputs, r)
+		return r
+	}
+
+	t.Run("install verifies the request path", func(t *testing.T) {
+		before := len(p.Keys())
+		r := installVerify(t)
+		if r.exit != 0 {
+			t.Fatalf("install --verify-endpoint: exit %d\n%s\n%s", r.exit, r.stdout, r.stderr)
+		}
+		if done := strings.Join(stepsWith(r.events, "done"), " "); !strings.Contains(done, "verify/status") {
+			t.Errorf("verify/status did not run; done: %s", done)
+		}
+		chat := false
+		for _, ev := range r.events {
+			chat = chat || (ev.Step == "verify/status" && strings.Contains(ev.Message, verify.CodeChat))
+		}
+		if !chat {
+			t.Errorf("no %s progress from the verify step", verify.CodeChat)
+		}
+		keys := p.Keys()
+		if len(keys) != before+1 || keys[0].Status != "revoked" {
+			t.Errorf("install's verify key: %d keys (was %d), newest %+v", len(keys), before, keys[0])
+		}
+	})
+
+	t.Run("model server down", func(t *testing.T) {
+		runLlamaCoder(t, c, 0)
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		expectVerifyFails(t, rep, r, verify.CodeChat, string(verify.ClassUnavailable))
+		if ir := installVerify(t); ir.exit != 1 || !strings.Contains(ir.stdout+ir.stderr, verify.CodeChat) {
+			t.Errorf("install --verify-endpoint with the model server down: exit %d, want 1 naming %s\n%s", ir.exit, verify.CodeChat, ir.stderr)
+		}
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D017", object: "Service llm-coding-assistant/llama-coder", evidence: "0 ready",
+			fix: "oc logs -n llm-coding-assistant deploy/llama-coder",
+		}))
+		runLlamaCoder(t, c, 1)
+	})
+
+	t.Run("auth policy does not match the user's groups", func(t *testing.T) {
+		patchObject(t, c, verify.MaaSAuthPolicyGVK, maasNS, accessPolicy, `{"spec":{"subjects":{"groups":[{"name":"developers"}]}}}`)
+		waitList(t, c, verify.MaaSAuthPolicyGVK, maasNS, "", time.Minute, "MaaSAuthPolicy Active", phaseIs("Active"))
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		expectVerifyFails(t, rep, r, verify.CodeChat, "no MaaSAuthPolicy grants caller admin")
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D009", object: "MaaSModelRef llm-coding-assistant/qwen35-9b-coder", evidence: "groups developers",
+			fix: "oc patch maasauthpolicy llama-coder-access -n models-as-a-service",
+		}))
+		patchObject(t, c, verify.MaaSAuthPolicyGVK, maasNS, accessPolicy, `{"spec":{"subjects":{"groups":[{"name":"system:authenticated"}]}}}`)
+		waitList(t, c, verify.MaaSAuthPolicyGVK, maasNS, "", time.Minute, "MaaSAuthPolicy Active", phaseIs("Active"))
+	})
+
+	t.Run("subscription exhausted", func(t *testing.T) {
+		patchObject(t, c, verify.MaaSSubscriptionGVK, maasNS, defaultSub,
+			`{"spec":{"modelRefs":[{"name":"`+modelName+`","namespace":"`+modelNS+`","tokenRateLimits":[{"limit":40,"window":"1h"}]}]}}`)
+		waitList(t, c, verify.MaaSSubscriptionGVK, maasNS, "", time.Minute, "MaaSSubscription Active", phaseIs("Active"))
+		// A user's own key uses up the 40 tokens of the hour.
+		st, b := p.call(t, http.MethodPost, "/maas-api/v1/api-keys", p.token, `{"name":"laptop","expiresIn":"1h","subscription":"`+defaultSub+`"}`)
+		if st != http.StatusCreated {
+			t.Fatalf("mint: HTTP %d %s", st, b)
+		}
+		var key struct{ ID, Key string }
+		if err := json.Unmarshal(b, &key); err != nil {
+			t.Fatal(err)
+		}
+		var codes []int
+		for i := 0; i < 10; i++ {
+			st, _ := p.call(t, http.MethodPost, "/v1/chat/completions", key.Key,
+				`{"model":"`+modelName+`","max_tokens":8,"messages":[{"role":"user","content":"write a haiku about ansible please"}]}`)
+			codes = append(codes, st)
+			if st == http.StatusTooManyRequests {
+				break
+			}
+		}
+		if codes[len(codes)-1] != http.StatusTooManyRequests {
+			t.Fatalf("never limited: %v", codes)
+		}
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		expectVerifyFails(t, rep, r, verify.CodeChat, "allows 40 tokens per 1h per user")
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D010", object: "MaaSModelRef llm-coding-assistant/qwen35-9b-coder", evidence: "HTTP 429",
+			fix: "raise tokenRateLimits",
+		}), expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D011", object: "MaaSSubscription models-as-a-service/llama-coder-default", evidence: "limit 40 tokens per 1h",
+			fix: "oc patch maassubscription llama-coder-default",
+		}))
+		if st, _ := p.call(t, http.MethodDelete, "/maas-api/v1/api-keys/"+key.ID, p.token, ""); st != http.StatusOK {
+			t.Errorf("revoke the test key: HTTP %d", st)
+		}
+		patchObject(t, c, verify.MaaSSubscriptionGVK, maasNS, defaultSub,
+			`{"spec":{"modelRefs":[{"name":"`+modelName+`","namespace":"`+modelNS+`","tokenRateLimits":[{"limit":200000,"window":"1h"}]}]}}`)
+		waitList(t, c, verify.MaaSSubscriptionGVK, maasNS, "", time.Minute, "MaaSSubscription Active", phaseIs("Active"))
+	})
+
+	t.Run("DB secret missing", func(t *testing.T) {
+		if err := c.clients.Kube.CoreV1().Secrets("redhat-ai-gateway-infra").Delete(context.Background(), "maas-db-config", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		expectVerifyFails(t, rep, r, verify.CodeDBConfig, "database URL")
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D006", object: "Secret redhat-ai-gateway-infra/maas-db-config", evidence: "not found", fix: "maasctl install",
+		}))
+		// The fix doctor names: re-running the install re-creates it.
+		again := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)
+		outputs = append(outputs, again)
+		if again.exit != 0 {
+			t.Fatalf("install after deleting maas-db-config: exit %d\n%s\n%s", again.exit, again.stdout, again.stderr)
+		}
+		if rep, r := verifyRun(t, c, p); r.exit != 0 {
+			t.Errorf("verify after the fix failed: %v\n%s", rep.FailedCodes(), r.stdout)
+		}
+	})
+
+	t.Run("Kuadrant not ready", func(t *testing.T) {
+		// Istio reinstalled after the Kuadrant operator started (case B01):
+		// the recreated istiod is newer than the operator pod.
+		if err := c.clients.Kube.AppsV1().Deployments("openshift-ingress").Delete(context.Background(), "istiod-openshift-gateway", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitList(t, c, verify.KuadrantGVK, "kuadrant-system", "", 2*time.Minute, "Kuadrant MissingDependency", func(l []*unstructured.Unstructured) bool {
+			for _, k := range l {
+				if cd, ok := waiters.GetCondition(k, "Ready"); ok && cd.Reason == "MissingDependency" {
+					return true
+				}
+			}
+			return false
+		})
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		expectVerifyFails(t, rep, r, verify.CodeKuadrantReady, "started before Istio")
+		expectVerifyFails(t, rep, r, verify.CodeMintKey, string(verify.ClassAuthService))
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D002", object: "Kuadrant kuadrant-system/kuadrant", evidence: "MissingDependency",
+			fix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
+		}))
+		// Apply the fix doctor names.
+		if err := c.clients.Kube.CoreV1().Pods("openshift-operators").DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: "app=kuadrant,control-plane=controller-manager"}); err != nil {
+			t.Fatal(err)
+		}
+		waitList(t, c, verify.KuadrantGVK, "kuadrant-system", "", 2*time.Minute, "Kuadrant Ready", func(l []*unstructured.Unstructured) bool {
+			for _, k := range l {
+				if cd, ok := waiters.GetCondition(k, "Ready"); ok && cd.Status == "True" {
+					return true
+				}
+			}
+			return false
+		})
+		if rep, r := verifyRun(t, c, p); r.exit != 0 {
+			t.Errorf("verify after restarting the Kuadrant operator failed: %v\n%s", rep.FailedCodes(), r.stdout)
+		}
+	})
+
+	t.Run("gather", func(t *testing.T) {
+		outputs = append(outputs, checkGather(t, c, p, logFile))
+	})
+}
+
+// noSecretsInOutputs asserts that no maasctl output holds an API key the
+// data plane issued, the cluster token, the Vault token or the database
+// password.
+func noSecretsInOutputs(t *testing.T, c *cluster, p *plane, outs []run) {
+	t.Helper()
+	secrets := append(p.IssuedKeys(), p.token, c.vaultToken)
+	if pw := c.vault.Data(vaultMount, vaultPath)["password"]; pw != "" {
+		secrets = append(secrets, pw)
+	}
+	if len(p.IssuedKeys()) == 0 {
+		t.Error("no key was issued: the leak check would prove nothing")
+	}
+	var all bytes.Buffer
+	for _, r := range outs {
+		all.WriteString(r.stdout)
+		all.WriteString(r.stderr)
+	}
+	for i, s := range secrets {
+		if s != "" && strings.Contains(all.String(), s) {
+			t.Errorf("secret #%d (%d chars) appears in maasctl output", i, len(s))
+		}
+	}
+}

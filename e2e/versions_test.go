@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
+)
+
+// TestInstallRHOAIVersions installs against the RHOAI 3.3, 3.4 and 3.5 CRD
+// sets (the simulated operator serves the release's DataScienceCluster CRD
+// and honours only its MaaS switch). maasctl must read the layout, write the
+// release's MaaS field and nothing the server prunes, put maas-db-config
+// where that release's maas-api reads it, and use the release's
+// external-model API group (case B16). A second run changes nothing.
+func TestInstallRHOAIVersions(t *testing.T) {
+	for _, tt := range []struct {
+		version    string
+		maasField  []string
+		otherField []string
+		apiNS      string
+		modelGroup string
+		otherGroup string
+	}{
+		{"3.3", []string{"kserve", "modelsAsService"}, []string{"aigateway"}, "redhat-ods-applications", "maas.opendatahub.io", "inference.opendatahub.io"},
+		{"3.4", []string{"kserve", "modelsAsService"}, []string{"aigateway"}, "redhat-ods-applications", "maas.opendatahub.io", "inference.opendatahub.io"},
+		{"3.5", []string{"aigateway", "modelsAsAService"}, []string{"kserve", "modelsAsService"}, "redhat-ai-gateway-infra", "inference.opendatahub.io", "maas.opendatahub.io"},
+	} {
+		t.Run("RHOAI "+tt.version, func(t *testing.T) {
+			c := newCaseCluster(t, caseOptions{rhoai: tt.version})
+			channel := "operators[rhoai].channel=stable-" + tt.version
+			r := c.install(t, "--set", channel)
+			// verify/status is issue 4's and reads the 3.5 layout only;
+			// every step of this issue must succeed.
+			if failed := stepsWith(r.events, steps.EventFailed); len(failed) > 0 && !(len(failed) == 1 && failed[0] == "verify/status") {
+				t.Fatalf("steps failed: %v\n%s\n%s", failed, r.stdout, r.stderr)
+			}
+			if blocked := stepsWith(r.events, steps.EventBlocked); len(blocked) > 0 {
+				t.Fatalf("steps blocked: %v", blocked)
+			}
+			if failure(r, "verify/status") != "" {
+				t.Logf("verify/status failed (layout-unaware verify, issue 4): %s", failure(r, "verify/status"))
+			}
+			mustContain(t, "rhoai/dsc progress", progress(r, "rhoai/dsc"), "MaaS enabled through spec.components."+strings.Join(tt.maasField, "."))
+
+			dsc := get(t, c, "datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "", "default-dsc")
+			comps, _, _ := unstructured.NestedMap(dsc.Object, "spec", "components")
+			if s, _, _ := unstructured.NestedString(comps, append(tt.maasField, "managementState")...); s != "Managed" {
+				t.Errorf("spec.components.%s.managementState = %q, want Managed", strings.Join(tt.maasField, "."), s)
+			}
+			// The other release's switch is absent, or at most the schema's
+			// default (3.5 defaults kserve.modelsAsService to Removed).
+			if s, _, _ := unstructured.NestedString(comps, append(tt.otherField, "managementState")...); s == "Managed" {
+				t.Errorf("spec.components.%s is Managed on RHOAI %s", strings.Join(tt.otherField, "."), tt.version)
+			}
+			// Nothing maasctl sent was pruned: the live spec holds all of it.
+			l := steps.NewLayout(tt.version, "test")
+			rendered, err := assets.Render(inventory.Default(), l.Facts(assets.Facts{Host: appsHost}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]any{"spec": rendered["rhoai/dsc"][0].Object["spec"]}
+			if p, ok := steps.Contains(dsc.Object, want); !ok {
+				t.Errorf("live DSC lacks %s of what maasctl applied (pruned by the server?)", p)
+			}
+			if !c.exists(t, "apps/v1", "Deployment", tt.apiNS, "maas-api") {
+				t.Errorf("no maas-api in %s", tt.apiNS)
+			}
+			if !c.exists(t, "v1", "Secret", tt.apiNS, "maas-db-config") {
+				t.Errorf("no maas-db-config in %s, where maas-api of RHOAI %s reads it", tt.apiNS, tt.version)
+			}
+			em := schema.GroupVersionKind{Group: tt.modelGroup, Version: "v1alpha1", Kind: "ExternalModel"}
+			if n := len(c.list(t, em, "llm-coding-assistant")); n != 1 {
+				t.Errorf("%d %s ExternalModels, want 1", n, tt.modelGroup)
+			}
+			for _, k := range []string{"ExternalModel", "ExternalProvider"} {
+				other := schema.GroupVersionKind{Group: tt.otherGroup, Version: "v1alpha1", Kind: k}
+				if n := len(c.list(t, other, "")); n != 0 {
+					t.Errorf("%d %s %ss were created on RHOAI %s, want none", n, tt.otherGroup, k, tt.version)
+				}
+			}
+			ref := get(t, c, "maas.opendatahub.io/v1alpha1", "MaaSModelRef", "llm-coding-assistant", "qwen35-9b-coder")
+			if p, _, _ := unstructured.NestedString(ref.Object, "status", "phase"); p != "Ready" {
+				t.Errorf("MaaSModelRef phase %q, want Ready", p)
+			}
+
+			again := c.install(t, "--set", channel)
+			for _, id := range stepsWith(again.events, steps.EventDone) {
+				if id != "verify/status" {
+					t.Errorf("second run re-applied %s, want it unchanged", id)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,319 @@
+package doctor_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/maasctl/maasctl/e2e/dataplane"
+	"github.com/maasctl/maasctl/internal/doctor"
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
+)
+
+const (
+	mns        = "llm-coding-assistant"
+	ins        = "models-as-a-service"
+	adminToken = "admin-token"
+)
+
+var admin = verify.Identity{User: "admin", Groups: []string{"system:masters", "system:authenticated"}}
+
+func healthy(t *testing.T) *verify.StaticReader {
+	t.Helper()
+	b, err := os.ReadFile("../verify/testdata/healthy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := verify.ParseObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verify.NewStaticReader(admin, objs...)
+}
+
+func edit(t *testing.T, r *verify.StaticReader, gvk schema.GroupVersionKind, ns, name string, f func(o map[string]any)) {
+	t.Helper()
+	o, err := r.Get(context.Background(), gvk, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(o.Object)
+	r.Put(o)
+}
+
+func set(v any, path ...string) func(o map[string]any) {
+	return func(o map[string]any) { _ = unstructured.SetNestedField(o, v, path...) }
+}
+
+func conds(c ...map[string]any) func(o map[string]any) {
+	l := make([]any, len(c))
+	for i, x := range c {
+		l[i] = x
+	}
+	return func(o map[string]any) { _ = unstructured.SetNestedSlice(o, l, "status", "conditions") }
+}
+
+func TestRules(t *testing.T) {
+	tests := []struct {
+		name     string
+		breakf   func(t *testing.T, r *verify.StaticReader)
+		code     string // "" = no finding at all
+		object   string
+		evidence string
+		fix      string
+	}{
+		{name: "healthy"},
+		{name: "MaaS not enabled: 3.4 spelling on 3.5", code: doctor.CodeMaaSNotEnabled, object: "DataScienceCluster default-dsc",
+			evidence: "spec.components.kserve.modelsAsService", fix: `"modelsAsAService":{"managementState":"Managed"}`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DSCGVK, "", "default-dsc", func(o map[string]any) {
+					set(map[string]any{"managementState": "Managed"}, "spec", "components", "aigateway")(o)
+					set(map[string]any{"managementState": "Managed"}, "spec", "components", "kserve", "modelsAsService")(o)
+					conds(map[string]any{"type": "ModelsAsAServiceReady", "status": "False", "reason": "Removed", "message": "ModelsAsService ManagementState is set to Removed"})(o)
+				})
+			}},
+		{name: "Kuadrant MissingDependency", code: doctor.CodeKuadrantMissingDep, object: "Kuadrant kuadrant-system/kuadrant", evidence: "MissingDependency",
+			fix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "reworded"}))
+			}},
+		{name: "Kuadrant not ready otherwise", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "AuthorinoNotReady", fix: "oc describe kuadrant",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
+			}},
+		{name: "Gateway certificate missing", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway", evidence: "InvalidCertificateRef",
+			fix: "oc describe certificate maas-default-gateway-cert",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o map[string]any) {
+					conds(map[string]any{"type": "Programmed", "status": "False", "reason": "Invalid"})(o)
+					_ = unstructured.SetNestedSlice(o, []any{map[string]any{"name": "https", "conditions": []any{
+						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef", "message": "secret maas-gateway-tls not found"}}}}, "status", "listeners")
+				})
+			}},
+		{name: "LoadBalancerPending on ClusterIP is harmless", code: doctor.CodeGatewayLBHarmless, object: "Gateway openshift-ingress/maas-default-gateway", evidence: "DNSReady=False", fix: "none needed",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", conds(
+					map[string]any{"type": "Programmed", "status": "True", "reason": "Programmed"},
+					map[string]any{"type": "LoadBalancerReady", "status": "False", "reason": "LoadBalancerPending"},
+					map[string]any{"type": "DNSReady", "status": "False", "reason": "NoDNSZones"}))
+			}},
+		{name: "maas-api missing", code: doctor.CodeMaaSAPIMissing, object: "Deployment redhat-ai-gateway-infra/maas-api", evidence: "PrerequisitesMissing",
+			fix: "oc get datasciencecluster default-dsc -o yaml",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.DeploymentGVK, "redhat-ai-gateway-infra", "maas-api")
+				edit(t, r, verify.DSCGVK, "", "default-dsc", conds(map[string]any{"type": "ModelsAsAServiceReady", "status": "False", "reason": "PrerequisitesMissing", "message": "no Authorino instances found"}))
+			}},
+		{name: "maas-db-config missing", code: doctor.CodeDBConfigMissing, object: "Secret redhat-ai-gateway-infra/maas-db-config", evidence: "not found", fix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.SecretGVK, "redhat-ai-gateway-infra", "maas-db-config")
+			}},
+		{name: "User Workload Monitoring off", code: doctor.CodeMonitoringOff, object: "ConfigMap openshift-monitoring/cluster-monitoring-config", evidence: "enableUserWorkload=false",
+			fix: "cluster-monitoring-config",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config", set("enableUserWorkload: false\n", "data", "config.yaml"))
+			}},
+		{name: "provider secret missing", code: doctor.CodeProviderSecret, object: "ExternalProvider " + mns + "/llama-coder-provider", evidence: "SecretNotFound",
+			fix: "oc create secret generic llama-coder-api-key",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.SecretGVK, mns, "llama-coder-api-key")
+				edit(t, r, verify.ExternalProviderGVK, mns, "llama-coder-provider", func(o map[string]any) {
+					set("Failed", "status", "phase")(o)
+					conds(map[string]any{"type": "Ready", "status": "False", "reason": "SecretNotFound"})(o)
+				})
+			}},
+		{name: "provider secret without api-key", code: doctor.CodeProviderSecretKey, object: "ExternalProvider " + mns + "/llama-coder-provider", evidence: "Secret keys: token",
+			fix: "--from-literal=api-key=",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.SecretGVK, mns, "llama-coder-api-key", set(map[string]any{"token": "eA=="}, "data"))
+				edit(t, r, verify.ExternalProviderGVK, mns, "llama-coder-provider", set("Failed", "status", "phase"))
+			}},
+		{name: "provider secret without label", code: doctor.CodeProviderSecretLabel, object: "ExternalProvider " + mns + "/llama-coder-provider", evidence: "Secret labels",
+			fix: "oc label secret llama-coder-api-key -n " + mns + " inference.llm-d.ai/ipp-managed=true",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.SecretGVK, mns, "llama-coder-api-key", func(o map[string]any) { unstructured.RemoveNestedField(o, "metadata", "labels") })
+				edit(t, r, verify.ExternalProviderGVK, mns, "llama-coder-provider", set("Pending", "status", "phase"))
+			}},
+		{name: "provider not ready for another reason", code: doctor.CodeProviderNotReady, object: "ExternalProvider " + mns + "/llama-coder-provider", evidence: "phase Pending",
+			fix: "serviceentry,destinationrule",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.ExternalProviderGVK, mns, "llama-coder-provider", set("Pending", "status", "phase"))
+			}},
+		{name: "Service Mesh 3.1", code: doctor.CodeServiceMeshOld, object: "ClusterServiceVersion openshift-operators/servicemeshoperator3.v3.3.2", evidence: "Service Mesh 3.1.0",
+			fix: "grep servicemesh",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.CSVGVK, "openshift-operators", "servicemeshoperator3.v3.3.2", set("3.1.0", "spec", "version"))
+			}},
+		{name: "llama-coder without ready endpoints", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "0 ready",
+			fix: "oc logs -n " + mns + " deploy/llama-coder",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.EndpointSliceGVK, mns, "llama-coder-x1", set([]any{map[string]any{"addresses": []any{"10.244.0.2"}, "conditions": map[string]any{"ready": false}}}, "endpoints"))
+			}},
+		{name: "model in a subscription but in no auth policy", code: doctor.CodeGovernanceGap, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "no MaaSAuthPolicy",
+			fix: "authPolicies[].modelRefs",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "other", "namespace": mns}}, "spec", "modelRefs"))
+			}},
+		{name: "auth policy groups exclude the caller", code: doctor.Code403, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "groups developers",
+			fix: "oc patch maasauthpolicy llama-coder-access",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups"))
+			}},
+		{name: "caller in no subscription", code: doctor.Code429, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "llama-coder-default (groups developers",
+			fix: "subscriptions[].groups",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "developers"}}, "spec", "owner", "groups"))
+			}},
+		{name: "token limit too small", code: doctor.CodeTokenLimitTooSmall, object: "MaaSSubscription " + ins + "/llama-coder-default", evidence: "limit 1000 tokens per 1h",
+			fix: `"path":"/spec/modelRefs/0/tokenRateLimits/0/limit"`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "qwen35-9b-coder", "namespace": mns,
+					"tokenRateLimits": []any{map[string]any{"limit": int64(1000), "window": "1h"}}}}, "spec", "modelRefs"))
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := healthy(t)
+			if tc.breakf != nil {
+				tc.breakf(t, r)
+			}
+			rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inventory.Default(), Reader: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			_ = rep.WriteText(&out)
+			if tc.code == "" {
+				if len(rep.Findings) != 0 {
+					t.Fatalf("healthy state has findings:\n%s", out.String())
+				}
+				return
+			}
+			var hit *doctor.Finding
+			for i, f := range rep.Findings {
+				if f.Code == tc.code {
+					hit = &rep.Findings[i]
+				}
+			}
+			if hit == nil {
+				t.Fatalf("no %s finding:\n%s", tc.code, out.String())
+			}
+			if hit.Object != tc.object || !strings.Contains(hit.Evidence, tc.evidence) || !strings.Contains(hit.Fix, tc.fix) || hit.Cause == "" {
+				t.Errorf("%s:\n object %q (want %q)\n evidence %q (want ⊇ %q)\n fix %q (want ⊇ %q)", tc.code, hit.Object, tc.object, hit.Evidence, tc.evidence, hit.Fix, tc.fix)
+			}
+		})
+	}
+}
+
+func TestRulesCatalogue(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range doctor.Rules {
+		if seen[r.Code] || !strings.HasPrefix(r.Code, "MAAS-D") || r.Symptom == "" {
+			t.Errorf("bad or duplicate rule %+v", r)
+		}
+		seen[r.Code] = true
+	}
+}
+
+// TestDataPathFindings: with an endpoint, doctor observes 429 (exhausted)
+// and 401 (the user's own revoked key) on the simulated data plane.
+func TestDataPathFindings(t *testing.T) {
+	r := healthy(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plane, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: dataplane.StaticTokens{adminToken: admin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plane.Close()
+	ca, err := plane.WriteCAFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := &verify.DataPathOptions{Endpoint: plane.URL(), Token: adminToken, CAFile: ca}
+	hc, err := verify.HTTPClient(*dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Use up a 30-token limit with the caller's own key.
+	edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "qwen35-9b-coder", "namespace": mns,
+		"tokenRateLimits": []any{map[string]any{"limit": int64(30), "window": "1h"}}}}, "spec", "modelRefs"))
+	req, _ := http.NewRequest(http.MethodPost, plane.URL()+"/maas-api/v1/api-keys", strings.NewReader(`{"name":"mine","subscription":"llama-coder-default"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	key := plane.IssuedKeys()[0]
+	for i := 0; i < 5; i++ {
+		req, _ := http.NewRequest(http.MethodPost, plane.URL()+"/v1/chat/completions", strings.NewReader(`{"model":"qwen35-9b-coder","messages":[{"role":"user","content":"one two three four five"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, k := range plane.Keys() {
+		req, _ := http.NewRequest(http.MethodDelete, plane.URL()+"/maas-api/v1/api-keys/"+k.ID, nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	rep, err := doctor.Run(ctx, doctor.Options{Inventory: inventory.Default(), Reader: r, DataPath: dp, APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_ = rep.WriteJSON(&out)
+	_ = rep.WriteText(&out)
+	if strings.Contains(out.String(), key) || strings.Contains(out.String(), adminToken) {
+		t.Fatal("doctor output holds a key or the token")
+	}
+	want := map[string]string{doctor.Code429: "tokens per 1h", doctor.Code401: "HTTP 401", doctor.CodeTokenLimitTooSmall: "limit 30"}
+	for code, ev := range want {
+		found := false
+		for _, f := range rep.Findings {
+			if f.Code == code && strings.Contains(f.Evidence+f.Cause, ev) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s finding mentioning %q:\n%s", code, ev, out.String())
+		}
+	}
+}
+
+// TestAuthFailureMergesIntoKuadrant: a 500 AUTH_FAILURE observed while
+// Kuadrant reports MissingDependency is evidence of that finding, not a
+// second one.
+func TestAuthFailureMergesIntoKuadrant(t *testing.T) {
+	r := healthy(t)
+	edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "restart the operator"}))
+	s, err := verify.Snapshot(context.Background(), r, inventory.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := []verify.Check{
+		{Code: verify.CodeMintKey, Object: "https://maas/maas-api/v1/api-keys", Result: verify.Fail, Class: string(verify.ClassAuthService), Detail: `HTTP 500: {"error":"AUTH_FAILURE"}`},
+		{Code: verify.CodeNoKey401, Object: "https://maas/v1/chat/completions", Result: verify.Fail, Class: string(verify.ClassAuthService), Detail: `HTTP 500: {"error":"AUTH_FAILURE"}`},
+	}
+	got := doctor.Analyze(s, dp)
+	if len(got) != 1 || got[0].Code != doctor.CodeKuadrantMissingDep || !strings.Contains(got[0].Evidence, "AUTH_FAILURE") || got[0].Fix == "" {
+		t.Fatalf("findings %+v, want one %s carrying the AUTH_FAILURE evidence", got, doctor.CodeKuadrantMissingDep)
+	}
+	// With Kuadrant Ready the same observation is its own finding.
+	s.Kuadrant = nil
+	got = doctor.Analyze(s, dp)
+	if len(got) != 1 || got[0].Code != doctor.CodeAuthService {
+		t.Fatalf("findings %+v, want one %s", got, doctor.CodeAuthService)
+	}
+}

@@ -1,0 +1,658 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/blang/semver/v4"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+func str(u *unstructured.Unstructured, path ...string) string {
+	if u == nil {
+		return ""
+	}
+	v, _, _ := unstructured.NestedString(u.Object, path...)
+	return v
+}
+
+func cond(u *unstructured.Unstructured, typ string) (waiters.Cond, bool) {
+	if u == nil {
+		return waiters.Cond{}, false
+	}
+	return waiters.GetCondition(u, typ)
+}
+
+func obj(kind, ns, name string) string {
+	if ns == "" {
+		return kind + " " + name
+	}
+	return kind + " " + ns + "/" + name
+}
+
+func compact(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return "<unset>"
+	}
+	return string(b)
+}
+
+// maasNotEnabled: "Run hangs at Wait for MaaS CRDs, and the DSC shows
+// ModelsAsAServiceReady=False … Removed". In 3.5 the switch is
+// aigateway.modelsAsAService (note "AsA"); the 3.4 spelling
+// (kserve.modelsAsService, or modelsAsService under aigateway, which the
+// API server prunes) does not enable MaaS (deployment README; 3.5 DSC CRD).
+func maasNotEnabled(s *verify.State) []Finding {
+	dsc := s.DSC
+	if dsc == nil {
+		return nil
+	}
+	name := dsc.GetName()
+	version := str(dsc, "status", "release", "version")
+	is35 := version == "" || strings.HasPrefix(version, "3.5") || !(strings.HasPrefix(version, "3.3") || strings.HasPrefix(version, "3.4"))
+	aig, _, _ := unstructured.NestedMap(dsc.Object, "spec", "components", "aigateway")
+	kserve, _, _ := unstructured.NestedMap(dsc.Object, "spec", "components", "kserve")
+	if is35 {
+		enabled := str(dsc, "spec", "components", "aigateway", "managementState") == "Managed" &&
+			str(dsc, "spec", "components", "aigateway", "modelsAsAService", "managementState") == "Managed"
+		c, ok := cond(dsc, "ModelsAsAServiceReady")
+		removed := ok && c.Status != "True" && c.Reason == "Removed"
+		if enabled && !removed {
+			return nil
+		}
+		ev := fmt.Sprintf("release %s; spec.components.aigateway=%s", orUnknown(version), compact(aig))
+		if ms, ok := kserve["modelsAsService"]; ok {
+			ev += "; spec.components.kserve.modelsAsService=" + compact(ms)
+		}
+		if ok {
+			ev += "; " + c.String()
+		}
+		return []Finding{finding(CodeMaaSNotEnabled, obj("DataScienceCluster", "", name), ev,
+			"MaaS is not turned on: RHOAI 3.5 reads spec.components.aigateway.modelsAsAService (note \"AsA\"); the 3.4 spelling modelsAsService is ignored or pruned by the API server",
+			fmt.Sprintf(`oc patch datasciencecluster %s --type merge -p '{"spec":{"components":{"aigateway":{"managementState":"Managed","modelsAsAService":{"managementState":"Managed"}}}}}'   (or: maasctl install)`, name))}
+	}
+	if str(dsc, "spec", "components", "kserve", "modelsAsService", "managementState") == "Managed" {
+		return nil
+	}
+	return []Finding{finding(CodeMaaSNotEnabled, obj("DataScienceCluster", "", name),
+		fmt.Sprintf("release %s; spec.components.kserve=%s", version, compact(kserve)),
+		"MaaS is not turned on: RHOAI "+version+" reads spec.components.kserve.modelsAsService",
+		fmt.Sprintf(`oc patch datasciencecluster %s --type merge -p '{"spec":{"components":{"kserve":{"modelsAsService":{"managementState":"Managed"}}}}}'`, name))}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// kuadrant: "Run stops at Wait for Kuadrant to be ready, and Kuadrant
+// shows MissingDependency": the operator started before Istio existed
+// (case B01); restarting its pod fixes it.
+func kuadrant(s *verify.State) []Finding {
+	k := s.Inv.Kuadrant
+	o := obj("Kuadrant", k.Namespace, k.Name)
+	if s.Kuadrant == nil {
+		return nil // reported by the install; nothing to diagnose yet
+	}
+	c, ok := cond(s.Kuadrant, "Ready")
+	if ok && c.Status == "True" {
+		return nil
+	}
+	ev := "no Ready condition"
+	if ok {
+		ev = c.String()
+	}
+	var pods []string
+	for _, p := range s.KuadrantPods {
+		if ts := p.GetCreationTimestamp(); !ts.IsZero() {
+			pods = append(pods, fmt.Sprintf("%s (created %s)", p.GetName(), ts.UTC().Format(time.RFC3339)))
+		} else {
+			pods = append(pods, p.GetName())
+		}
+	}
+	if len(pods) > 0 {
+		ev += "; operator pods: " + strings.Join(pods, ", ")
+	} else {
+		ev += "; no operator pod matches " + k.OperatorSelector + " in " + k.OperatorNamespace
+	}
+	if ok && c.Reason == "MissingDependency" {
+		return []Finding{finding(CodeKuadrantMissingDep, o, ev,
+			"the Kuadrant operator checks its dependencies once at start-up; it started before Istio (created with the GatewayClass) and keeps reporting MissingDependency",
+			verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))}
+	}
+	return []Finding{finding(CodeKuadrantNotReady, o, ev,
+		"Kuadrant is not ready (Authorino or Limitador not ready, or its operator is not running)",
+		fmt.Sprintf("oc describe kuadrant %s -n %s; oc get authorino,limitador -n %s", k.Name, k.Namespace, k.Namespace))}
+}
+
+// gateway: "Gateway not Programmed" (check oc describe gateway), and
+// "LoadBalancerPending and DNSReady=False are expected with ClusterIP plus
+// a Route and do no harm".
+func gateway(s *verify.State) []Finding {
+	g := s.Inv.Gateway
+	gw := s.Gateway
+	if gw == nil {
+		return nil
+	}
+	o := obj("Gateway", g.Namespace, g.Name)
+	svcType := g.ServiceType
+	if t := gw.GetAnnotations()["networking.istio.io/service-type"]; t != "" {
+		svcType = t
+	}
+	if t := str(s.GatewayService, "spec", "type"); t != "" {
+		svcType = t
+	}
+	var out []Finding
+	// Conditions that look alarming but are expected with ClusterIP.
+	var harmless []string
+	l, _, _ := unstructured.NestedSlice(gw.Object, "status", "conditions")
+	for _, x := range l {
+		m, _ := x.(map[string]any)
+		typ, _ := m["type"].(string)
+		reason, _ := m["reason"].(string)
+		if (reason == "LoadBalancerPending" || (typ == "DNSReady" && m["status"] != "True")) && svcType != "LoadBalancer" {
+			c, _ := waiters.GetCondition(gw, typ)
+			harmless = append(harmless, c.String())
+		}
+	}
+	if len(harmless) > 0 {
+		out = append(out, finding(CodeGatewayLBHarmless, o, strings.Join(harmless, "; ")+"; Service type "+svcType,
+			"expected with a ClusterIP Gateway Service behind a passthrough Route: no load balancer or DNS record is needed",
+			"none needed (use gateway.serviceType=LoadBalancer only with MetalLB or a cloud load balancer)"))
+	}
+	p, ok := cond(gw, "Programmed")
+	if ok && p.Status == "True" {
+		return out
+	}
+	ev := "no Programmed condition"
+	if ok {
+		ev = p.String()
+	}
+	cause := "the OpenShift Gateway controller (Istio) has not programmed the Gateway"
+	fix := fmt.Sprintf("oc describe gateway %s -n %s", g.Name, g.Namespace)
+	ls, _, _ := unstructured.NestedSlice(gw.Object, "status", "listeners")
+	for _, x := range ls {
+		m, _ := x.(map[string]any)
+		conds, _ := m["conditions"].([]any)
+		for _, y := range conds {
+			cm, _ := y.(map[string]any)
+			if cm["type"] == "ResolvedRefs" && cm["status"] != "True" {
+				ev += fmt.Sprintf("; listener %v ResolvedRefs=%v (%v): %v", m["name"], cm["status"], cm["reason"], cm["message"])
+				cause = fmt.Sprintf("the listener's certificate Secret %s is missing or invalid", g.CertSecret)
+				if c, ok := cond(s.Certificate, "Ready"); ok {
+					ev += "; Certificate " + g.CertificateName + " " + c.String()
+				}
+				fix = fmt.Sprintf("oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
+			}
+		}
+	}
+	if ok && p.Reason == "AddressNotAssigned" {
+		cause = "the Gateway Service is of type " + svcType + " and no load balancer assigned an address"
+		fix = "use gateway.serviceType=ClusterIP with the passthrough Route (the default), then maasctl install"
+	}
+	if gc, ok := cond(s.GatewayClass, "Accepted"); s.GatewayClass != nil && (!ok || gc.Status != "True") {
+		ev += "; GatewayClass " + g.ClassName + " not Accepted"
+		cause = "GatewayClass " + g.ClassName + " is not accepted, so Istio is not installed"
+		fix = "oc describe gatewayclass " + g.ClassName
+	}
+	return append(out, finding(CodeGatewayNotProgrammed, o, ev, cause, fix))
+}
+
+// maasAPI: "maas-api never appears: check the DSC status conditions and
+// that maas-db-config exists in redhat-ai-gateway-infra".
+func maasAPI(s *verify.State) []Finding {
+	ns := s.Inv.RHOAI.MaaSAPINamespace
+	o := obj("Deployment", ns, "maas-api")
+	var ev []string
+	if s.MaaSAPI == nil {
+		ev = append(ev, "Deployment "+s.MissingReason("Deployment", ns, "maas-api"))
+	} else {
+		if c, ok := cond(s.MaaSAPI, "Available"); ok && c.Status == "True" {
+			return nil
+		}
+		ready, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "status", "readyReplicas")
+		ev = append(ev, fmt.Sprintf("%d ready replicas, not Available", ready))
+	}
+	for _, t := range []string{"ModelsAsAServiceReady", "AIGatewayReady", "Ready"} {
+		if c, ok := cond(s.DSC, t); ok && c.Status != "True" {
+			ev = append(ev, "DSC "+c.String())
+		}
+	}
+	ev = append(ev, fmt.Sprintf("Secret %s/%s exists: %v", s.Inv.DBConfig.Namespace, s.Inv.DBConfig.Name, s.DBConfig.Exists))
+	cause := "the RHOAI operator has not deployed maas-api: MaaS is not enabled or its prerequisites (maas-db-config, Authorino with TLS) are missing"
+	fix := "oc get datasciencecluster " + s.Inv.RHOAI.DSCName + " -o yaml   (status.conditions)"
+	if s.MaaSAPI != nil {
+		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong (case B06)"
+		fix = fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns)
+	}
+	if !s.DBConfig.Exists {
+		fix = "maasctl install   (writes maas-db-config from Vault before MaaS needs it)"
+	}
+	return []Finding{finding(CodeMaaSAPIMissing, o, strings.Join(ev, "; "), cause, fix)}
+}
+
+// dbConfig: maas-db-config must exist with DB_CONNECTION_URL in the
+// maas-api namespace (case B06; on 3.5 redhat-ai-gateway-infra).
+func dbConfig(s *verify.State) []Finding {
+	d := s.Inv.DBConfig
+	o := obj("Secret", d.Namespace, d.Name)
+	if s.DBConfig.Exists && s.DBConfig.HasKey("DB_CONNECTION_URL") {
+		return nil
+	}
+	ev := "Secret " + s.MissingReason("Secret", d.Namespace, d.Name)
+	if s.DBConfig.Exists {
+		ev = "keys: " + strings.Join(s.DBConfig.Keys, ",") + " (no DB_CONNECTION_URL)"
+	}
+	if c, ok := cond(s.DSC, "ModelsAsAServiceReady"); ok && c.Status != "True" {
+		ev += "; DSC " + c.String()
+	}
+	return []Finding{finding(CodeDBConfigMissing, o, ev,
+		"maas-api reads DB_CONNECTION_URL from this Secret; without it the MaaS component reports missing prerequisites and a restarted maas-api crash-loops",
+		fmt.Sprintf("maasctl install   (re-creates %s from the password in Vault and restarts maas-api); by hand: oc create secret generic %s -n %s --from-literal=DB_CONNECTION_URL='postgresql://maas:<password>@%s-rw.%s.svc:5432/%s?sslmode=%s' && oc rollout restart deploy/maas-api -n %s",
+			d.Name, d.Name, d.Namespace, s.Inv.Database.ClusterName, s.Inv.Database.Namespace, s.Inv.Database.Name, d.SSLMode, s.Inv.RHOAI.MaaSAPINamespace))}
+}
+
+// monitoring: "DSC shows Degraded, mentioning monitoring: User Workload
+// Monitoring is off. Check cluster-monitoring-config."
+func monitoring(s *verify.State) []Finding {
+	o := obj("ConfigMap", "openshift-monitoring", "cluster-monitoring-config")
+	var ev []string
+	enabled := false
+	if s.MonitoringConfig == nil {
+		ev = append(ev, "ConfigMap "+s.MissingReason("ConfigMap", "openshift-monitoring", "cluster-monitoring-config"))
+	} else {
+		raw := str(s.MonitoringConfig, "data", "config.yaml")
+		var cfg map[string]any
+		if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
+			ev = append(ev, "config.yaml does not parse: "+err.Error())
+		}
+		enabled, _ = cfg["enableUserWorkload"].(bool)
+		if !enabled {
+			ev = append(ev, fmt.Sprintf("config.yaml enableUserWorkload=%v", cfg["enableUserWorkload"]))
+		}
+	}
+	for _, u := range []*unstructured.Unstructured{s.DSC, s.DSCI} {
+		if u == nil {
+			continue
+		}
+		l, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, x := range l {
+			m, _ := x.(map[string]any)
+			msg := strings.ToLower(fmt.Sprint(m["message"]) + fmt.Sprint(m["type"]))
+			bad := m["status"] != "True" || m["type"] == "Degraded"
+			if m["type"] == "Degraded" {
+				bad = m["status"] == "True"
+			}
+			if bad && strings.Contains(msg, "monitoring") {
+				c, _ := waiters.GetCondition(u, fmt.Sprint(m["type"]))
+				ev = append(ev, u.GetKind()+" "+c.String())
+			}
+		}
+	}
+	if enabled && len(ev) == 0 {
+		return nil
+	}
+	if enabled {
+		return []Finding{finding(CodeMonitoringOff, o, strings.Join(ev, "; "),
+			"User Workload Monitoring is on, but RHOAI still reports a monitoring problem", "oc get pods -n openshift-user-workload-monitoring")}
+	}
+	return []Finding{finding(CodeMonitoringOff, o, strings.Join(ev, "; "),
+		"User Workload Monitoring is off; MaaS exports its usage metrics there and reports Degraded without it",
+		"maasctl install   (merges enableUserWorkload: true into config.yaml); by hand: oc -n openshift-monitoring edit configmap cluster-monitoring-config")}
+}
+
+// providers: "ExternalProvider not Ready: check the API-key Secret exists
+// with key api-key, and that the Service, ServiceEntry and DestinationRule
+// were created in the model namespace."
+func providers(s *verify.State) []Finding {
+	var out []Finding
+	for k, p := range s.Providers {
+		ns, name, _ := strings.Cut(k, "/")
+		if p == nil || str(p, "status", "phase") == "Ready" {
+			continue
+		}
+		sec := s.ProviderSecrets[k]
+		ev := "phase " + orUnknown(str(p, "status", "phase"))
+		if c, ok := cond(p, "Ready"); ok {
+			ev += "; " + c.String()
+		}
+		cause, fix := verify.ProviderCause(s, k)
+		code := CodeProviderNotReady
+		switch {
+		case !sec.Exists:
+			code = CodeProviderSecret
+		case !sec.HasKey("api-key"):
+			code = CodeProviderSecretKey
+			ev += "; Secret keys: " + strings.Join(sec.Keys, ",")
+		case sec.Labels[verify.IPPManagedLabel] != "true":
+			code = CodeProviderSecretLabel
+			ev += fmt.Sprintf("; Secret labels: %v", sec.Labels)
+		}
+		out = append(out, finding(code, obj("ExternalProvider", ns, name), ev, cause, fix))
+	}
+	return out
+}
+
+// serviceMesh: "Long prompts fail or are cut off: requests over 16 KB can
+// be truncated on Service Mesh before 3.3.1" (OSSM-15498, case B17).
+func serviceMesh(s *verify.State) []Finding {
+	min := semver.MustParse("3.3.1")
+	var out []Finding
+	for _, c := range s.CSVs {
+		if !strings.HasPrefix(c.GetName(), "servicemeshoperator") {
+			continue
+		}
+		vs := str(c, "spec", "version")
+		if vs == "" {
+			if _, after, ok := strings.Cut(c.GetName(), ".v"); ok {
+				vs = after
+			}
+		}
+		v, err := semver.ParseTolerant(vs)
+		if err != nil || v.GTE(min) {
+			continue
+		}
+		op := s.Inv.Operator("rhcl")
+		ns := c.GetNamespace()
+		if op != nil {
+			ns = op.Namespace
+		}
+		out = append(out, finding(CodeServiceMeshOld, obj("ClusterServiceVersion", c.GetNamespace(), c.GetName()),
+			fmt.Sprintf("Service Mesh %s installed (phase %s); 3.3.1 or later needed", v, orUnknown(str(c, "status", "phase"))),
+			"Service Mesh before 3.3.1 can truncate or corrupt request bodies over 16 KB on the gateway (chained ext_proc, OSSM-15498)",
+			"oc get csv -n "+ns+" | grep servicemesh; update Service Mesh (its Subscription channel or the OpenShift version that ships it) to 3.3.1 or later"))
+	}
+	return out
+}
+
+// modelServing: "Model timeouts under load … check oc logs deploy/
+// llama-coder": here, the in-cluster Service behind an ExternalProvider has
+// no ready endpoints, so the gateway answers 503 no healthy upstream.
+func modelServing(s *verify.State) []Finding {
+	var out []Finding
+	for _, k := range sortedKeys(s.Backends) {
+		b := s.Backends[k]
+		o := obj("Service", b.Namespace, b.Name)
+		switch {
+		case b.Service == nil:
+			out = append(out, finding(CodeModelNotServing, o, "Service "+s.MissingReason("Service", b.Namespace, b.Name)+" (endpoint "+b.Host+" of ExternalProvider "+k+")",
+				"the model server's Service does not exist, so the gateway has no upstream for the model",
+				fmt.Sprintf("oc get svc -n %s; fix the ExternalProvider endpoint (externalModels[].endpoint)", b.Namespace)))
+		case b.ReadyEndpoints == 0:
+			sel, _, _ := unstructured.NestedStringMap(b.Service.Object, "spec", "selector")
+			out = append(out, finding(CodeModelNotServing, o,
+				fmt.Sprintf("%d endpoints, 0 ready (selector %s)", b.Endpoints, selector(sel)),
+				"the model server has no ready pods: the gateway answers 503 no healthy upstream",
+				fmt.Sprintf("oc get pods -n %s -l %s; oc logs -n %s deploy/%s", b.Namespace, selector(sel), b.Namespace, b.Name)))
+		}
+	}
+	return out
+}
+
+func selector(m map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func refs(p *unstructured.Unstructured) [][2]string {
+	l, _, _ := unstructured.NestedSlice(p.Object, "spec", "modelRefs")
+	var out [][2]string
+	for _, x := range l {
+		m, _ := x.(map[string]any)
+		out = append(out, [2]string{fmt.Sprint(m["namespace"]), fmt.Sprint(m["name"])})
+	}
+	return out
+}
+
+func subjects(p *unstructured.Unstructured, field string) ([]string, []string) {
+	gl, _, _ := unstructured.NestedSlice(p.Object, "spec", field, "groups")
+	var groups []string
+	for _, g := range gl {
+		m, _ := g.(map[string]any)
+		groups = append(groups, fmt.Sprint(m["name"]))
+	}
+	users, _, _ := unstructured.NestedStringSlice(p.Object, "spec", field, "users")
+	return groups, users
+}
+
+func grants(id verify.Identity, groups, users []string) bool {
+	if id.User != "" && slices.Contains(users, id.User) {
+		return true
+	}
+	for _, g := range groups {
+		if slices.Contains(id.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// governance: a model must be in both a MaaSAuthPolicy and a
+// MaaSSubscription, or its MaaSModelRef stays Pending ("No active
+// governance pairing found", case B17; rhoai-maas-guide#116).
+func governance(s *verify.State) []Finding {
+	var out []Finding
+	for _, m := range s.Inv.ExternalModels {
+		inAuth, inSub := false, false
+		for _, p := range s.AuthPolicies {
+			inAuth = inAuth || slices.Contains(refs(p), [2]string{m.Namespace, m.Name})
+		}
+		for _, p := range s.Subscriptions {
+			inSub = inSub || slices.Contains(refs(p), [2]string{m.Namespace, m.Name})
+		}
+		if inAuth && inSub {
+			continue
+		}
+		var missing []string
+		if !inAuth {
+			missing = append(missing, "no MaaSAuthPolicy")
+		}
+		if !inSub {
+			missing = append(missing, "no MaaSSubscription")
+		}
+		ev := strings.Join(missing, " and ") + " references it"
+		if c, ok := cond(s.ModelRefs[verify.Key(m.Namespace, m.Name)], "Ready"); ok {
+			ev += "; " + c.String()
+		}
+		out = append(out, finding(CodeGovernanceGap, obj("MaaSModelRef", m.Namespace, m.Name), ev,
+			"an auth policy decides who may call a model and a subscription how many tokens they get; a model needs both",
+			"add the model to inventory authPolicies[].modelRefs and subscriptions[].modelRefs (names and namespaces must match), then maasctl install"))
+	}
+	return out
+}
+
+// access infers 403 and 429 causes for the caller (the kubeconfig user):
+// no Active MaaSAuthPolicy grants their groups a model (403), or no
+// MaaSSubscription covers them for it (429, PR #429: "authenticated but no
+// subscription gives 429").
+func access(s *verify.State) []Finding {
+	if s.Caller.User == "" {
+		return nil
+	}
+	who := fmt.Sprintf("caller %s (groups %s)", s.Caller.User, strings.Join(s.Caller.Groups, ", "))
+	var out []Finding
+	for _, m := range s.Inv.ExternalModels {
+		key := [2]string{m.Namespace, m.Name}
+		var pols, subs []string
+		granted, covered := false, false
+		for _, p := range s.AuthPolicies {
+			if !slices.Contains(refs(p), key) {
+				continue
+			}
+			g, u := subjects(p, "subjects")
+			pols = append(pols, fmt.Sprintf("%s (phase %s; groups %s; users %s)", p.GetName(), orUnknown(str(p, "status", "phase")), strings.Join(g, ","), strings.Join(u, ",")))
+			if str(p, "status", "phase") == "Active" && grants(s.Caller, g, u) {
+				granted = true
+			}
+		}
+		for _, p := range s.Subscriptions {
+			if !slices.Contains(refs(p), key) || strings.HasPrefix(p.GetName(), verify.ProbeSubscriptionPrefix) {
+				continue
+			}
+			g, u := subjects(p, "owner")
+			subs = append(subs, fmt.Sprintf("%s (groups %s; users %s)", p.GetName(), strings.Join(g, ","), strings.Join(u, ",")))
+			if grants(s.Caller, g, u) {
+				covered = true
+			}
+		}
+		o := obj("MaaSModelRef", m.Namespace, m.Name)
+		if len(pols) > 0 && !granted {
+			out = append(out, finding(Code403, o, who+"; policies for the model: "+strings.Join(pols, "; "),
+				"no Active MaaSAuthPolicy grants the caller's groups this model, so the gateway answers 403",
+				fmt.Sprintf(`add one of your groups to the policy (inventory authPolicies[].groups) and run maasctl install, or: oc patch maasauthpolicy %s -n %s --type json -p '[{"op":"add","path":"/spec/subjects/groups/-","value":{"name":"<your group>"}}]'; then create a new API key (keys keep the groups they were minted with)`,
+					firstName(pols), s.Inv.RHOAI.MaaSNamespace)))
+		}
+		if len(subs) > 0 && !covered {
+			out = append(out, finding(Code429, o, who+"; subscriptions for the model: "+strings.Join(subs, "; "),
+				"the caller owns no MaaSSubscription for this model, so the gateway answers 429 (not 403) to every request",
+				"add one of your groups to inventory subscriptions[].groups and run maasctl install, then create a new API key"))
+		}
+	}
+	return out
+}
+
+func firstName(l []string) string {
+	if len(l) == 0 {
+		return "<policy>"
+	}
+	n, _, _ := strings.Cut(l[0], " ")
+	return n
+}
+
+// MinTokenLimit is the smallest per-user token limit doctor accepts
+// without a warning: the default 3.x subscription limit of 1000 tokens per
+// hour is used up by one chat (case B17; rhoai-maas-guide
+// 10-post-upgrade-troubleshooting, issue 9).
+const MinTokenLimit = 2000
+
+// tokenLimits warns about limits so small that one or two requests use
+// them up (case B17 static preflight).
+func tokenLimits(s *verify.State) []Finding {
+	var out []Finding
+	for _, p := range s.Subscriptions {
+		if strings.HasPrefix(p.GetName(), verify.ProbeSubscriptionPrefix) {
+			continue
+		}
+		l, _, _ := unstructured.NestedSlice(p.Object, "spec", "modelRefs")
+		for i, x := range l {
+			m, _ := x.(map[string]any)
+			tl, _ := m["tokenRateLimits"].([]any)
+			for j, y := range tl {
+				lm, _ := y.(map[string]any)
+				n, ok := lm["limit"].(int64)
+				if !ok || n >= MinTokenLimit {
+					continue
+				}
+				out = append(out, finding(CodeTokenLimitTooSmall, obj("MaaSSubscription", p.GetNamespace(), p.GetName()),
+					fmt.Sprintf("model %v: limit %d tokens per %v per user", m["name"], n, lm["window"]),
+					fmt.Sprintf("a limit under %d tokens is used up by one or two chats, after which every request gets 429 until the window resets", MinTokenLimit),
+					fmt.Sprintf(`raise subscriptions[].modelRefs[].tokenRateLimits in the inventory and run maasctl install, or: oc patch maassubscription %s -n %s --type json -p '[{"op":"replace","path":"/spec/modelRefs/%d/tokenRateLimits/%d/limit","value":200000}]'`, p.GetName(), p.GetNamespace(), i, j)))
+			}
+		}
+	}
+	return out
+}
+
+// fromDataPath turns failed data-path checks into findings by their
+// response class (case B17).
+func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
+	var out []Finding
+	for _, c := range checks {
+		if c.Result != verify.Fail || c.Class == "" {
+			continue
+		}
+		ev := fmt.Sprintf("%s %s: %s", c.Code, c.Object, c.Detail)
+		switch verify.Class(c.Class) {
+		case verify.ClassUnauth:
+			cause := "the gateway rejected the key: it is missing, expired or revoked, or an OpenShift token was used instead of an sk-oai- key"
+			fix := `create a new key: curl -s -X POST "$MAAS/maas-api/v1/api-keys" -H "Authorization: Bearer $(oc whoami -t)" -H "Content-Type: application/json" -d '{"name": "laptop", "expiresIn": "720h", "subscription": "<subscription>"}'`
+			if c.Code == verify.CodeMintKey {
+				cause = "maas-api rejected the caller's OpenShift token (expired or not a user token)"
+				fix = "oc login again (or pass --token), then retry"
+			} else if c.Code == verify.CodeChat || c.Code == verify.CodeListModels && !strings.Contains(c.Title, "your API key") {
+				cause = "a key minted seconds earlier was rejected: the gateway cannot validate keys against maas-api (Authorino config or maas-api database)"
+				fix = "oc get authpolicy -A; oc logs -n " + s.Inv.RHOAI.MaaSAPINamespace + " deploy/maas-api --tail=20"
+			}
+			out = append(out, finding(Code401, c.Object, ev, cause, fix))
+		case verify.ClassForbidden:
+			out = append(out, finding(Code403, modelObject(s, c.Object), ev, c.Cause,
+				"add one of your groups to a MaaSAuthPolicy that lists the model (inventory authPolicies[].groups), run maasctl install, then create a new API key"))
+		case verify.ClassQuota:
+			out = append(out, finding(Code429, modelObject(s, c.Object), ev, c.Cause,
+				"wait for the window to reset, or raise tokenRateLimits (inventory subscriptions[].modelRefs[].tokenRateLimits) and run maasctl install"))
+		case verify.ClassUnavailable:
+			f := finding(CodeModelNotServing, c.Object, ev, c.Cause, c.Fix)
+			if b := firstBackend(s); b != nil && c.Code != verify.CodeHealth {
+				f.Object = obj("Service", b.Namespace, b.Name)
+				f.Cause = "the gateway reaches no model server: " + c.Cause
+				f.Fix = fmt.Sprintf("oc get endpointslices -n %s -l kubernetes.io/service-name=%s; oc logs -n %s deploy/%s", b.Namespace, b.Name, b.Namespace, b.Name)
+			}
+			if c.Code == verify.CodeHealth {
+				f = finding(CodeMaaSAPIMissing, obj("Deployment", s.Inv.RHOAI.MaaSAPINamespace, "maas-api"), ev, c.Cause, c.Fix)
+			}
+			out = append(out, f)
+		case verify.ClassAuthService:
+			// With Kuadrant not Ready the observation is evidence of that
+			// finding (it merges); otherwise it is a finding of its own.
+			k := s.Inv.Kuadrant
+			if rc, ok := cond(s.Kuadrant, "Ready"); ok && rc.Status != "True" {
+				code := CodeKuadrantNotReady
+				if rc.Reason == "MissingDependency" {
+					code = CodeKuadrantMissingDep
+				}
+				out = append(out, finding(code, obj("Kuadrant", k.Namespace, k.Name), ev, "", ""))
+				continue
+			}
+			out = append(out, finding(CodeAuthService, obj("Gateway", s.Inv.Gateway.Namespace, s.Inv.Gateway.Name), ev, c.Cause,
+				"oc get kuadrant,authorino -A; oc logs -n "+k.OperatorNamespace+" -l "+k.OperatorSelector+" --tail=50"))
+		case verify.ClassBodyLimit:
+			out = append(out, finding(CodeServiceMeshOld, c.Object, ev, c.Cause, c.Fix))
+		}
+	}
+	return out
+}
+
+// modelObject names the MaaSModelRef of a data-path check whose object
+// ends in "model=<name>", so observed and inferred findings about the same
+// model merge; other objects are returned unchanged.
+func modelObject(s *verify.State, object string) string {
+	_, name, ok := strings.Cut(object, " model=")
+	if !ok {
+		return object
+	}
+	for _, m := range s.Inv.ExternalModels {
+		if m.Name == name {
+			return obj("MaaSModelRef", m.Namespace, m.Name)
+		}
+	}
+	return object
+}
+
+func firstBackend(s *verify.State) *verify.Backend {
+	for _, k := range sortedKeys(s.Backends) {
+		return s.Backends[k]
+	}
+	return nil
+}

@@ -1,0 +1,390 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// NotReadyError says the new objects did not become ready; nothing old was
+// deleted. It wraps the waiters error (a *waiters.TimeoutError names every
+// object still blocking with its last state).
+type NotReadyError struct {
+	BackupDir string
+	Err       error
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("the new objects are not ready, so nothing old was deleted: %v\n"+
+		"re-run maasctl migrate tiers once they are ready, or undo with: maasctl migrate tiers --rollback %s", e.Err, e.BackupDir)
+}
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// readiness is when a created object counts as ready: MaaSModelRef phase
+// Ready, MaaSAuthPolicy and MaaSSubscription phase Active (CRD phase
+// descriptions; maas-controller v0.2.1). Invalid (a bad spec) ends the
+// wait at once.
+func readiness(o *unstructured.Unstructured) waiters.Condition {
+	if o.GetKind() == maasModelRefKind {
+		return waiters.Phase([]string{"Ready"}, "Invalid")
+	}
+	return waiters.Phase([]string{"Active"}, "Invalid")
+}
+
+// applyPlan creates the plan's objects, waits until they and the Kuadrant
+// policies generated for them are ready, and only then deletes the old
+// policies and ConfigMaps and removes the tier annotations. Each change is
+// journaled; an apply is journaled before it is sent, so a rollback after
+// a crash still finds it.
+func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout time.Duration, out io.Writer) error {
+	for _, o := range p.Objects() {
+		_, found, err := get(ctx, c, refOf(o))
+		if err != nil {
+			return err
+		}
+		if err := b.Record(JournalEntry{Action: ActionApplied, Object: refOf(o), Created: !found}); err != nil {
+			return err
+		}
+		if _, err := c.Apply(ctx, o); err != nil {
+			return fmt.Errorf("nothing old was deleted: %w", err)
+		}
+		verb := "created"
+		if found {
+			verb = "applied (existed)"
+		}
+		fmt.Fprintf(out, "  %s %s\n", verb, key(o))
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	fmt.Fprintf(out, "  waiting up to %s for the new objects to be Ready/Active...\n", timeout)
+	var targets []waiters.Target
+	for _, o := range p.Objects() {
+		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: readiness(o)})
+	}
+	for _, r := range p.Reused {
+		gv, _ := schema.ParseGroupVersion(r.APIVersion)
+		targets = append(targets, waiters.Target{GVK: gv.WithKind(r.Kind), Namespace: r.Namespace, Name: r.Name, Cond: waiters.Phase([]string{"Ready"}, "Invalid")})
+	}
+	if err := waiters.All(wctx, c, targets...); err != nil {
+		return &NotReadyError{BackupDir: b.Dir, Err: err}
+	}
+	generated, err := generatedPolicies(wctx, c, p)
+	if err != nil {
+		return &NotReadyError{BackupDir: b.Dir, Err: err}
+	}
+	fmt.Fprintf(out, "  waiting for %d generated Kuadrant policies to be Enforced...\n", len(generated))
+	if err := waiters.All(wctx, c, generated...); err != nil {
+		return &NotReadyError{BackupDir: b.Dir, Err: err}
+	}
+	fmt.Fprintln(out, "  every new object is ready; removing the old tier configuration")
+
+	for _, r := range p.Delete {
+		m, ok, err := mapping(c, r.GroupKind())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		rv := r.ResourceVersion
+		err = resourceFor(c, m, r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		switch {
+		case apierrors.IsNotFound(err):
+			fmt.Fprintf(out, "  %s was already gone\n", r)
+			continue
+		case apierrors.IsConflict(err):
+			return fmt.Errorf("delete %s: it changed after the backup was taken; run maasctl migrate tiers again to back up and migrate its current state", r)
+		case err != nil:
+			return fmt.Errorf("delete %s: %w", r, err)
+		}
+		if err := b.Record(JournalEntry{Action: ActionDeleted, Object: r}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  deleted %s\n", r)
+	}
+	for _, u := range p.Unannotate {
+		if err := removeAnnotation(ctx, c, u); err != nil {
+			return err
+		}
+		if err := b.Record(JournalEntry{Action: ActionAnnotationRemoved, Object: u.Ref, Detail: TierAnnotation + "=" + u.Value}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  removed annotation %s from %s\n", TierAnnotation, u.Ref)
+	}
+	return nil
+}
+
+// removeAnnotation removes the tier annotation with a JSON patch that
+// first tests its value, so an annotation changed since the backup is not
+// removed blindly.
+func removeAnnotation(ctx context.Context, c *kube.Clients, u Unannotation) error {
+	m, ok, err := mapping(c, u.Ref.GroupKind())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("remove annotation from %s: kind not served", u.Ref)
+	}
+	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(TierAnnotation, "~", "~0"), "/", "~1")
+	patch, _ := json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": u.Value},
+		{"op": "remove", "path": path},
+	})
+	_, err = resourceFor(c, m, u.Ref.Namespace).Patch(ctx, u.Ref.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("remove annotation from %s: the object is gone", u.Ref)
+	case apierrors.IsInvalid(err) || apierrors.IsConflict(err) || isUnprocessable(err):
+		return fmt.Errorf("remove annotation from %s: it changed after the backup was taken (%v); run maasctl migrate tiers again", u.Ref, err)
+	case err != nil:
+		return fmt.Errorf("remove annotation from %s: %w", u.Ref, err)
+	}
+	return nil
+}
+
+// Kinds of the Kuadrant policies maas-controller generates per model.
+var (
+	gvkKuadrantAuthPolicy = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1", Kind: "AuthPolicy"}
+	gvkKuadrantTRLP       = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1alpha1", Kind: "TokenRateLimitPolicy"}
+)
+
+// generatedPolicies returns wait targets (condition Enforced) for the
+// Kuadrant policies maas-controller generated for the plan's auth policies
+// and subscriptions: those their status lists (status.authPolicies,
+// status.tokenRateLimitStatuses), else those labelled
+// maas.opendatahub.io/model=<model> in the model's namespace (upgrade guide
+// 5.2, 5.3). A model with no generated policy of a kind is an error.
+func generatedPolicies(ctx context.Context, c *kube.Clients, p *Plan) ([]waiters.Target, error) {
+	seen := map[string]bool{}
+	var out []waiters.Target
+	add := func(gvk schema.GroupVersionKind, ns, name string) {
+		k := gvk.Kind + " " + ns + "/" + name
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, waiters.Target{GVK: gvk, Namespace: ns, Name: name, Cond: waiters.ConditionTrue("Enforced")})
+		}
+	}
+	for _, t := range p.Tiers {
+		for _, pair := range []struct {
+			obj    *unstructured.Unstructured
+			field  string
+			gvk    schema.GroupVersionKind
+			policy schema.GroupKind
+		}{
+			{t.AuthPolicy, "authPolicies", gvkKuadrantAuthPolicy, gkAuthPolicy},
+			{t.Subscription, "tokenRateLimitStatuses", gvkKuadrantTRLP, gkTokenRateLimit},
+		} {
+			if pair.obj == nil {
+				continue
+			}
+			live, found, err := get(ctx, c, refOf(pair.obj))
+			if err != nil {
+				return nil, err
+			}
+			if !found {
+				return nil, fmt.Errorf("%s disappeared", key(pair.obj))
+			}
+			listed, _, _ := unstructured.NestedSlice(live.Object, "status", pair.field)
+			covered := map[types.NamespacedName]bool{}
+			for _, e := range listed {
+				em, _ := e.(map[string]any)
+				name, _ := em["name"].(string)
+				ns, _ := em["namespace"].(string)
+				model, _ := em["model"].(string)
+				if name == "" || ns == "" {
+					continue
+				}
+				add(pair.gvk, ns, name)
+				covered[types.NamespacedName{Namespace: ns, Name: model}] = true
+			}
+			for _, m := range t.Models {
+				if covered[m] {
+					continue
+				}
+				objs, _, err := list(ctx, c, pair.policy, m.Namespace, metav1.ListOptions{
+					LabelSelector: labels.SelectorFromSet(labels.Set{maasModelLabel: m.Name}).String(),
+				})
+				if err != nil {
+					return nil, err
+				}
+				if len(objs) == 0 {
+					return nil, fmt.Errorf("no %s generated for model %s (label %s=%s) although %s is %s",
+						pair.gvk.Kind, m, maasModelLabel, m.Name, key(pair.obj), phaseOf(live))
+				}
+				for _, o := range objs {
+					add(pair.gvk, o.GetNamespace(), o.GetName())
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}
+
+func phaseOf(u *unstructured.Unstructured) string {
+	p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	if p == "" {
+		return "without a phase"
+	}
+	return p
+}
+
+// ValidationError lists the checks of the validate phase that failed.
+type ValidationError struct{ Failures []string }
+
+func (e *ValidationError) Error() string {
+	return "validation failed:\n  - " + strings.Join(e.Failures, "\n  - ")
+}
+
+// ValidateOptions configures validate.
+type ValidateOptions struct {
+	// Endpoint, when set, is the MaaS base URL (https://maas.<apps domain>)
+	// whose tier lookup endpoint must answer 404.
+	Endpoint string
+	// HTTPClient calls Endpoint; default http.DefaultClient.
+	HTTPClient *http.Client
+	// Wait bounds the wait for deleted objects to be gone (finalizers).
+	Wait time.Duration
+}
+
+// validate runs the guide's checks (4.5, 5.4): the old objects are gone,
+// the annotations removed, the new objects present and ready, and, with an
+// endpoint, the tier lookup endpoint answers 404.
+func validate(ctx context.Context, c *kube.Clients, p *Plan, o ValidateOptions, out io.Writer) error {
+	var fails []string
+	wctx, cancel := context.WithTimeout(ctx, o.Wait)
+	defer cancel()
+	for _, r := range p.Delete {
+		if err := waitGone(wctx, c, r); err != nil {
+			fails = append(fails, fmt.Sprintf("%s still exists: %v", r, err))
+			continue
+		}
+		fmt.Fprintf(out, "  ok: %s is gone\n", r)
+	}
+	for _, u := range p.Unannotate {
+		live, found, err := get(ctx, c, u.Ref)
+		switch {
+		case err != nil:
+			fails = append(fails, err.Error())
+		case !found:
+			fails = append(fails, u.Ref.String()+" is gone")
+		default:
+			if v, ok := live.GetAnnotations()[TierAnnotation]; ok {
+				fails = append(fails, fmt.Sprintf("%s still has annotation %s=%s", u.Ref, TierAnnotation, v))
+			} else {
+				fmt.Fprintf(out, "  ok: %s has no tier annotation\n", u.Ref)
+			}
+		}
+	}
+	for _, obj := range p.Objects() {
+		live, found, err := get(ctx, c, refOf(obj))
+		switch {
+		case err != nil:
+			fails = append(fails, err.Error())
+		case !found:
+			fails = append(fails, key(obj)+" not found")
+		default:
+			if r := readiness(obj)(live); !r.Done {
+				fails = append(fails, fmt.Sprintf("%s is not ready: %s", key(obj), r.Status))
+			} else {
+				fmt.Fprintf(out, "  ok: %s %s\n", key(obj), r.Status)
+			}
+		}
+	}
+	if o.Endpoint != "" {
+		code, err := tierLookupStatus(ctx, o)
+		switch {
+		case err != nil:
+			fails = append(fails, fmt.Sprintf("tier lookup endpoint: %v", err))
+		case code != http.StatusNotFound:
+			fails = append(fails, fmt.Sprintf("POST %s%s answered %d, want 404 (the 3.4 maas-api has no tier lookup)", strings.TrimRight(o.Endpoint, "/"), TierLookupPath, code))
+		default:
+			fmt.Fprintf(out, "  ok: POST %s answers 404\n", TierLookupPath)
+		}
+	}
+	if len(fails) > 0 {
+		return &ValidationError{Failures: fails}
+	}
+	return nil
+}
+
+// tierLookupStatus posts the guide's tier lookup request and returns the
+// HTTP status.
+func tierLookupStatus(ctx context.Context, o ValidateOptions) (int, error) {
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(o.Endpoint, "/")+TierLookupPath,
+		bytes.NewReader([]byte(`{"groups":["premium-users"]}`)))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// waitGone watches r until it does not exist.
+func waitGone(ctx context.Context, c *kube.Clients, r ObjectRef) error {
+	m, ok, err := mapping(c, r.GroupKind())
+	if err != nil || !ok {
+		return err
+	}
+	ri := resourceFor(c, m, r.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", r.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
+		return len(store.List()) == 0, nil
+	}, func(ev watch.Event) (bool, error) {
+		return ev.Type == watch.Deleted, nil
+	})
+	if err != nil && (ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed)) {
+		return fmt.Errorf("still present after the wait")
+	}
+	return err
+}
+
+// isUnprocessable reports a 422 answer: a failed JSON patch "test".
+func isUnprocessable(err error) bool {
+	var st apierrors.APIStatus
+	return errors.As(err, &st) && st.Status().Code == http.StatusUnprocessableEntity
+}

@@ -1,0 +1,494 @@
+package verify
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// Result is the outcome of one check.
+type Result string
+
+// Check results.
+const (
+	Pass Result = "pass"
+	Fail Result = "fail"
+	Skip Result = "skip"
+)
+
+// Check is one verified fact: a stable code, what was checked, the result,
+// what was observed and, on failure, the cause and the command that fixes
+// it. No field ever holds a secret (API key, token, password).
+type Check struct {
+	Code   string `json:"code"`
+	Title  string `json:"title"`
+	Object string `json:"object,omitempty"`
+	Result Result `json:"result"`
+	Detail string `json:"detail,omitempty"`
+	Cause  string `json:"cause,omitempty"`
+	Fix    string `json:"fix,omitempty"`
+	// Class is how a failed data-path response was classified (case B17),
+	// e.g. "forbidden" or "quota"; empty for control-plane checks.
+	Class string `json:"class,omitempty"`
+}
+
+// CodeInfo describes one check code of the catalogue.
+type CodeInfo struct {
+	Code  string `json:"code"`
+	Title string `json:"title"`
+	// DataPath is true for checks that send requests to the MaaS endpoint.
+	DataPath bool `json:"dataPath"`
+}
+
+// Check codes. They are stable: a code is never reused for another check.
+// The first group mirrors the "Verify the deployment" list of the deployment
+// README (../shared/reference/DEPLOYMENT.md); the second is the data path.
+const (
+	CodeDSCReady          = "MAAS-V001"
+	CodeKuadrantReady     = "MAAS-V002"
+	CodeGatewayProgrammed = "MAAS-V003"
+	CodeMaaSAPIAvailable  = "MAAS-V004"
+	CodeDBConfig          = "MAAS-V005"
+	CodeProviderReady     = "MAAS-V006"
+	CodeModelReady        = "MAAS-V007"
+	CodeModelRefReady     = "MAAS-V008"
+	CodeAuthPolicyActive  = "MAAS-V009"
+	CodeAuthEnforced      = "MAAS-V010"
+	CodeSubscriptionAct   = "MAAS-V011"
+	CodeTokenLimitEnf     = "MAAS-V012"
+	CodeHealth            = "MAAS-V020"
+	CodeMintKey           = "MAAS-V021"
+	CodeListModels        = "MAAS-V022"
+	CodeChat              = "MAAS-V023"
+	CodeNoKey401          = "MAAS-V024"
+	CodeQuota429          = "MAAS-V025"
+	CodeBodySize          = "MAAS-V026"
+	CodeKeysRevoked       = "MAAS-V027"
+)
+
+// Catalogue lists every check code in report order.
+var Catalogue = []CodeInfo{
+	{CodeDSCReady, "DataScienceCluster phase Ready", false},
+	{CodeKuadrantReady, "Kuadrant Ready", false},
+	{CodeGatewayProgrammed, "Gateway Programmed", false},
+	{CodeMaaSAPIAvailable, "Deployment maas-api available (1/1)", false},
+	{CodeDBConfig, "Secret maas-db-config present with DB_CONNECTION_URL", false},
+	{CodeProviderReady, "ExternalProvider Ready", false},
+	{CodeModelReady, "ExternalModel Ready", false},
+	{CodeModelRefReady, "MaaSModelRef Ready", false},
+	{CodeAuthPolicyActive, "MaaSAuthPolicy Active", false},
+	{CodeAuthEnforced, "generated Kuadrant AuthPolicy Enforced", false},
+	{CodeSubscriptionAct, "MaaSSubscription Active", false},
+	{CodeTokenLimitEnf, "generated Kuadrant TokenRateLimitPolicy Enforced", false},
+	{CodeHealth, "GET /maas-api/health answers 200", true},
+	{CodeMintKey, "API key minted (POST /maas-api/v1/api-keys)", true},
+	{CodeListModels, "GET /v1/models lists each model", true},
+	{CodeChat, "chat completion answers", true},
+	{CodeNoKey401, "request without an API key gets 401", true},
+	{CodeQuota429, "request over a probe subscription's limit gets 429", true},
+	{CodeBodySize, "large request body passes the gateway", true},
+	{CodeKeysRevoked, "API keys minted by verify revoked", true},
+}
+
+// TitleOf returns the catalogue title of code.
+func TitleOf(code string) string {
+	for _, c := range Catalogue {
+		if c.Code == code {
+			return c.Title
+		}
+	}
+	return code
+}
+
+func newCheck(code, object string) Check {
+	return Check{Code: code, Title: TitleOf(code), Object: object}
+}
+
+func (c Check) pass(detail string) Check { c.Result, c.Detail = Pass, detail; return c }
+
+func (c Check) fail(detail, cause, fix string) Check {
+	c.Result, c.Detail, c.Cause, c.Fix = Fail, detail, cause, fix
+	return c
+}
+
+func (c Check) failDiag(detail string, dg Diagnosis) Check {
+	c = c.fail(detail, dg.Cause, dg.Fix)
+	c.Class = string(dg.Class)
+	return c
+}
+
+func (c Check) skip(detail string) Check { c.Result, c.Detail = Skip, detail; return c }
+
+// LiveChecks evaluates the control-plane checks (MAAS-V001 to MAAS-V012) on
+// a snapshot. They only read.
+func LiveChecks(s *State) []Check {
+	var out []Check
+	out = append(out, checkDSC(s), checkKuadrant(s), checkGateway(s), checkMaaSAPI(s), checkDBConfig(s))
+	out = append(out, checkProviders(s)...)
+	out = append(out, checkModels(s)...)
+	out = append(out, checkPolicies(s, s.AuthPolicies, CodeAuthPolicyActive, CodeAuthEnforced, "MaaSAuthPolicy", "AuthPolicy", "authPolicies")...)
+	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
+	return out
+}
+
+func str(u *unstructured.Unstructured, path ...string) string {
+	if u == nil {
+		return ""
+	}
+	v, _, _ := unstructured.NestedString(u.Object, path...)
+	return v
+}
+
+func cond(u *unstructured.Unstructured, typ string) (waiters.Cond, bool) {
+	if u == nil {
+		return waiters.Cond{}, false
+	}
+	return waiters.GetCondition(u, typ)
+}
+
+// falseConditions renders every condition that is not True, except those
+// whose True value is bad (Degraded) which are rendered when True.
+func falseConditions(u *unstructured.Unstructured) string {
+	l, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var parts []string
+	for _, x := range l {
+		m, _ := x.(map[string]any)
+		typ, _ := m["type"].(string)
+		st, _ := m["status"].(string)
+		bad := st != "True"
+		if typ == "Degraded" {
+			bad = st == "True"
+		}
+		if !bad {
+			continue
+		}
+		if sev, _ := m["severity"].(string); sev == "Info" {
+			continue
+		}
+		c, _ := waiters.GetCondition(u, typ)
+		parts = append(parts, c.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func checkDSC(s *State) Check {
+	name := s.Inv.RHOAI.DSCName
+	c := newCheck(CodeDSCReady, describe("DataScienceCluster", "", name))
+	if s.DSC == nil {
+		return c.fail(s.MissingReason("DataScienceCluster", "", name),
+			"the DataScienceCluster does not exist, or RHOAI is not installed",
+			"maasctl install")
+	}
+	phase := str(s.DSC, "status", "phase")
+	if phase == "Ready" {
+		return c.pass("phase Ready")
+	}
+	detail := "phase " + orNone(phase)
+	if fc := falseConditions(s.DSC); fc != "" {
+		detail += "; " + fc
+	}
+	cause, fix := "a DSC component is not ready", "maasctl doctor; oc get datasciencecluster "+name+" -o yaml"
+	maas, _ := cond(s.DSC, "ModelsAsAServiceReady")
+	switch {
+	case strings.Contains(maas.Message, s.Inv.DBConfig.Name):
+		cause = fmt.Sprintf("MaaS is blocked: Secret %s/%s (the maas-api database URL) is missing", s.Inv.DBConfig.Namespace, s.Inv.DBConfig.Name)
+		fix = "maasctl install (re-creates " + s.Inv.DBConfig.Name + " from Vault)"
+	case maas.Status == "False" && maas.Reason == "Removed":
+		cause = "MaaS is not enabled: spec.components.aigateway.modelsAsAService is not Managed (3.5 spelling, note \"AsA\")"
+		fix = "maasctl install"
+	}
+	return c.fail(detail, cause, fix)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// KuadrantRestartCommand is the documented fix for a Kuadrant operator that
+// started before its dependencies (deployment README, troubleshooting; case
+// B01).
+func KuadrantRestartCommand(namespace, selector string) string {
+	return fmt.Sprintf("oc delete pod -n %s -l %s", namespace, selector)
+}
+
+func checkKuadrant(s *State) Check {
+	k := s.Inv.Kuadrant
+	c := newCheck(CodeKuadrantReady, describe("Kuadrant", k.Namespace, k.Name))
+	if s.Kuadrant == nil {
+		return c.fail(s.MissingReason("Kuadrant", k.Namespace, k.Name), "the Kuadrant instance does not exist", "maasctl install")
+	}
+	r, ok := cond(s.Kuadrant, "Ready")
+	if ok && r.Status == "True" {
+		return c.pass(r.String())
+	}
+	if !ok {
+		return c.fail("no Ready condition", "the Kuadrant operator has not reconciled the instance (is RHCL installed and its operator running?)",
+			"oc get pods -n "+k.OperatorNamespace+" -l "+k.OperatorSelector)
+	}
+	if r.Reason == "MissingDependency" {
+		return c.fail(r.String(), "the Kuadrant operator started before Istio (Gateway API provider) existed and keeps its stale dependency check (case B01)",
+			KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))
+	}
+	return c.fail(r.String(), "Kuadrant is not ready: "+orNone(r.Reason), "oc describe kuadrant "+k.Name+" -n "+k.Namespace)
+}
+
+func checkGateway(s *State) Check {
+	g := s.Inv.Gateway
+	c := newCheck(CodeGatewayProgrammed, describe("Gateway", g.Namespace, g.Name))
+	if s.Gateway == nil {
+		return c.fail(s.MissingReason("Gateway", g.Namespace, g.Name), "the MaaS Gateway does not exist", "maasctl install")
+	}
+	p, ok := cond(s.Gateway, "Programmed")
+	if ok && p.Status == "True" {
+		return c.pass(p.String())
+	}
+	detail := "no Programmed condition"
+	if ok {
+		detail = p.String()
+	}
+	if lc := listenerProblems(s.Gateway); lc != "" {
+		detail += "; listeners: " + lc
+		return c.fail(detail, "a listener's TLS certificate is not usable (Certificate "+g.CertificateName+" not Ready or Secret "+g.CertSecret+" missing)",
+			"oc describe certificate "+g.CertificateName+" -n "+g.Namespace)
+	}
+	return c.fail(detail, "the Gateway is not programmed by the OpenShift Gateway controller",
+		"oc describe gateway "+g.Name+" -n "+g.Namespace)
+}
+
+// listenerProblems renders listener conditions that are not True.
+func listenerProblems(gw *unstructured.Unstructured) string {
+	ls, _, _ := unstructured.NestedSlice(gw.Object, "status", "listeners")
+	var parts []string
+	for _, l := range ls {
+		m, _ := l.(map[string]any)
+		conds, _ := m["conditions"].([]any)
+		for _, x := range conds {
+			cm, _ := x.(map[string]any)
+			typ, _ := cm["type"].(string)
+			if typ == "Conflicted" {
+				continue
+			}
+			if cm["status"] != "True" && (typ == "ResolvedRefs" || typ == "Accepted") {
+				parts = append(parts, fmt.Sprintf("%v %s=%v (%v): %v", m["name"], typ, cm["status"], cm["reason"], cm["message"]))
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func checkMaaSAPI(s *State) Check {
+	ns := s.Inv.RHOAI.MaaSAPINamespace
+	c := newCheck(CodeMaaSAPIAvailable, describe("Deployment", ns, "maas-api"))
+	if s.MaaSAPI == nil {
+		cause := "the RHOAI operator did not deploy maas-api"
+		if m, ok := cond(s.DSC, "ModelsAsAServiceReady"); ok && m.Status != "True" {
+			cause += ": DSC " + m.String()
+		}
+		return c.fail(s.MissingReason("Deployment", ns, "maas-api"), cause, "maasctl doctor")
+	}
+	want, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "spec", "replicas")
+	if want == 0 {
+		want = 1
+	}
+	ready, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "status", "readyReplicas")
+	detail := fmt.Sprintf("%d/%d ready", ready, want)
+	if a, ok := cond(s.MaaSAPI, "Available"); ok && a.Status == "True" && ready >= want {
+		return c.pass(detail)
+	}
+	return c.fail(detail, "maas-api pods are not ready (it crash-loops when its database is unreachable, case B06)",
+		fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns))
+}
+
+func checkDBConfig(s *State) Check {
+	d := s.Inv.DBConfig
+	c := newCheck(CodeDBConfig, describe("Secret", d.Namespace, d.Name))
+	switch {
+	case !s.DBConfig.Exists:
+		return c.fail(s.MissingReason("Secret", d.Namespace, d.Name),
+			"maas-api reads its database URL from this Secret; without it MaaS reports missing prerequisites and a restarted maas-api crash-loops (case B06)",
+			"maasctl install (re-creates the Secret from the password in Vault; maas-api is restarted when it changed)")
+	case !s.DBConfig.HasKey("DB_CONNECTION_URL"):
+		return c.fail("keys: "+orNone(strings.Join(s.DBConfig.Keys, ",")), "the Secret has no DB_CONNECTION_URL key",
+			"maasctl install")
+	}
+	return c.pass("has key DB_CONNECTION_URL")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func checkProviders(s *State) []Check {
+	var out []Check
+	for _, k := range sortedKeys(s.Providers) {
+		ns, name, _ := strings.Cut(k, "/")
+		c := newCheck(CodeProviderReady, describe("ExternalProvider", ns, name))
+		p := s.Providers[k]
+		if p == nil {
+			out = append(out, c.fail(s.MissingReason("ExternalProvider", ns, name), "the ExternalProvider does not exist", "maasctl install"))
+			continue
+		}
+		phase := str(p, "status", "phase")
+		if phase == "Ready" {
+			out = append(out, c.pass("phase Ready"))
+			continue
+		}
+		detail := "phase " + orNone(phase)
+		if fc := falseConditions(p); fc != "" {
+			detail += "; " + fc
+		}
+		cause, fix := ProviderCause(s, k)
+		out = append(out, c.fail(detail, cause, fix))
+	}
+	return out
+}
+
+// ProviderCause explains an ExternalProvider that is not Ready from its
+// API-key Secret (deployment README troubleshooting: the Secret must exist
+// with key api-key and carry the inference.llm-d.ai/ipp-managed label).
+func ProviderCause(s *State, key string) (cause, fix string) {
+	sec := s.ProviderSecrets[key]
+	ns := sec.Namespace
+	switch {
+	case !sec.Exists:
+		return fmt.Sprintf("the API-key Secret %s/%s does not exist", ns, sec.Name),
+			fmt.Sprintf("oc create secret generic %s -n %s --from-literal=api-key=<provider key>; maasctl install", sec.Name, ns)
+	case !sec.HasKey("api-key"):
+		return fmt.Sprintf("Secret %s/%s has no key api-key (keys: %s)", ns, sec.Name, orNone(strings.Join(sec.Keys, ","))),
+			fmt.Sprintf("store the provider key under api-key: oc create secret generic %s -n %s --from-literal=api-key=<provider key> --dry-run=client -o yaml | oc apply -f -", sec.Name, ns)
+	case sec.Labels[IPPManagedLabel] != "true":
+		return fmt.Sprintf("Secret %s/%s lacks label %s=true, so the MaaS controller ignores it", ns, sec.Name, IPPManagedLabel),
+			fmt.Sprintf("oc label secret %s -n %s %s=true", sec.Name, ns, IPPManagedLabel)
+	}
+	return "the MaaS controller has not made the provider's Service, ServiceEntry and DestinationRule",
+		fmt.Sprintf("oc get service,serviceentry,destinationrule -n %s", ns)
+}
+
+// IPPManagedLabel marks model namespaces and provider key Secrets the MaaS
+// controller manages (deployment README, "Models").
+const IPPManagedLabel = "inference.llm-d.ai/ipp-managed"
+
+func checkModels(s *State) []Check {
+	var out []Check
+	for _, m := range s.Inv.ExternalModels {
+		k := Key(m.Namespace, m.Name)
+		c := newCheck(CodeModelReady, describe("ExternalModel", m.Namespace, m.Name))
+		if em := s.Models[k]; em == nil {
+			out = append(out, c.fail(s.MissingReason("ExternalModel", m.Namespace, m.Name), "the ExternalModel does not exist", "maasctl install"))
+		} else if phase := str(em, "status", "phase"); phase == "Ready" {
+			out = append(out, c.pass("phase Ready"))
+		} else {
+			detail := "phase " + orNone(phase)
+			if fc := falseConditions(em); fc != "" {
+				detail += "; " + fc
+			}
+			out = append(out, c.fail(detail, "ExternalProvider "+m.ProviderName+" is not Ready or the model's HTTPRoute was not created",
+				"oc describe externalmodel "+m.Name+" -n "+m.Namespace))
+		}
+	}
+	for _, m := range s.Inv.ExternalModels {
+		k := Key(m.Namespace, m.Name)
+		c := newCheck(CodeModelRefReady, describe("MaaSModelRef", m.Namespace, m.Name))
+		ref := s.ModelRefs[k]
+		if ref == nil {
+			out = append(out, c.fail(s.MissingReason("MaaSModelRef", m.Namespace, m.Name), "the MaaSModelRef does not exist", "maasctl install"))
+			continue
+		}
+		phase := str(ref, "status", "phase")
+		if phase == "Ready" {
+			out = append(out, c.pass("phase Ready; endpoint "+orNone(str(ref, "status", "endpoint"))))
+			continue
+		}
+		detail := "phase " + orNone(phase)
+		if fc := falseConditions(ref); fc != "" {
+			detail += "; " + fc
+		}
+		cause, fix := "the model's backend is not ready", "oc describe maasmodelref "+m.Name+" -n "+m.Namespace
+		if g, ok := cond(ref, "GovernanceAttached"); ok && g.Status != "True" {
+			// Case B17: a model needs both an Active MaaSAuthPolicy and an
+			// Active MaaSSubscription ("governance pairing").
+			cause = "no Active MaaSAuthPolicy and MaaSSubscription pair references this model (governance pairing, case B17)"
+			fix = "reference " + m.Namespace + "/" + m.Name + " from both an authPolicies and a subscriptions entry of the inventory, then maasctl install"
+		}
+		out = append(out, c.fail(detail, cause, fix))
+	}
+	return out
+}
+
+// checkPolicies checks MaaSAuthPolicy / MaaSSubscription phases and the
+// Kuadrant policies the MaaS controller generated for them.
+func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, kind, genKind, field string) []Check {
+	var out []Check
+	ns := s.Inv.RHOAI.MaaSNamespace
+	var names []string
+	if kind == "MaaSAuthPolicy" {
+		for _, p := range s.Inv.AuthPolicies {
+			names = append(names, p.Name)
+		}
+	} else {
+		for _, p := range s.Inv.Subscriptions {
+			names = append(names, p.Name)
+		}
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, p := range list {
+		byName[p.GetName()] = p
+	}
+	for _, name := range names {
+		c := newCheck(code, describe(kind, ns, name))
+		p := byName[name]
+		if p == nil {
+			out = append(out, c.fail(s.MissingReason(kind, ns, "*"), "the "+kind+" does not exist", "maasctl install"))
+			continue
+		}
+		phase := str(p, "status", "phase")
+		if phase == "Active" {
+			out = append(out, c.pass("phase Active"))
+		} else {
+			detail := "phase " + orNone(phase)
+			if fc := falseConditions(p); fc != "" {
+				detail += "; " + fc
+			}
+			out = append(out, c.fail(detail, "the MaaS controller could not enforce it: a referenced MaaSModelRef is missing or its Kuadrant policy is not enforced",
+				"oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+		}
+		refs := generatedPolicies(p, field)
+		if len(refs) == 0 {
+			out = append(out, newCheck(enfCode, describe(kind, ns, name)).fail("status lists no generated "+genKind,
+				"the MaaS controller has not generated the Kuadrant policy", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+			continue
+		}
+		for _, ref := range refs {
+			ec := newCheck(enfCode, describe(genKind, ref[0], ref[1]))
+			gp := s.KuadrantPolicies[describe(genKind, ref[0], ref[1])]
+			if gp == nil {
+				out = append(out, ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+				continue
+			}
+			e, ok := cond(gp, "Enforced")
+			if ok && e.Status == "True" {
+				out = append(out, ec.pass(e.String()))
+				continue
+			}
+			detail := "no Enforced condition"
+			if ok {
+				detail = e.String()
+			}
+			out = append(out, ec.fail(detail, "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)",
+				"oc describe "+strings.ToLower(genKind)+" "+ref[1]+" -n "+ref[0]))
+		}
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/maasctl/maasctl/inventory"
+)
+
+var admin = Identity{User: "admin", Groups: []string{"system:masters", "system:authenticated"}}
+
+// healthyReader returns the healthy deployment of testdata/healthy.yaml.
+func healthyReader(t *testing.T) *StaticReader {
+	t.Helper()
+	b, err := os.ReadFile("testdata/healthy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := ParseObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewStaticReader(admin, objs...)
+}
+
+func edit(t *testing.T, r *StaticReader, gvk schema.GroupVersionKind, ns, name string, f func(o *unstructured.Unstructured)) {
+	t.Helper()
+	o, err := r.Get(context.Background(), gvk, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(o)
+	r.Put(o)
+}
+
+func setConditions(conds ...map[string]any) func(o *unstructured.Unstructured) {
+	return func(o *unstructured.Unstructured) {
+		l := make([]any, len(conds))
+		for i, c := range conds {
+			l[i] = c
+		}
+		_ = unstructured.SetNestedSlice(o.Object, l, "status", "conditions")
+	}
+}
+
+func setPhase(p string) func(o *unstructured.Unstructured) {
+	return func(o *unstructured.Unstructured) { _ = unstructured.SetNestedField(o.Object, p, "status", "phase") }
+}
+
+func TestLiveChecks(t *testing.T) {
+	const mns, ins = "llm-coding-assistant", "models-as-a-service"
+	tests := []struct {
+		name      string
+		breakf    func(t *testing.T, r *StaticReader)
+		wantCode  string // the one code that must fail; "" = all pass
+		wantCause string
+		wantFix   string
+	}{
+		{name: "healthy"},
+		{name: "DSC not ready: maas-db-config missing", wantCode: CodeDSCReady, wantCause: "maas-db-config", wantFix: "maasctl install",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, DSCGVK, "", "default-dsc", func(o *unstructured.Unstructured) {
+					setPhase("Not Ready")(o)
+					setConditions(map[string]any{"type": "Ready", "status": "False", "reason": "NotReady", "message": "Some components are not ready: modelsAsService"},
+						map[string]any{"type": "ModelsAsAServiceReady", "status": "False", "reason": "PrerequisitesMissing",
+							"message": "blocking prerequisites missing: database Secret 'maas-db-config' not found in namespace 'redhat-ai-gateway-infra'"})(o)
+				})
+			}},
+		{name: "Kuadrant MissingDependency", wantCode: CodeKuadrantReady, wantCause: "started before Istio",
+			wantFix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, KuadrantGVK, "kuadrant-system", "kuadrant", setConditions(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod"}))
+			}},
+		{name: "Gateway listener certificate missing", wantCode: CodeGatewayProgrammed, wantCause: "certificate", wantFix: "oc describe certificate maas-default-gateway-cert",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o *unstructured.Unstructured) {
+					setConditions(map[string]any{"type": "Programmed", "status": "False", "reason": "Invalid", "message": "Invalid listeners: https"})(o)
+					_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "https", "conditions": []any{
+						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef", "message": "secret not found"}}}}, "status", "listeners")
+				})
+			}},
+		{name: "maas-api missing", wantCode: CodeMaaSAPIAvailable, wantFix: "maasctl doctor",
+			breakf: func(t *testing.T, r *StaticReader) { r.Remove(DeploymentGVK, "redhat-ai-gateway-infra", "maas-api") }},
+		{name: "maas-api 0/1", wantCode: CodeMaaSAPIAvailable, wantCause: "crash-loops",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, DeploymentGVK, "redhat-ai-gateway-infra", "maas-api", func(o *unstructured.Unstructured) {
+					_ = unstructured.SetNestedField(o.Object, int64(0), "status", "readyReplicas")
+				})
+			}},
+		{name: "maas-db-config missing", wantCode: CodeDBConfig, wantCause: "database URL", wantFix: "maasctl install",
+			breakf: func(t *testing.T, r *StaticReader) { r.Remove(SecretGVK, "redhat-ai-gateway-infra", "maas-db-config") }},
+		{name: "provider secret lacks label", wantCode: CodeProviderReady, wantCause: "lacks label", wantFix: "oc label secret llama-coder-api-key",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, SecretGVK, mns, "llama-coder-api-key", func(o *unstructured.Unstructured) { o.SetLabels(nil) })
+				edit(t, r, ExternalProviderGVK, mns, "llama-coder-provider", setPhase("Pending"))
+			}},
+		{name: "model ref without governance pairing", wantCode: CodeModelRefReady, wantCause: "governance pairing",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, MaaSModelRefGVK, mns, "qwen35-9b-coder", func(o *unstructured.Unstructured) {
+					setPhase("Pending")(o)
+					setConditions(map[string]any{"type": "GovernanceAttached", "status": "False", "reason": "NoPairingFound", "message": "awaiting governance pairing"})(o)
+				})
+			}},
+		{name: "auth policy pending", wantCode: CodeAuthPolicyActive,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, MaaSAuthPolicyGVK, ins, "llama-coder-access", setPhase("Pending"))
+			}},
+		{name: "generated AuthPolicy not enforced", wantCode: CodeAuthEnforced, wantCause: "does not enforce",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, mns, "maas-auth-qwen35-9b-coder", setConditions(map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "no ready Authorino instance"}))
+			}},
+		{name: "generated TokenRateLimitPolicy missing", wantCode: CodeTokenLimitEnf,
+			breakf: func(t *testing.T, r *StaticReader) {
+				r.Remove(TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder")
+			}},
+		{name: "subscription missing", wantCode: CodeSubscriptionAct,
+			breakf: func(t *testing.T, r *StaticReader) { r.Remove(MaaSSubscriptionGVK, ins, "llama-coder-default") }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := healthyReader(t)
+			if tc.breakf != nil {
+				tc.breakf(t, r)
+			}
+			s, err := Snapshot(context.Background(), r, inventory.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks := LiveChecks(s)
+			if len(checks) < 11 {
+				t.Fatalf("only %d checks", len(checks))
+			}
+			var failed []Check
+			for _, c := range checks {
+				if c.Result == Fail {
+					failed = append(failed, c)
+				}
+				if c.Code == "" || c.Title == "" || c.Object == "" {
+					t.Errorf("check without code, title or object: %+v", c)
+				}
+			}
+			if tc.wantCode == "" {
+				if len(failed) > 0 {
+					t.Fatalf("healthy state failed: %+v", failed)
+				}
+				return
+			}
+			var hit *Check
+			for i, c := range failed {
+				if c.Code == tc.wantCode {
+					hit = &failed[i]
+				}
+			}
+			if hit == nil {
+				t.Fatalf("%s did not fail; failed: %+v", tc.wantCode, failed)
+			}
+			if hit.Cause == "" || hit.Fix == "" || !strings.Contains(hit.Cause, tc.wantCause) || !strings.Contains(hit.Fix, tc.wantFix) {
+				t.Errorf("%s: cause %q fix %q; want cause containing %q and fix containing %q", hit.Code, hit.Cause, hit.Fix, tc.wantCause, tc.wantFix)
+			}
+		})
+	}
+}
+
+func TestCatalogueCodesUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range Catalogue {
+		if seen[c.Code] || !strings.HasPrefix(c.Code, "MAAS-V") || c.Title == "" {
+			t.Errorf("bad or duplicate catalogue entry %+v", c)
+		}
+		seen[c.Code] = true
+	}
+}
+
+func TestSnapshotNeverHoldsSecretValues(t *testing.T) {
+	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.DBConfig.HasKey("DB_CONNECTION_URL") || !s.ProviderSecrets["llm-coding-assistant/llama-coder-provider"].HasKey("api-key") {
+		t.Fatalf("secret keys not recorded: %v", s.DBConfig.Keys)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"unit-test-pw", "cG9zdGdyZXNxbDovL21hYXM6dW5pdC10ZXN0LXB3", "dGVzdGVudi1sbGFtYS1jb2Rlci1rZXk", "testenv-llama-coder-key"} {
+		if strings.Contains(string(b), v) {
+			t.Errorf("snapshot holds secret value %q", v)
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package verify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/e2e/dataplane"
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
+)
+
+const adminToken = "admin-openshift-token"
+
+var admin = verify.Identity{User: "admin", Groups: []string{"system:masters", "system:authenticated"}}
+
+func healthy(t *testing.T) *verify.StaticReader {
+	t.Helper()
+	b, err := os.ReadFile("testdata/healthy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := verify.ParseObjects(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verify.NewStaticReader(admin, objs...)
+}
+
+// staticProbes stands in for the MaaS controller: a created probe
+// subscription turns Active at once.
+type staticProbes struct {
+	r       *verify.StaticReader
+	mu      sync.Mutex
+	created []string
+	deleted []string
+}
+
+func (p *staticProbes) Create(_ context.Context, sub *unstructured.Unstructured) error {
+	s := sub.DeepCopy()
+	_ = unstructured.SetNestedField(s.Object, "Active", "status", "phase")
+	p.r.Put(s)
+	p.mu.Lock()
+	p.created = append(p.created, s.GetName())
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *staticProbes) Delete(_ context.Context, ns, name string) error {
+	p.r.Remove(verify.MaaSSubscriptionGVK, ns, name)
+	p.mu.Lock()
+	p.deleted = append(p.deleted, name)
+	p.mu.Unlock()
+	return nil
+}
+
+func startPlane(t *testing.T, r *verify.StaticReader) (*dataplane.Server, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: dataplane.StaticTokens{adminToken: admin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ca, err := s.WriteCAFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ca
+}
+
+func byCode(checks []verify.Check) map[string][]verify.Check {
+	m := map[string][]verify.Check{}
+	for _, c := range checks {
+		m[c.Code] = append(m[c.Code], c)
+	}
+	return m
+}
+
+// TestDataPathAgainstDataplane runs the whole verify against the simulated
+// data plane: healthy passes every check including the probe 429, every
+// minted key is revoked, and the probe subscription is deleted; the broken
+// states fail with the right code.
+func TestDataPathAgainstDataplane(t *testing.T) {
+	tests := []struct {
+		name      string
+		breakf    func(r *verify.StaticReader, s *dataplane.Server)
+		token     string
+		wantFail  string
+		wantCause string
+	}{
+		{name: "healthy", token: adminToken},
+		{name: "no token", token: "", wantFail: verify.CodeMintKey, wantCause: "OpenShift token"},
+		{name: "model server down", token: adminToken, wantFail: verify.CodeChat, wantCause: "no ready endpoints",
+			breakf: func(_ *verify.StaticReader, s *dataplane.Server) { s.SetModelDown(true) }},
+		{name: "auth policy does not match the caller's groups", token: adminToken, wantFail: verify.CodeChat, wantCause: "no MaaSAuthPolicy grants caller admin",
+			breakf: func(r *verify.StaticReader, _ *dataplane.Server) {
+				p, _ := r.Get(context.Background(), verify.MaaSAuthPolicyGVK, "models-as-a-service", "llama-coder-access")
+				_ = unstructured.SetNestedSlice(p.Object, []any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups")
+				r.Put(p)
+			}},
+		{name: "Kuadrant not ready", token: adminToken, wantFail: verify.CodeMintKey, wantCause: "AUTH_FAILURE",
+			breakf: func(r *verify.StaticReader, _ *dataplane.Server) {
+				k, _ := r.Get(context.Background(), verify.KuadrantGVK, "kuadrant-system", "kuadrant")
+				_ = unstructured.SetNestedSlice(k.Object, []any{map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency"}}, "status", "conditions")
+				r.Put(k)
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := healthy(t)
+			plane, ca := startPlane(t, r)
+			if tc.breakf != nil {
+				tc.breakf(r, plane)
+			}
+			probes := &staticProbes{r: r}
+			rep, _, err := verify.Run(context.Background(), verify.Options{
+				Inventory: inventory.Default(), Reader: r,
+				DataPath: &verify.DataPathOptions{Endpoint: plane.URL(), Token: tc.token, CAFile: ca, ProbeQuota: true, ProbeBodySize: 200 << 10, Probes: probes},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := rep.WriteJSON(&out); err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.WriteText(&out); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range plane.IssuedKeys() {
+				if strings.Contains(out.String(), k) {
+					t.Errorf("report contains an issued API key")
+				}
+			}
+			if strings.Contains(out.String(), adminToken) {
+				t.Errorf("report contains the bearer token")
+			}
+			for _, k := range plane.Keys() {
+				if k.Status != "revoked" {
+					t.Errorf("key %s (%s) left %s", k.ID, k.Name, k.Status)
+				}
+			}
+			if len(probes.created) != len(probes.deleted) {
+				t.Errorf("probe subscriptions created %v, deleted %v", probes.created, probes.deleted)
+			}
+			m := byCode(rep.Checks)
+			if tc.wantFail == "" {
+				if !rep.Passed {
+					t.Fatalf("healthy run failed:\n%s", out.String())
+				}
+				for _, code := range []string{verify.CodeHealth, verify.CodeMintKey, verify.CodeListModels, verify.CodeChat, verify.CodeNoKey401, verify.CodeQuota429, verify.CodeBodySize, verify.CodeKeysRevoked} {
+					if len(m[code]) == 0 || m[code][0].Result != verify.Pass {
+						t.Errorf("%s: %+v", code, m[code])
+					}
+				}
+				if len(plane.Keys()) != 2 || len(probes.created) != 1 {
+					t.Errorf("keys %d, probe subscriptions %d; want 2 and 1", len(plane.Keys()), len(probes.created))
+				}
+				return
+			}
+			if rep.Passed {
+				t.Fatalf("broken state passed:\n%s", out.String())
+			}
+			got := m[tc.wantFail]
+			if len(got) == 0 || got[0].Result != verify.Fail || !strings.Contains(got[0].Cause, tc.wantCause) {
+				t.Fatalf("%s = %+v, want fail with cause containing %q\n%s", tc.wantFail, got, tc.wantCause, out.String())
+			}
+		})
+	}
+}
+
+// scripted is one scripted gateway answer (case B17's test harness).
+type scripted struct {
+	status  int
+	body    string
+	latency time.Duration
+}
+
+// scriptedGateway answers the maas-api calls normally and /v1/chat/
+// completions as scripted, choosing by request size: above largeFrom bytes
+// the large answer is used.
+func scriptedGateway(t *testing.T, small, large scripted, largeFrom int) *httptest.Server {
+	t.Helper()
+	revoked := false
+	var mu sync.Mutex
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		auth := r.Header.Get("Authorization")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.URL.Path == "/maas-api/health":
+			w.WriteHeader(200)
+		case r.URL.Path == "/maas-api/v1/api-keys" && r.Method == "POST":
+			w.WriteHeader(201)
+			_ = json.NewEncoder(w).Encode(map[string]string{"id": "k1", "key": "sk-oai-scriptedKEY123"})
+		case strings.HasPrefix(r.URL.Path, "/maas-api/v1/api-keys/") && r.Method == "DELETE":
+			revoked = true
+			w.WriteHeader(200)
+		case auth == "" || revoked:
+			w.WriteHeader(401)
+		case r.URL.Path == "/v1/models":
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"qwen35-9b-coder"}]}`)
+		case r.URL.Path == "/v1/chat/completions":
+			a := small
+			if len(b) > largeFrom {
+				a = large
+			}
+			if a.latency > 0 {
+				// Simulated gateway latency, not a wait for state.
+				time.Sleep(a.latency)
+			}
+			w.WriteHeader(a.status)
+			_, _ = io.WriteString(w, a.body)
+		default:
+			w.WriteHeader(404)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const okChat = `{"choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"total_tokens":12}}`
+
+// TestResponseDiagnosis is case B17's test: each scripted gateway answer
+// maps to the right diagnosis in verify's output.
+func TestResponseDiagnosis(t *testing.T) {
+	tests := []struct {
+		name      string
+		small     scripted
+		large     scripted
+		code      string
+		wantCause string
+	}{
+		{name: "401", small: scripted{401, "", 0}, code: verify.CodeChat, wantCause: "API key or token was rejected"},
+		{name: "403", small: scripted{403, "", 0}, code: verify.CodeChat, wantCause: "no MaaSAuthPolicy grants caller admin"},
+		{name: "429 tiny and fast: exhausted", small: scripted{429, "Too Many Requests\n", 0}, code: verify.CodeChat, wantCause: "MaaSSubscription llama-coder-default allows 200000 tokens per 1h per user"},
+		{name: "429 large and slow: the model server's own", small: scripted{429, `{"error":{"message":"` + strings.Repeat("server busy ", 40) + `"}}`, 600 * time.Millisecond},
+			code: verify.CodeChat, wantCause: "model server itself answered 429"},
+		{name: "503 no healthy upstream", small: scripted{503, "no healthy upstream", 0}, code: verify.CodeChat, wantCause: "could not reach the backend"},
+		{name: "500 AUTH_FAILURE", small: scripted{500, `{"error":"AUTH_FAILURE"}`, 0}, code: verify.CodeChat, wantCause: "auth service failed"},
+		{name: "413 above 64 KiB", small: scripted{200, okChat, 0}, large: scripted{413, "Payload Too Large", 0}, code: verify.CodeBodySize, wantCause: "gateway request body limit"},
+		{name: "400 invalid JSON only above 64 KiB", small: scripted{200, okChat, 0}, large: scripted{400, `{"error":"invalid JSON"}`, 0}, code: verify.CodeBodySize, wantCause: "gateway request body limit"},
+		{name: "500 only above 64 KiB", small: scripted{200, okChat, 0}, large: scripted{500, "internal error", 0}, code: verify.CodeBodySize, wantCause: "gateway request body limit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.large.status == 0 {
+				tc.large = tc.small
+			}
+			srv := scriptedGateway(t, tc.small, tc.large, 64<<10)
+			rep, _, err := verify.Run(context.Background(), verify.Options{
+				Inventory: inventory.Default(), Reader: healthy(t),
+				DataPath: &verify.DataPathOptions{Endpoint: srv.URL, Token: adminToken, HTTPClient: srv.Client(), ProbeBodySize: 256 << 10},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			_ = rep.WriteText(&out)
+			if strings.Contains(out.String(), "sk-oai-scriptedKEY123") {
+				t.Errorf("output holds the key")
+			}
+			got := byCode(rep.Checks)[tc.code]
+			if len(got) == 0 || got[0].Result != verify.Fail || !strings.Contains(got[0].Cause, tc.wantCause) {
+				t.Fatalf("%s = %+v\nwant a failure whose cause contains %q\n%s", tc.code, got, tc.wantCause, out.String())
+			}
+			if rv := byCode(rep.Checks)[verify.CodeKeysRevoked]; len(rv) == 0 || rv[0].Result != verify.Pass {
+				t.Errorf("key not revoked: %+v", rv)
+			}
+		})
+	}
+}

@@ -1,0 +1,304 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+)
+
+// Kinds read by Snapshot (the API versions maasctl installs, see assets/).
+var (
+	DSCGVK                  = schema.GroupVersionKind{Group: "datasciencecluster.opendatahub.io", Version: "v2", Kind: "DataScienceCluster"}
+	DSCIGVK                 = schema.GroupVersionKind{Group: "dscinitialization.opendatahub.io", Version: "v2", Kind: "DSCInitialization"}
+	KuadrantGVK             = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1beta1", Kind: "Kuadrant"}
+	AuthorinoGVK            = schema.GroupVersionKind{Group: "operator.authorino.kuadrant.io", Version: "v1beta1", Kind: "Authorino"}
+	GatewayGVK              = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"}
+	GatewayClassGVK         = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GatewayClass"}
+	HTTPRouteGVK            = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	RouteGVK                = schema.GroupVersionKind{Group: "route.openshift.io", Version: "v1", Kind: "Route"}
+	CertificateGVK          = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+	ExternalProviderGVK     = schema.GroupVersionKind{Group: "inference.opendatahub.io", Version: "v1alpha1", Kind: "ExternalProvider"}
+	ExternalModelGVK        = schema.GroupVersionKind{Group: "inference.opendatahub.io", Version: "v1alpha1", Kind: "ExternalModel"}
+	MaaSModelRefGVK         = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSModelRef"}
+	MaaSAuthPolicyGVK       = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSAuthPolicy"}
+	MaaSSubscriptionGVK     = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSSubscription"}
+	AuthPolicyGVK           = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1", Kind: "AuthPolicy"}
+	TokenRateLimitPolicyGVK = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1alpha1", Kind: "TokenRateLimitPolicy"}
+	CSVGVK                  = schema.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "ClusterServiceVersion"}
+	DeploymentGVK           = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	PodGVK                  = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	ServiceGVK              = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
+	SecretGVK               = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	ConfigMapGVK            = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	EndpointSliceGVK        = schema.GroupVersionKind{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice"}
+)
+
+// SecretInfo is what maasctl reads of a Secret: never its values.
+type SecretInfo struct {
+	Namespace, Name string
+	Exists          bool
+	// Keys are the data keys holding a non-empty value, sorted.
+	Keys   []string
+	Labels map[string]string
+}
+
+// HasKey reports whether the Secret has a non-empty value under k.
+func (s SecretInfo) HasKey(k string) bool {
+	for _, x := range s.Keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Backend is the in-cluster Service behind an ExternalProvider endpoint
+// (<service>.<namespace>.svc[.cluster.local]) and its EndpointSlices.
+type Backend struct {
+	Host            string
+	Namespace, Name string
+	Service         *unstructured.Unstructured
+	// ReadyEndpoints counts endpoints with conditions.ready true (or unset,
+	// which discovery.k8s.io/v1 defines as ready).
+	ReadyEndpoints int
+	// Endpoints counts all endpoints of the Service's EndpointSlices.
+	Endpoints int
+}
+
+// State is a read-only snapshot of the live objects the checks and
+// findings look at, taken by Snapshot. A nil object was not found; Missing
+// says why (not found, kind not served, or the read error).
+type State struct {
+	Inv *inventory.Inventory
+	// Caller is the identity of the kubeconfig user (zero if unknown).
+	Caller    Identity
+	CallerErr string
+
+	DSC, DSCI          *unstructured.Unstructured
+	Kuadrant           *unstructured.Unstructured
+	Authorinos         []*unstructured.Unstructured
+	KuadrantPods       []*unstructured.Unstructured
+	Gateway            *unstructured.Unstructured
+	GatewayClass       *unstructured.Unstructured
+	GatewayService     *unstructured.Unstructured
+	Certificate        *unstructured.Unstructured
+	Route              *unstructured.Unstructured
+	MaaSAPI            *unstructured.Unstructured
+	DBConfig           SecretInfo
+	MonitoringConfig   *unstructured.Unstructured
+	Providers          map[string]*unstructured.Unstructured // by namespace/name
+	ProviderSecrets    map[string]SecretInfo                 // by namespace/name
+	Models             map[string]*unstructured.Unstructured // ExternalModel by namespace/name
+	ModelRefs          map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
+	AuthPolicies       []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
+	Subscriptions      []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
+	KuadrantPolicies   map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
+	Backends           map[string]*Backend                   // by provider namespace/name
+	CSVs               []*unstructured.Unstructured          // in the RHCL operator namespace
+	Missing            map[string]string                     // "Kind namespace/name" → reason
+	NotServed          map[string]bool                       // by Kind
+	gatewayServiceName string
+}
+
+// Key joins namespace and name as namespace/name.
+func Key(ns, name string) string { return ns + "/" + name }
+
+// describe names an object as Kind namespace/name, or Kind name when
+// cluster-scoped.
+func describe(kind, ns, name string) string {
+	if ns == "" {
+		return kind + " " + name
+	}
+	return kind + " " + ns + "/" + name
+}
+
+// Snapshot reads, once, every object the Verify checks and doctor rules
+// need for inventory inv. Objects that are missing or whose kind is not
+// served are recorded in Missing and NotServed; only an error that makes
+// the whole snapshot useless (the context ended) is returned.
+func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory) (*State, error) {
+	s := &State{
+		Inv: inv, Providers: map[string]*unstructured.Unstructured{}, ProviderSecrets: map[string]SecretInfo{},
+		Models: map[string]*unstructured.Unstructured{}, ModelRefs: map[string]*unstructured.Unstructured{},
+		KuadrantPolicies: map[string]*unstructured.Unstructured{}, Backends: map[string]*Backend{},
+		Missing: map[string]string{}, NotServed: map[string]bool{},
+	}
+	get := func(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+		o, err := r.Get(ctx, gvk, ns, name)
+		if err != nil {
+			s.recordMissing(gvk, ns, name, err)
+			return nil
+		}
+		return o
+	}
+	list := func(gvk schema.GroupVersionKind, ns, sel string) []*unstructured.Unstructured {
+		l, err := r.List(ctx, gvk, ns, sel)
+		if err != nil {
+			s.recordMissing(gvk, ns, "*", err)
+			return nil
+		}
+		return l
+	}
+	if id, err := r.WhoAmI(ctx); err != nil {
+		s.CallerErr = err.Error()
+	} else {
+		s.Caller = id
+	}
+	s.DSC = get(DSCGVK, "", inv.RHOAI.DSCName)
+	s.DSCI = get(DSCIGVK, "", inv.RHOAI.DSCIName)
+	s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name)
+	s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "")
+	s.KuadrantPods = list(PodGVK, inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector)
+	s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName)
+	s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name)
+	// Istio names the Gateway's Service <gateway>-<class>
+	// (istio pilot/pkg/config/kube/gateway deployment controller).
+	s.gatewayServiceName = inv.Gateway.Name + "-" + inv.Gateway.ClassName
+	s.GatewayService = get(ServiceGVK, inv.Gateway.Namespace, s.gatewayServiceName)
+	if inv.Gateway.CertIssuer != "" {
+		s.Certificate = get(CertificateGVK, inv.Gateway.Namespace, inv.Gateway.CertificateName)
+	}
+	if inv.Gateway.CreateRoute {
+		s.Route = get(RouteGVK, inv.Gateway.Namespace, inv.Gateway.RouteName)
+	}
+	s.MaaSAPI = get(DeploymentGVK, inv.RHOAI.MaaSAPINamespace, "maas-api")
+	s.DBConfig = secretInfo(get(SecretGVK, inv.DBConfig.Namespace, inv.DBConfig.Name), inv.DBConfig.Namespace, inv.DBConfig.Name)
+	s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config")
+	for _, m := range inv.ExternalModels {
+		pk := Key(m.Namespace, m.ProviderName)
+		if _, done := s.Providers[pk]; !done {
+			s.Providers[pk] = get(ExternalProviderGVK, m.Namespace, m.ProviderName)
+			s.ProviderSecrets[pk] = secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret)
+			if b := backendFor(m.Endpoint); b != nil {
+				b.Service = get(ServiceGVK, b.Namespace, b.Name)
+				for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
+					countEndpoints(es, b)
+				}
+				s.Backends[pk] = b
+			}
+		}
+		mk := Key(m.Namespace, m.Name)
+		s.Models[mk] = get(ExternalModelGVK, m.Namespace, m.Name)
+		s.ModelRefs[mk] = get(MaaSModelRefGVK, m.Namespace, m.Name)
+	}
+	s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "")
+	s.Subscriptions = list(MaaSSubscriptionGVK, inv.RHOAI.MaaSNamespace, "")
+	for _, p := range s.AuthPolicies {
+		for _, ref := range generatedPolicies(p, "authPolicies") {
+			k := describe("AuthPolicy", ref[0], ref[1])
+			if _, done := s.KuadrantPolicies[k]; !done {
+				s.KuadrantPolicies[k] = get(AuthPolicyGVK, ref[0], ref[1])
+			}
+		}
+	}
+	for _, p := range s.Subscriptions {
+		for _, ref := range generatedPolicies(p, "tokenRateLimitStatuses") {
+			k := describe("TokenRateLimitPolicy", ref[0], ref[1])
+			if _, done := s.KuadrantPolicies[k]; !done {
+				s.KuadrantPolicies[k] = get(TokenRateLimitPolicyGVK, ref[0], ref[1])
+			}
+		}
+	}
+	if op := inv.Operator("rhcl"); op != nil {
+		s.CSVs = list(CSVGVK, op.Namespace, "")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return s, nil
+}
+
+func (s *State) recordMissing(gvk schema.GroupVersionKind, ns, name string, err error) {
+	k := describe(gvk.Kind, ns, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.Missing[k] = "not found"
+	case kube.IsNotServed(err):
+		s.NotServed[gvk.Kind] = true
+		s.Missing[k] = "kind " + gvk.Kind + " (" + gvk.Group + ") is not served by the API server"
+	default:
+		s.Missing[k] = err.Error()
+	}
+}
+
+// MissingReason says why the object is absent from the snapshot.
+func (s *State) MissingReason(kind, ns, name string) string {
+	if r := s.Missing[describe(kind, ns, name)]; r != "" {
+		return r
+	}
+	return "not found"
+}
+
+// generatedPolicies returns [namespace, name] of the Kuadrant policies a
+// MaaS policy's status lists (MaaSAuthPolicy status.authPolicies,
+// MaaSSubscription status.tokenRateLimitStatuses; CRDs in
+// ../shared/crds/maas).
+func generatedPolicies(owner *unstructured.Unstructured, field string) [][2]string {
+	l, _, _ := unstructured.NestedSlice(owner.Object, "status", field)
+	var out [][2]string
+	for _, x := range l {
+		m, _ := x.(map[string]any)
+		name, _ := m["name"].(string)
+		ns, _ := m["namespace"].(string)
+		if name != "" {
+			out = append(out, [2]string{ns, name})
+		}
+	}
+	return out
+}
+
+func secretInfo(u *unstructured.Unstructured, ns, name string) SecretInfo {
+	si := SecretInfo{Namespace: ns, Name: name}
+	if u == nil {
+		return si
+	}
+	si.Exists = true
+	si.Labels = u.GetLabels()
+	data, _, _ := unstructured.NestedMap(u.Object, "data")
+	for k, v := range data {
+		if s, _ := v.(string); s != "" {
+			si.Keys = append(si.Keys, k)
+		}
+	}
+	sd, _, _ := unstructured.NestedMap(u.Object, "stringData")
+	for k, v := range sd {
+		if s, _ := v.(string); s != "" && !si.HasKey(k) {
+			si.Keys = append(si.Keys, k)
+		}
+	}
+	sort.Strings(si.Keys)
+	return si
+}
+
+// backendFor parses an in-cluster Service host (<svc>.<ns>.svc or
+// <svc>.<ns>.svc.cluster.local); other hosts are external and give nil.
+func backendFor(host string) *Backend {
+	parts := strings.Split(host, ".")
+	if len(parts) < 3 || parts[2] != "svc" {
+		return nil
+	}
+	return &Backend{Host: host, Name: parts[0], Namespace: parts[1]}
+}
+
+func countEndpoints(es *unstructured.Unstructured, b *Backend) {
+	eps, _, _ := unstructured.NestedSlice(es.Object, "endpoints")
+	for _, e := range eps {
+		m, _ := e.(map[string]any)
+		b.Endpoints++
+		conds, _ := m["conditions"].(map[string]any)
+		if ready, ok := conds["ready"].(bool); !ok || ready {
+			b.ReadyEndpoints++
+		}
+	}
+}
+
+// GatewayServiceName is the Service Istio creates for the Gateway.
+func (s *State) GatewayServiceName() string { return s.gatewayServiceName }

@@ -1,0 +1,184 @@
+// Package verify proves that a MaaS deployment works: the control-plane
+// checks of the deployment README's "Verify the deployment" list
+// (../shared/reference/DEPLOYMENT.md) read from a live snapshot, and the
+// data path a user takes: mint an API key, list models, chat, be refused
+// without a key, be limited over quota, and revoke the key. Every check has
+// a stable code (Catalogue), a result and, on failure, the cause and the
+// fix. Responses are classified as case B17 prescribes.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// Options configure Run.
+type Options struct {
+	Inventory *inventory.Inventory
+	// Reader reads the live objects.
+	Reader Reader
+	// DataPath enables the data-path checks; nil runs only the live
+	// checks. When its Endpoint is empty the Route host is used.
+	DataPath *DataPathOptions
+}
+
+// Report is the outcome of one verify run.
+type Report struct {
+	// Endpoint is the MaaS base URL the data path used ("" when skipped).
+	Endpoint string `json:"endpoint,omitempty"`
+	// Passed is true when no check failed.
+	Passed bool    `json:"passed"`
+	Checks []Check `json:"checks"`
+}
+
+// Failed returns the failed checks.
+func (r *Report) Failed() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if c.Result == Fail {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// FailedCodes returns the distinct codes of failed checks, in report order.
+func (r *Report) FailedCodes() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range r.Failed() {
+		if !seen[c.Code] {
+			seen[c.Code] = true
+			out = append(out, c.Code)
+		}
+	}
+	return out
+}
+
+// Run takes a snapshot, evaluates the live checks and, when requested, the
+// data path. It returns an error only when the cluster cannot be read at
+// all; failed checks are reported in the Report.
+func Run(ctx context.Context, o Options) (*Report, *State, error) {
+	s, err := Snapshot(ctx, o.Reader, o.Inventory)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &Report{Checks: LiveChecks(s)}
+	if o.DataPath != nil {
+		dp := *o.DataPath
+		ep, err := ResolveEndpoint(s, dp.Endpoint)
+		if err != nil {
+			rep.Checks = append(rep.Checks, newCheck(CodeHealth, "").fail(err.Error(), "the data path needs the MaaS base URL", "pass --endpoint https://maas.<apps domain>"))
+		} else {
+			dp.Endpoint = ep
+			rep.Endpoint = ep
+			rep.Checks = append(rep.Checks, DataPath(ctx, s, dp)...)
+		}
+	}
+	rep.Passed = len(rep.Failed()) == 0
+	return rep, s, nil
+}
+
+// Summary is one line: how many checks passed, failed and were skipped.
+func (r *Report) Summary() string {
+	var p, f, s int
+	for _, c := range r.Checks {
+		switch c.Result {
+		case Pass:
+			p++
+		case Fail:
+			f++
+		case Skip:
+			s++
+		}
+	}
+	if f == 0 {
+		return fmt.Sprintf("verify passed: %d checks passed, %d skipped", p, s)
+	}
+	return fmt.Sprintf("verify failed: %d of %d checks failed (%s)", f, len(r.Checks), strings.Join(r.FailedCodes(), ", "))
+}
+
+// WriteText renders the report as a table with the cause and fix of each
+// failure under it.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CODE\tRESULT\tCHECK\tOBJECT\tDETAIL")
+	for _, c := range r.Checks {
+		res := string(c.Result)
+		if c.Result == Fail {
+			res = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Code, res, c.Title, c.Object, oneLine(c.Detail, 140))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range r.Failed() {
+		fmt.Fprintf(w, "\n%s %s (%s)\n  observed: %s\n  cause:    %s\n  fix:      %s\n", c.Code, c.Title, c.Object, c.Detail, c.Cause, c.Fix)
+	}
+	_, err := fmt.Fprintln(w, "\n"+r.Summary())
+	return err
+}
+
+// WriteJSON renders the report as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func oneLine(s string, n int) string {
+	r := []rune(strings.Join(strings.Fields(s), " "))
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return string(r)
+}
+
+// ClusterProbes implements ProbeSubscriptions with server-side apply and a
+// watch-based wait for phase Active.
+type ClusterProbes struct{ Clients *kube.Clients }
+
+// Create implements ProbeSubscriptions.
+func (p ClusterProbes) Create(ctx context.Context, sub *unstructured.Unstructured) error {
+	if _, err := p.Clients.Apply(ctx, sub); err != nil {
+		return err
+	}
+	_, err := waiters.For(ctx, p.Clients, waiters.Target{
+		GVK: MaaSSubscriptionGVK, Namespace: sub.GetNamespace(), Name: sub.GetName(),
+		Cond: waiters.Phase([]string{"Active"}, "Failed", "Invalid"),
+	})
+	if err != nil {
+		return fmt.Errorf("wait for probe MaaSSubscription %s/%s: %w", sub.GetNamespace(), sub.GetName(), err)
+	}
+	return nil
+}
+
+// Delete implements ProbeSubscriptions.
+func (p ClusterProbes) Delete(ctx context.Context, ns, name string) error {
+	ri, _, err := p.Clients.Resource(MaaSSubscriptionGVK, ns)
+	if err != nil {
+		return err
+	}
+	err = ri.Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete probe MaaSSubscription %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// DefaultProbeTimeout bounds the wait for the probe subscription.
+const DefaultProbeTimeout = 2 * time.Minute

@@ -1,0 +1,233 @@
+package steps
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/inventory"
+)
+
+// ManifestFile is one file 'maasctl render' writes.
+type ManifestFile struct {
+	// Name is the file name: NN-<phase>-<step>.yaml, numbered in apply
+	// order, or README.md.
+	Name string
+	Data []byte
+}
+
+// OfflineFacts returns the rendering facts for an inventory without asking
+// a cluster: the Gateway host must be set in the inventory
+// (gateway.hostname) and the RHOAI layout follows the rhoai operator's
+// channel (stable-3.5 → 3.5).
+func OfflineFacts(inv *inventory.Inventory) (assets.Facts, error) {
+	if inv.Gateway.Hostname == "" {
+		return assets.Facts{}, errors.New("render works without a cluster, so the Gateway host must be set: --set gateway.hostname=maas.apps.example.com (or gateway.hostname in the inventory)")
+	}
+	f := assets.Facts{Host: inv.Gateway.Hostname}
+	if op := inv.Operator("rhoai"); op != nil {
+		if v := versionFromChannel(op.Channel); v != "" {
+			f = NewLayout(v, "the rhoai operator channel "+op.Channel).Facts(f)
+		}
+	}
+	return f, nil
+}
+
+// RenderManifests returns every manifest of the install for inv, one file
+// per step in apply order (dependency order of the registry), for a GitOps
+// engine (Argo CD, ACM) to apply with server-side apply. What the install
+// decides at run time is explained in comments instead:
+//
+//   - Secrets that carry the database password are not rendered, only
+//     described (name, type, keys, where the value lives in Vault);
+//   - the Namespace and OperatorGroup of operators installed in
+//     openshift-operators for all namespaces are not rendered: OpenShift
+//     ships them (global-operators);
+//   - the monitoring ConfigMap holds only enableUserWorkload, where install
+//     merges it into the cluster's existing config.yaml;
+//   - the Authorino TLS objects patch objects the operators create.
+//
+// README.md lists the files and the Secrets to provide.
+func RenderManifests(inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, error) {
+	if err := inv.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+	}
+	reg, err := NewRegistry(inv)
+	if err != nil {
+		return nil, err
+	}
+	order, err := reg.TopoOrder()
+	if err != nil {
+		return nil, err
+	}
+	objs, err := assets.Render(inv, f)
+	if err != nil {
+		return nil, err
+	}
+	var files []ManifestFile
+	var readme bytes.Buffer
+	readme.WriteString("# maasctl render\n\n")
+	fmt.Fprintf(&readme, "Manifests of `maasctl install` for Gateway host %s, one file per install step, numbered in apply order. ", f.Host)
+	readme.WriteString("Apply them in that order with server-side apply (`kubectl apply --server-side -f FILE`, or Argo CD with `ServerSideApply=true` and sync waves by number); a step's kinds are served only once the operator of an earlier step is installed, so retry a file until its CRDs exist.\n\n")
+	fmt.Fprintf(&readme, "Install restarts the Kuadrant operator once when Kuadrant reports `MissingDependency` because the operator started before Istio existed; with GitOps, do that in a hook after `platform-gatewayclass` is accepted: `oc delete pod -n %s -l %s`.\n\n", inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector)
+	readme.WriteString("## Secrets to provide\n\nNo Secret value is rendered. Create these from Vault (for example with External Secrets or a sealed secret) before the step that names them:\n\n")
+	d := inv.Database
+	fmt.Fprintf(&readme, "- `%s/%s` (type `kubernetes.io/basic-auth`, keys `username` = `%s`, `password` = key `password` of Vault `%s`), before `database-secret`.\n", d.Namespace, d.SecretName, d.Owner, d.VaultPath)
+	for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
+		fmt.Fprintf(&readme, "- `%s/%s` (type `Opaque`, key `DB_CONNECTION_URL` = `%s`), before `dbsecret-maas-db-config`.\n", ns, inv.DBConfig.Name, connectionURLTemplate(inv))
+	}
+	for _, m := range inv.ExternalModels {
+		fmt.Fprintf(&readme, "- `%s/%s` (key `api-key`, the model server's API key) must exist already; the manifests only label it.\n", m.Namespace, m.APIKeySecret)
+	}
+	readme.WriteString("\n## Files\n\n")
+	n := 0
+	for _, s := range order {
+		body, err := renderStep(inv, f, s, objs[s.ID])
+		if err != nil {
+			return nil, fmt.Errorf("render step %s: %w", s.ID, err)
+		}
+		if body == "" {
+			continue
+		}
+		n++
+		name := fmt.Sprintf("%02d-%s.yaml", n, strings.ReplaceAll(s.ID, "/", "-"))
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Step %s: %s\n", s.ID, s.Title)
+		if len(s.After) > 0 {
+			fmt.Fprintf(&b, "# Apply after: %s\n", strings.Join(s.After, ", "))
+		}
+		b.WriteString(body)
+		files = append(files, ManifestFile{Name: name, Data: []byte(b.String())})
+		fmt.Fprintf(&readme, "- `%s`: %s\n", name, s.Title)
+	}
+	files = append(files, ManifestFile{Name: "README.md", Data: readme.Bytes()})
+	return files, nil
+}
+
+func connectionURLTemplate(inv *inventory.Inventory) string {
+	d := inv.Database
+	return fmt.Sprintf("postgresql://%s:<URL-encoded password>@%s-rw.%s.svc:5432/%s?%s",
+		url.PathEscape(d.Owner), d.ClusterName, d.Namespace, d.Name, url.Values{"sslmode": {inv.DBConfig.SSLMode}}.Encode())
+}
+
+// renderStep returns the YAML documents (with explaining comments) of one
+// step, "" when it writes nothing a GitOps engine could apply.
+func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstructured.Unstructured) (string, error) {
+	var docs []string
+	var notes []string
+	add := func(o *unstructured.Unstructured) error {
+		b, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, string(b))
+		return nil
+	}
+	var op *inventory.Operator
+	switch {
+	case s.ID == "database/operator":
+		op = &inv.Database.Operator
+		notes = append(notes, "Leave this file out when the cluster already serves postgresql.cnpg.io (install skips it then).")
+	case strings.HasPrefix(s.ID, "operators/"):
+		op = inv.Operator(strings.TrimPrefix(s.ID, "operators/"))
+	}
+	switch {
+	case op != nil && len(objs) == 3:
+		platformOwned := op.Namespace == "openshift-operators" && op.AllNamespaces
+		if platformOwned {
+			notes = append(notes, "Namespace openshift-operators and its all-namespaces OperatorGroup come with OpenShift: not rendered.")
+		} else {
+			notes = append(notes, "OLM allows one OperatorGroup per namespace: leave it out if "+op.Namespace+" already has a compatible one.")
+			if err := add(objs[0]); err != nil {
+				return "", err
+			}
+			if err := add(objs[1]); err != nil {
+				return "", err
+			}
+		}
+		if err := add(objs[2]); err != nil {
+			return "", err
+		}
+	case s.ID == "database/secret":
+		for _, o := range objs {
+			if err := add(o); err != nil {
+				return "", err
+			}
+		}
+		d := inv.Database
+		notes = append(notes,
+			fmt.Sprintf("Secret %s/%s (type kubernetes.io/basic-auth) is not rendered: it carries the database password.", d.Namespace, d.SecretName),
+			fmt.Sprintf("Provide it from Vault %s (keys username=%s and password), for example:", d.VaultPath, d.Owner),
+			fmt.Sprintf("  oc create secret generic %s -n %s --type=kubernetes.io/basic-auth --from-literal=username=%s \\", d.SecretName, d.Namespace, d.Owner),
+			fmt.Sprintf("    --from-literal=password=\"$(vault kv get -field=password %s)\"", d.VaultPath))
+	case s.ID == "dbsecret/maas-db-config":
+		for _, o := range objs {
+			if err := add(o); err != nil {
+				return "", err
+			}
+		}
+		c := inv.DBConfig
+		for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
+			if ns != c.Namespace {
+				if err := add(namespaceObject(ns)); err != nil {
+					return "", err
+				}
+			}
+			notes = append(notes, fmt.Sprintf("Secret %s/%s (Opaque) is not rendered: it carries the database password.", ns, c.Name))
+		}
+		notes = append(notes,
+			"Provide it with key DB_CONNECTION_URL = "+connectionURLTemplate(inv),
+			"before the DataScienceCluster enables MaaS.")
+	case s.ID == "platform/monitoring":
+		if !inv.Monitoring.EnableUserWorkload || len(objs) == 0 {
+			return "", nil
+		}
+		cm := objs[0].DeepCopy()
+		if err := unstructured.SetNestedField(cm.Object, "enableUserWorkload: true\n", "data", "config.yaml"); err != nil {
+			return "", err
+		}
+		notes = append(notes, "install merges enableUserWorkload: true into the cluster's existing config.yaml;",
+			"this ConfigMap replaces it: copy any other settings the cluster has into it.")
+		if err := add(cm); err != nil {
+			return "", err
+		}
+	case s.ID == "platform/authorino-tls":
+		k := inv.Kuadrant
+		notes = append(notes, "Both objects are created by the Kuadrant and Authorino operators; these manifests",
+			"only add TLS settings. Apply them with server-side apply once the objects exist.",
+			"If Kuadrant "+k.Namespace+"/"+k.Name+" reports Ready=False reason MissingDependency (its operator started",
+			"before Istio existed, case B01), restart the operator once, which install does itself:",
+			"  oc delete pod -n "+k.OperatorNamespace+" -l "+k.OperatorSelector)
+		for _, o := range objs {
+			if err := add(o); err != nil {
+				return "", err
+			}
+		}
+	default:
+		for _, o := range objs {
+			if err := add(o); err != nil {
+				return "", err
+			}
+		}
+	}
+	if len(docs) == 0 && len(notes) == 0 {
+		return "", nil
+	}
+	var b strings.Builder
+	for _, n := range notes {
+		b.WriteString("# " + n + "\n")
+	}
+	for i, d := range docs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.WriteString(d)
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,100 @@
+package steps
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/maasctl/maasctl/inventory"
+)
+
+// update is -update, declared in secrets_test.go.
+
+// TestRenderManifestsGolden: the GitOps rendering of the default inventory,
+// file by file (testdata/render/*; go test -update rewrites them).
+func TestRenderManifestsGolden(t *testing.T) {
+	inv := inventory.Default()
+	inv.Gateway.Hostname = "maas.apps.openshift.example.com"
+	f, err := OfflineFacts(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := RenderManifests(inv, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("testdata", "render")
+	if *update {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range files {
+			if err := os.WriteFile(filepath.Join(dir, mf.Name), mf.Data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if len(entries) != len(files) {
+		t.Errorf("%d golden files, %d rendered", len(entries), len(files))
+	}
+	for _, mf := range files {
+		want, err := os.ReadFile(filepath.Join(dir, mf.Name))
+		if err != nil {
+			t.Errorf("%s: %v (run go test -update)", mf.Name, err)
+			continue
+		}
+		if diff := cmp.Diff(string(want), string(mf.Data)); diff != "" {
+			t.Errorf("%s differs (-golden +rendered):\n%s", mf.Name, diff)
+		}
+	}
+}
+
+// TestRenderManifestsNoSecretValues: no rendered file is a Secret with
+// data, and the password-bearing Secrets are described instead.
+func TestRenderManifestsNoSecretValues(t *testing.T) {
+	inv := inventory.Default()
+	inv.Gateway.Hostname = "maas.example.com"
+	f, err := OfflineFacts(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := RenderManifests(inv, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for i, mf := range files {
+		all.Write(mf.Data)
+		if mf.Name == "README.md" {
+			continue
+		}
+		if !strings.HasPrefix(mf.Name, fmt.Sprintf("%02d-", i+1)) {
+			t.Errorf("file %d is %s: files must be numbered in order", i+1, mf.Name)
+		}
+		for _, doc := range strings.Split(string(mf.Data), "\n---\n") {
+			if strings.Contains(doc, "\nkind: Secret\n") && (strings.Contains(doc, "\ndata:") || strings.Contains(doc, "\nstringData:")) {
+				t.Errorf("%s renders a Secret with data", mf.Name)
+			}
+		}
+	}
+	for _, want := range []string{"Secret rhoai-maas-db/maas-postgres-secret", "Secret redhat-ai-gateway-infra/maas-db-config", "kv/cloudnativepg/maas-postgres"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("render does not describe %s", want)
+		}
+	}
+	inv.Gateway.Hostname = ""
+	if _, err := OfflineFacts(inv); err == nil || !strings.Contains(err.Error(), "gateway.hostname") {
+		t.Errorf("without a host: %v, want an error naming gateway.hostname", err)
+	}
+}

@@ -1,0 +1,1106 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/yaml"
+
+	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// NamespacesStepID is the pseudo step that deletes the Namespaces maasctl
+// created, after every step's objects are gone (case B20: never delete a
+// namespace while it still holds finalised objects).
+const NamespacesStepID = "uninstall/namespaces"
+
+// VaultDeleter deletes the database password from Vault (vault.Client).
+type VaultDeleter interface {
+	DeleteSecret(ctx context.Context, logicalPath string) error
+}
+
+// UninstallOptions are the inputs of Uninstall.
+type UninstallOptions struct {
+	Config    *rest.Config
+	Inventory *inventory.Inventory
+	// Vault deletes the password with DeleteData; it may be nil otherwise.
+	Vault VaultDeleter
+	Emit  func(Event)
+	Log   *zap.Logger
+	// DeleteData also removes the database: the CNPG Cluster, its PVCs, its
+	// Secret, the password in Vault and the CNPG operator maasctl installed.
+	// That deletes every MaaS API key. The caller asks for confirmation.
+	DeleteData bool
+	// PurgeCRDs deletes the CRDs of the operators maasctl removed, when no
+	// custom resource of them is left anywhere.
+	PurgeCRDs bool
+	// ForceRemoveFinalizers clears the finalizers of objects still blocked
+	// when a wait times out, and says so (case B20).
+	ForceRemoveFinalizers bool
+	// DryRun only computes and returns the plan.
+	DryRun bool
+	// WaitTimeout bounds the wait for each step's objects to be gone.
+	// Default: the inventory's waitTimeoutSeconds.
+	WaitTimeout   time.Duration
+	LeaseDuration time.Duration
+	Identity      string
+}
+
+// Uninstall actions.
+const (
+	ActionDelete = "delete"
+	ActionKeep   = "keep"
+)
+
+// UninstallAction is one object uninstall deletes or keeps.
+type UninstallAction struct {
+	Verb   string `json:"verb"`
+	Object string `json:"object"`
+	Reason string `json:"reason,omitempty"`
+
+	entry *RecordEntry // nil for objects outside the record (CSV, PVC, Vault)
+	kind  string       // "object", "csv", "pvc", "vault"
+	stub  *unstructured.Unstructured
+	uid   string
+}
+
+// UninstallStep is one step of the uninstall, in execution order.
+type UninstallStep struct {
+	ID      string            `json:"id"`
+	Title   string            `json:"title"`
+	Actions []UninstallAction `json:"actions,omitempty"`
+	// Kept is true when the step keeps objects (its checkpoint stays).
+	Kept bool `json:"kept,omitempty"`
+}
+
+// UninstallReport is the plan of an uninstall and, after a run, what is
+// left: objects kept on purpose and orphans (objects labelled
+// app.kubernetes.io/managed-by=maasctl that no record accounts for).
+type UninstallReport struct {
+	Steps   []UninstallStep `json:"steps"`
+	Kept    []string        `json:"kept,omitempty"`
+	Orphans []string        `json:"orphans,omitempty"`
+}
+
+// uninstallRank places phases in the order of the "Remove" section of
+// reference/DEPLOYMENT.md: subscriptions and auth policies, model objects,
+// DSC and DSCI, Gateway, Route and Kuadrant, the database, then the
+// operators. It only breaks ties; dependencies always win.
+var uninstallRank = map[string]int{
+	"verify": 0, "access": 1, "models": 2, "rhoai": 3, "platform": 4,
+	"dbsecret": 5, "database": 6, "operators": 7, "preflight": 8,
+}
+
+func rankOf(id string) int {
+	if id == "database/operator" {
+		return uninstallRank["operators"] // an operator like the others
+	}
+	p, _, _ := strings.Cut(id, "/")
+	if r, ok := uninstallRank[p]; ok {
+		return r
+	}
+	return uninstallRank["platform"]
+}
+
+// UninstallOrder derives the uninstall order from the registry in reverse:
+// a step is removed only after every step that depends on it, so custom
+// resources go while the operators that finalise them still run (case
+// B20). Among steps that are free at the same time, the documented phase
+// order decides, then reverse registry order. extra are step IDs found in
+// the record but not in the registry (an older inventory); they have no
+// dependencies.
+func UninstallOrder(reg *Registry, extra []string) []string {
+	index := map[string]int{}
+	var ids []string
+	for i, s := range reg.Steps {
+		index[s.ID] = i
+		ids = append(ids, s.ID)
+	}
+	for _, id := range extra {
+		if _, ok := index[id]; !ok {
+			index[id] = len(index)
+			ids = append(ids, id)
+		}
+	}
+	dependents := map[string]int{}
+	for _, s := range reg.Steps {
+		for _, d := range s.After {
+			dependents[d]++
+		}
+	}
+	done := map[string]bool{}
+	var out []string
+	for len(out) < len(ids) {
+		var best string
+		for _, id := range ids {
+			if done[id] || dependents[id] > 0 {
+				continue
+			}
+			if best == "" || rankOf(id) < rankOf(best) || rankOf(id) == rankOf(best) && index[id] > index[best] {
+				best = id
+			}
+		}
+		if best == "" { // a cycle; NewRegistry rejects those
+			for _, id := range ids {
+				if !done[id] {
+					best = id
+					break
+				}
+			}
+		}
+		done[best] = true
+		out = append(out, best)
+		if s := reg.Get(best); s != nil {
+			for _, d := range s.After {
+				dependents[d]--
+			}
+		}
+	}
+	return out
+}
+
+// dataSteps hold the database and its data; they are kept unless
+// DeleteData.
+var dataSteps = map[string]string{
+	"database/cluster":  "the database Cluster and its data",
+	"database/secret":   "the database credentials",
+	"database/operator": "the database's operator",
+}
+
+type uninstaller struct {
+	o       UninstallOptions
+	c       *kube.Clients
+	reg     *Registry
+	rec     *Record
+	cps     *Checkpoints
+	emit    func(Event)
+	crds    map[string]bool // CRDs of removed operators, for PurgeCRDs
+	kept    []string
+	crdsMu  sync.Mutex
+	summary Summary
+}
+
+// Uninstall removes what maasctl's install created, in the order derived
+// from the registry in reverse (UninstallOrder), following the "Remove"
+// section of reference/DEPLOYMENT.md and case B20:
+//
+//   - only objects the record marks as created are deleted; adopted ones
+//     (there before maasctl) stay and lose only maasctl's managed-by label;
+//   - each object is deleted and watched until it is gone; a finalizer that
+//     never clears stops the uninstall with a *waiters.TimeoutError naming
+//     the object and its finalizers (ForceRemoveFinalizers clears them);
+//   - custom resources go before their operators; an OLM operator goes as
+//     Subscription first, then the CSVs named in its installedCSV and
+//     currentCSV, then its Deployments are waited for;
+//   - GatewayClass openshift-default stays while other Gateways use it;
+//   - the database (Cluster, PVCs, Secret, Vault password) and its operator
+//     stay unless DeleteData;
+//   - Namespaces maasctl created go last; CRDs only with PurgeCRDs;
+//   - it ends with an orphan scan by the app.kubernetes.io/managed-by label.
+//
+// With DryRun it returns the plan and changes nothing.
+func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error) {
+	if err := o.Inventory.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Emit == nil {
+		o.Emit = func(Event) {}
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = time.Duration(o.Inventory.WaitTimeoutSeconds) * time.Second
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 60 * time.Second
+	}
+	if o.Identity == "" {
+		o.Identity = Identity()
+	}
+	if o.DeleteData && o.Vault == nil && !o.DryRun {
+		return nil, errors.New("--delete-data also deletes the password in Vault: configure Vault (VAULT_ADDR, VAULT_TOKEN) or keep the data")
+	}
+	clients, err := kube.New(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := NewRegistry(o.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	u := &uninstaller{o: o, c: clients, reg: reg, crds: map[string]bool{}}
+	reads0, writes0 := clients.Requests.Reads(), clients.Requests.Writes()
+	var lock *Lock
+	if !o.DryRun {
+		lock, err = AcquireLock(ctx, clients.Kube, o.Identity, o.LeaseDuration)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if lock != nil {
+				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = lock.Release(rctx)
+			}
+		}()
+	}
+	if u.rec, err = LoadRecord(ctx, clients); err != nil {
+		return nil, err
+	}
+	if u.cps, err = LoadCheckpoints(ctx, clients); err != nil {
+		return nil, err
+	}
+	plan, err := u.plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &UninstallReport{Steps: plan}
+	if o.DryRun {
+		return rep, nil
+	}
+	start := time.Now()
+	var emitMu sync.Mutex
+	total := len(plan)
+	u.emit = func(ev Event) {
+		ev.Time = time.Now()
+		ev.Total = total
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		o.Emit(ev)
+	}
+	u.emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("uninstall in %d steps", total)})
+	runErr := u.run(ctx, plan)
+	if runErr == nil {
+		rep.Orphans, err = u.finish(ctx, &lock)
+		if err != nil {
+			runErr = err
+		}
+	}
+	rep.Kept = u.kept
+	u.summary.Duration = time.Since(start)
+	u.summary.Reads = clients.Requests.Reads() - reads0
+	u.summary.Writes = clients.Requests.Writes() - writes0
+	sort.Strings(u.summary.Done)
+	sort.Strings(u.summary.Unchanged)
+	u.emit(Event{Type: EventRunDone, Duration: u.summary.Duration, Summary: &u.summary})
+	return rep, runErr
+}
+
+// plan computes every step's actions from the record and the live cluster.
+func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
+	byStep := map[string][]RecordEntry{}
+	var extra []string
+	for _, e := range u.rec.Entries() {
+		if u.reg.Get(e.Step) == nil {
+			extra = append(extra, e.Step)
+		}
+		byStep[e.Step] = append(byStep[e.Step], e)
+	}
+	sort.Strings(extra)
+	var out []UninstallStep
+	keptNS := map[string]bool{}
+	var namespaces []RecordEntry
+	for _, id := range UninstallOrder(u.reg, extra) {
+		st := UninstallStep{ID: id, Title: "remove: " + id}
+		if s := u.reg.Get(id); s != nil {
+			st.Title = "remove: " + s.Title
+		}
+		entries := byStep[id] // in apply order (Record.Entries)
+		// Reverse apply order within a step: a MaaSModelRef before the
+		// ExternalModel it refers to, a Subscription before its
+		// OperatorGroup.
+		for i := len(entries) - 1; i >= 0; i-- {
+			e := entries[i]
+			if e.Kind == "Namespace" && e.APIVersion == "v1" {
+				if e.Origin == OriginCreated || e.Origin == OriginAdopted {
+					namespaces = append(namespaces, e)
+				}
+				continue
+			}
+			acts, err := u.actionsFor(ctx, id, e)
+			if err != nil {
+				return nil, err
+			}
+			for _, a := range acts {
+				if a.Verb == ActionKeep && a.entry != nil && a.entry.Origin == OriginCreated {
+					st.Kept = true
+					keptNS[e.Namespace] = true
+				}
+			}
+			st.Actions = append(st.Actions, acts...)
+		}
+		if id == "database/secret" && u.o.DeleteData {
+			st.Actions = append(st.Actions, UninstallAction{Verb: ActionDelete, kind: "vault",
+				Object: "Vault secret " + u.o.Inventory.Database.VaultPath, Reason: "the database password"})
+		}
+		if _, isData := dataSteps[id]; isData && !u.o.DeleteData && len(st.Actions) > 0 {
+			st.Kept = true
+		}
+		out = append(out, st)
+	}
+	sort.Slice(namespaces, func(i, j int) bool { return namespaces[i].Name < namespaces[j].Name })
+	ns := UninstallStep{ID: NamespacesStepID, Title: "remove: Namespaces maasctl created"}
+	for _, e := range namespaces {
+		a := UninstallAction{Verb: ActionDelete, Object: e.String(), entry: &e, kind: "object", stub: e.Object(), uid: e.UID}
+		switch {
+		case e.Origin == OriginAdopted:
+			a.Verb, a.Reason = ActionKeep, "adopted: it existed before maasctl"
+		case keptNS[e.Name] || (!u.o.DeleteData && dataNamespace(u.o.Inventory, e.Name, byStep)):
+			a.Verb, a.Reason = ActionKeep, "holds objects that are kept"
+			ns.Kept = true
+		}
+		ns.Actions = append(ns.Actions, a)
+	}
+	out = append(out, ns)
+	return out, nil
+}
+
+// dataNamespace reports whether ns holds a database object of the record.
+func dataNamespace(inv *inventory.Inventory, ns string, byStep map[string][]RecordEntry) bool {
+	for id := range dataSteps {
+		for _, e := range byStep[id] {
+			if e.Kind != "Namespace" && e.Namespace == ns && e.Origin == OriginCreated {
+				return true
+			}
+		}
+	}
+	return ns == inv.Database.Namespace && len(byStep["database/cluster"]) > 0
+}
+
+// actionsFor decides what happens to one recorded object of step id.
+func (u *uninstaller) actionsFor(ctx context.Context, id string, e RecordEntry) ([]UninstallAction, error) {
+	a := UninstallAction{Verb: ActionDelete, Object: e.String(), entry: &e, kind: "object", stub: e.Object(), uid: e.UID}
+	switch e.Origin {
+	case OriginAbsent:
+		return nil, nil
+	case OriginAdopted:
+		a.Verb, a.Reason = ActionKeep, "adopted: it existed before maasctl"
+		return []UninstallAction{a}, nil
+	case OriginOwned:
+		a.Verb, a.Reason = ActionKeep, "owned by another object: removed with its owner"
+		return []UninstallAction{a}, nil
+	}
+	if what, isData := dataSteps[id]; isData && !u.o.DeleteData {
+		a.Verb, a.Reason = ActionKeep, what+"; --delete-data removes it (every API key is lost)"
+		return []UninstallAction{a}, nil
+	}
+	live, err := u.c.Get(ctx, e.Object())
+	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+		a.Reason = "already gone"
+		return []UninstallAction{a}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", e, err)
+	}
+	if e.UID != "" && string(live.GetUID()) != e.UID {
+		a.Verb, a.Reason = ActionKeep, "re-created by someone else after maasctl created it"
+		return []UninstallAction{a}, nil
+	}
+	switch {
+	case e.Kind == "GatewayClass":
+		users, err := u.gatewaysOfClass(ctx, e.Name)
+		if err != nil {
+			return nil, err
+		}
+		if len(users) > 0 {
+			a.Verb, a.Reason = ActionKeep, "still used by "+strings.Join(users, ", ")
+		}
+		return []UninstallAction{a}, nil
+	case id == "platform/monitoring" && e.Kind == "ConfigMap":
+		raw, _, _ := unstructured.NestedString(live.Object, "data", "config.yaml")
+		cfg := map[string]any{}
+		_ = yaml.Unmarshal([]byte(raw), &cfg)
+		if len(cfg) != 1 || cfg["enableUserWorkload"] != true || len(live.Object["data"].(map[string]any)) != 1 {
+			a.Verb, a.Reason = ActionKeep, "it now holds other monitoring settings"
+		}
+		return []UninstallAction{a}, nil
+	case e.Kind == "Subscription" && e.GVK().Group == "operators.coreos.com":
+		out := []UninstallAction{a}
+		seen := map[string]bool{}
+		for _, f := range []string{"installedCSV", "currentCSV"} {
+			name, _, _ := unstructured.NestedString(live.Object, "status", f)
+			if name == "" || seen[name] {
+				continue
+			}
+			seen[name] = true
+			stub := &unstructured.Unstructured{}
+			stub.SetGroupVersionKind(csvGVK)
+			stub.SetNamespace(e.Namespace)
+			stub.SetName(name)
+			out = append(out, UninstallAction{Verb: ActionDelete, kind: "csv", stub: stub,
+				Object: kube.Describe(stub), Reason: "the CSV of Subscription " + e.Name + " (a CSV left behind blocks a reinstall)"})
+		}
+		return out, nil
+	case e.Kind == "Cluster" && e.GVK().Group == "postgresql.cnpg.io":
+		out := []UninstallAction{a}
+		pvcs, err := u.c.Kube.CoreV1().PersistentVolumeClaims(e.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "cnpg.io/cluster=" + e.Name})
+		if err != nil {
+			return nil, fmt.Errorf("list PVCs of Cluster %s/%s: %w", e.Namespace, e.Name, err)
+		}
+		for _, p := range pvcs.Items {
+			stub := &unstructured.Unstructured{}
+			stub.SetAPIVersion("v1")
+			stub.SetKind("PersistentVolumeClaim")
+			stub.SetNamespace(p.Namespace)
+			stub.SetName(p.Name)
+			out = append(out, UninstallAction{Verb: ActionDelete, kind: "pvc", stub: stub, uid: string(p.UID),
+				Object: kube.Describe(stub), Reason: "data volume of Cluster " + e.Name})
+		}
+		return out, nil
+	}
+	return []UninstallAction{a}, nil
+}
+
+var gatewayGVK = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"}
+
+// gatewaysOfClass lists the Gateways of class that maasctl did not create.
+func (u *uninstaller) gatewaysOfClass(ctx context.Context, class string) ([]string, error) {
+	ri, _, err := u.c.Resource(gatewayGVK, "")
+	if kube.IsNotServed(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	list, err := ri.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list Gateways: %w", err)
+	}
+	var out []string
+	for _, g := range list.Items {
+		c, _, _ := unstructured.NestedString(g.Object, "spec", "gatewayClassName")
+		if c != class || g.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if e, ok := u.rec.Lookup(&g); ok && e.Origin == OriginCreated {
+			continue // ours: removed by an earlier step
+		}
+		out = append(out, "Gateway "+g.GetNamespace()+"/"+g.GetName())
+	}
+	return out, nil
+}
+
+func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) error {
+	for i, st := range plan {
+		idx := i + 1
+		deletes := 0
+		for _, a := range st.Actions {
+			if a.Verb == ActionDelete {
+				deletes++
+			}
+		}
+		if deletes == 0 {
+			for _, a := range st.Actions {
+				u.keep(a)
+				u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: "keeping " + a.Object + ": " + a.Reason})
+			}
+			u.emit(Event{Type: EventSkipped, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
+			u.summary.Unchanged = append(u.summary.Unchanged, st.ID)
+			u.afterStep(ctx, st)
+			continue
+		}
+		t0 := time.Now()
+		u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
+		if err := u.runStep(ctx, st, idx); err != nil {
+			u.emit(Event{Type: EventFailed, Step: st.ID, Title: st.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+			u.summary.Failed = append(u.summary.Failed, st.ID)
+			for _, rest := range plan[i+1:] {
+				u.summary.Blocked = append(u.summary.Blocked, rest.ID)
+			}
+			return &StepError{Step: st.ID, Err: err}
+		}
+		u.afterStep(ctx, st)
+		u.emit(Event{Type: EventDone, Step: st.ID, Title: st.Title, Index: idx, Duration: time.Since(t0)})
+		u.summary.Done = append(u.summary.Done, st.ID)
+	}
+	return nil
+}
+
+func (u *uninstaller) keep(a UninstallAction) {
+	if a.entry != nil && a.entry.Origin == OriginCreated {
+		u.kept = append(u.kept, a.Object+" ("+a.Reason+")")
+	}
+}
+
+// afterStep forgets the entries of a finished step and drops its
+// checkpoint unless it keeps objects, so status shows it pending again.
+func (u *uninstaller) afterStep(ctx context.Context, st UninstallStep) {
+	var gone []RecordEntry
+	for _, a := range st.Actions {
+		if a.entry != nil && a.Verb == ActionDelete {
+			gone = append(gone, *a.entry)
+		}
+	}
+	u.rec.Forget(gone...)
+	if st.Kept {
+		return
+	}
+	if _, ok := u.cps.Get(st.ID); ok {
+		patch := fmt.Sprintf(`{"data":{%q:null}}`, checkpointKey(st.ID))
+		_, err := u.c.Kube.CoreV1().ConfigMaps(StateNamespace).Patch(ctx, CheckpointsConfigMap, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
+		if err != nil && !apierrors.IsNotFound(err) {
+			u.o.Log.Warn("drop checkpoint", zap.String("step", st.ID), zap.Error(err))
+		}
+	}
+}
+
+func (u *uninstaller) runStep(ctx context.Context, st UninstallStep, idx int) error {
+	progress := func(format string, args ...any) {
+		u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: fmt.Sprintf(format, args...)})
+	}
+	if st.ID == NamespacesStepID {
+		return u.removeNamespaces(ctx, st, progress)
+	}
+	for _, a := range st.Actions {
+		if a.Verb == ActionKeep {
+			u.keep(a)
+			progress("keeping %s: %s", a.Object, a.Reason)
+			continue
+		}
+		switch a.kind {
+		case "vault":
+			if err := u.o.Vault.DeleteSecret(ctx, u.o.Inventory.Database.VaultPath); err != nil {
+				return fmt.Errorf("delete the database password in Vault: %w", err)
+			}
+			progress("deleted Vault secret %s", u.o.Inventory.Database.VaultPath)
+			continue
+		case "csv":
+			if u.o.PurgeCRDs {
+				u.noteCRDs(ctx, a.stub)
+			}
+		}
+		if err := u.deleteAndWait(ctx, st.ID, a, progress); err != nil {
+			if a.entry != nil {
+				if err2 := u.rec.Save(ctx); err2 != nil {
+					u.o.Log.Warn("save record", zap.Error(err2))
+				}
+			}
+			return err
+		}
+		if a.kind == "csv" {
+			if err := u.waitOperatorGone(ctx, st.ID, a.stub, progress); err != nil {
+				return err
+			}
+		}
+		if a.entry != nil {
+			u.rec.Forget(*a.entry)
+			if err := u.rec.Save(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	if st.ID == "rhoai/dsc" && u.o.PurgeCRDs {
+		u.crdsMu.Lock()
+		for _, c := range MaaSCRDs {
+			u.crds[c] = true
+		}
+		u.crdsMu.Unlock()
+	}
+	return nil
+}
+
+func (u *uninstaller) noteCRDs(ctx context.Context, csvStub *unstructured.Unstructured) {
+	live, err := u.c.Get(ctx, csvStub)
+	if err != nil {
+		return
+	}
+	u.crdsMu.Lock()
+	defer u.crdsMu.Unlock()
+	for _, n := range ownedCRDs(live) {
+		u.crds[n] = true
+	}
+}
+
+// deleteAndWait deletes one object (with a UID precondition when known, so
+// an object someone re-created is never deleted) and watches until it is
+// gone.
+func (u *uninstaller) deleteAndWait(ctx context.Context, stepID string, a UninstallAction, progress func(string, ...any)) error {
+	ri, _, err := u.c.Resource(a.stub.GroupVersionKind(), a.stub.GetNamespace())
+	if kube.IsNotServed(err) {
+		progress("%s already gone (kind not served)", a.Object)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	opts := metav1.DeleteOptions{}
+	if a.uid != "" {
+		uid := types.UID(a.uid)
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = ri.Delete(ctx, a.stub.GetName(), opts)
+	switch {
+	case apierrors.IsNotFound(err):
+		progress("%s already gone", a.Object)
+		return nil
+	case apierrors.IsConflict(err):
+		progress("keeping %s: it was re-created by someone else after maasctl created it", a.Object)
+		u.kept = append(u.kept, a.Object+" (re-created by someone else)")
+		return nil
+	case err != nil:
+		return fmt.Errorf("delete %s: %w", a.Object, err)
+	}
+	progress("deleted %s, waiting for it to be gone", a.Object)
+	return u.waitGone(ctx, []goneTarget{{stub: a.stub, uid: a.uid}}, progress)
+}
+
+// waitOperatorGone waits for the Deployments OLM installed for a CSV
+// (label olm.owner=<csv>) to be garbage-collected.
+func (u *uninstaller) waitOperatorGone(ctx context.Context, stepID string, csv *unstructured.Unstructured, progress func(string, ...any)) error {
+	deps, err := u.c.Kube.AppsV1().Deployments(csv.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: "olm.owner=" + csv.GetName()})
+	if err != nil {
+		return fmt.Errorf("list Deployments of %s: %w", kube.Describe(csv), err)
+	}
+	var ts []goneTarget
+	for _, d := range deps.Items {
+		stub := &unstructured.Unstructured{}
+		stub.SetGroupVersionKind(deploymentGVK)
+		stub.SetNamespace(d.Namespace)
+		stub.SetName(d.Name)
+		ts = append(ts, goneTarget{stub: stub, uid: string(d.UID)})
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	progress("waiting for the operator Deployments of %s to be gone", csv.GetName())
+	return u.waitGone(ctx, ts, progress)
+}
+
+type goneTarget struct {
+	stub *unstructured.Unstructured
+	uid  string
+}
+
+// waitGone watches every target until it is deleted (or replaced by an
+// object with another UID). On timeout, with ForceRemoveFinalizers it
+// clears the finalizers of the blocked objects once, says so, and waits
+// again; otherwise it returns a *waiters.TimeoutError that names each
+// blocked object with its finalizers or Namespace conditions.
+func (u *uninstaller) waitGone(ctx context.Context, ts []goneTarget, progress func(string, ...any)) error {
+	err := u.waitGoneOnce(ctx, ts)
+	var te *waiters.TimeoutError
+	if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
+		return err
+	}
+	if !u.o.ForceRemoveFinalizers {
+		return fmt.Errorf("%w\nan object whose finalizer is never cleared blocks the uninstall: make its controller run again, or re-run with --force-remove-finalizers to clear them (the cleanup those finalizers guard is then skipped)", err)
+	}
+	for _, t := range ts {
+		ri, _, rerr := u.c.Resource(t.stub.GroupVersionKind(), t.stub.GetNamespace())
+		if rerr != nil {
+			continue
+		}
+		live, gerr := ri.Get(ctx, t.stub.GetName(), metav1.GetOptions{})
+		if gerr != nil || len(live.GetFinalizers()) == 0 {
+			continue
+		}
+		if _, perr := ri.Patch(ctx, t.stub.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: kube.FieldManager}); perr != nil {
+			return fmt.Errorf("remove finalizers of %s: %w", kube.Describe(t.stub), perr)
+		}
+		progress("removed finalizers %v from %s (--force-remove-finalizers)", live.GetFinalizers(), kube.Describe(t.stub))
+	}
+	return u.waitGoneOnce(ctx, ts)
+}
+
+func (u *uninstaller) waitGoneOnce(ctx context.Context, ts []goneTarget) error {
+	ctx, cancel := context.WithTimeout(ctx, u.o.WaitTimeout)
+	defer cancel()
+	type res struct {
+		blocked *waiters.Blocked
+		err     error
+	}
+	ch := make(chan res, len(ts))
+	for _, t := range ts {
+		go func() {
+			b, err := waitOneGone(ctx, u.c, t)
+			ch <- res{b, err}
+		}()
+	}
+	var blocked []waiters.Blocked
+	var first error
+	for range ts {
+		r := <-ch
+		if r.blocked != nil {
+			blocked = append(blocked, *r.blocked)
+		}
+		if r.err != nil && first == nil {
+			first = r.err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	if len(blocked) > 0 {
+		sort.Slice(blocked, func(i, j int) bool { return blocked[i].Object < blocked[j].Object })
+		return &waiters.TimeoutError{Blocked: blocked}
+	}
+	return nil
+}
+
+// waitOneGone returns nil, nil once t is gone; a Blocked when ctx ended
+// first.
+func waitOneGone(ctx context.Context, c *kube.Clients, t goneTarget) (*waiters.Blocked, error) {
+	ri, _, err := c.Resource(t.stub.GroupVersionKind(), t.stub.GetNamespace())
+	if kube.IsNotServed(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sel := fields.OneTermEqualSelector("metadata.name", t.stub.GetName()).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	}
+	var mu sync.Mutex
+	var last *unstructured.Unstructured
+	gone := func(obj *unstructured.Unstructured) bool {
+		return obj == nil || (t.uid != "" && string(obj.GetUID()) != t.uid)
+	}
+	pre := func(store cache.Store) (bool, error) {
+		items := store.List()
+		if len(items) == 0 {
+			return true, nil
+		}
+		obj, _ := items[0].(*unstructured.Unstructured)
+		mu.Lock()
+		last = obj
+		mu.Unlock()
+		return gone(obj), nil
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, pre, func(ev watch.Event) (bool, error) {
+		obj, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		if ev.Type == watch.Deleted {
+			return true, nil
+		}
+		mu.Lock()
+		last = obj
+		mu.Unlock()
+		return gone(obj), nil
+	})
+	if err == nil {
+		return nil, nil
+	}
+	if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
+		mu.Lock()
+		defer mu.Unlock()
+		return &waiters.Blocked{Object: kube.Describe(t.stub), Status: blockedStatus(last)}, nil
+	}
+	return nil, fmt.Errorf("wait for %s to be gone: %w", kube.Describe(t.stub), err)
+}
+
+// blockedStatus says why an object is not gone: not deleted yet, or
+// Terminating with finalizers, and for a Namespace its deletion conditions
+// (NamespaceFinalizersRemaining, NamespaceContentRemaining).
+func blockedStatus(obj *unstructured.Unstructured) string {
+	if obj == nil {
+		return "still there"
+	}
+	if obj.GetDeletionTimestamp() == nil {
+		return "not deleted yet"
+	}
+	s := "Terminating since " + obj.GetDeletionTimestamp().UTC().Format(time.RFC3339)
+	if f := obj.GetFinalizers(); len(f) > 0 {
+		s += ", finalizers " + strings.Join(f, ", ") + " never cleared (is their controller running?)"
+	}
+	if obj.GetKind() == "Namespace" {
+		for _, typ := range []string{"NamespaceFinalizersRemaining", "NamespaceContentRemaining", "NamespaceDeletionContentFailure"} {
+			if c, ok := waiters.GetCondition(obj, typ); ok && c.Status == "True" {
+				s += "; " + c.Reason + ": " + c.Message
+			}
+		}
+	}
+	return s
+}
+
+func (u *uninstaller) removeNamespaces(ctx context.Context, st UninstallStep, progress func(string, ...any)) error {
+	var ts []goneTarget
+	var deleted []RecordEntry
+	for _, a := range st.Actions {
+		if a.Verb == ActionKeep {
+			u.keep(a)
+			progress("keeping %s: %s", a.Object, a.Reason)
+			continue
+		}
+		opts := metav1.DeleteOptions{}
+		if a.uid != "" {
+			uid := types.UID(a.uid)
+			opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
+		err := u.c.Kube.CoreV1().Namespaces().Delete(ctx, a.stub.GetName(), opts)
+		switch {
+		case apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			progress("keeping %s: it was re-created by someone else", a.Object)
+			continue
+		case err != nil:
+			return fmt.Errorf("delete %s: %w", a.Object, err)
+		default:
+			progress("deleted %s", a.Object)
+		}
+		ts = append(ts, goneTarget{stub: a.stub, uid: a.uid})
+		deleted = append(deleted, *a.entry)
+	}
+	if len(ts) > 0 {
+		progress("waiting for %d Namespaces to be gone", len(ts))
+		if err := u.waitGone(ctx, ts, progress); err != nil {
+			return err
+		}
+	}
+	u.rec.Forget(deleted...)
+	return u.rec.Save(ctx)
+}
+
+// finish purges CRDs (when asked), removes maasctl's label from adopted
+// objects, removes maasctl's own state when nothing is kept, and scans for
+// orphans.
+func (u *uninstaller) finish(ctx context.Context, lock **Lock) ([]string, error) {
+	progress := func(format string, args ...any) {
+		u.emit(Event{Type: EventProgress, Step: "uninstall/finish", Message: fmt.Sprintf(format, args...)})
+	}
+	if u.o.PurgeCRDs {
+		if err := u.purgeCRDs(ctx, progress); err != nil {
+			return nil, err
+		}
+	}
+	// Adopted objects keep what maasctl applied, except its managed-by
+	// label: they are not maasctl's to manage any more.
+	for _, e := range u.rec.Entries() {
+		if e.Origin != OriginAdopted {
+			continue
+		}
+		if _, isData := dataSteps[e.Step]; isData && !u.o.DeleteData {
+			continue
+		}
+		u.unlabel(ctx, e.Object(), progress)
+		u.rec.Forget(e)
+	}
+	var keptEntries bool
+	for _, e := range u.rec.Entries() {
+		if e.Origin == OriginCreated {
+			keptEntries = true
+		} else {
+			u.rec.Forget(e)
+		}
+	}
+	if keptEntries {
+		if err := u.rec.Save(ctx); err != nil {
+			return nil, err
+		}
+		progress("kept maasctl's record %s/%s: it lists the objects kept", StateNamespace, RecordConfigMap)
+	} else {
+		if err := u.removeState(ctx, lock, progress); err != nil {
+			return nil, err
+		}
+	}
+	return u.orphans(ctx, progress)
+}
+
+func (u *uninstaller) unlabel(ctx context.Context, obj *unstructured.Unstructured, progress func(string, ...any)) {
+	ri, _, err := u.c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
+	if err != nil {
+		return
+	}
+	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil || live.GetLabels()[assets.ManagedByLabel] != assets.ManagedByValue {
+		return
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, assets.ManagedByLabel)
+	if _, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+		u.o.Log.Warn("remove managed-by label", zap.String("object", kube.Describe(obj)), zap.Error(err))
+		return
+	}
+	progress("left %s in place (adopted); removed its %s label", kube.Describe(obj), assets.ManagedByLabel)
+}
+
+// removeState deletes the checkpoints and the record, releases the Lease and
+// deletes Namespace maasctl, waiting until it is gone so that an install
+// can start right after.
+func (u *uninstaller) removeState(ctx context.Context, lock **Lock, progress func(string, ...any)) error {
+	cms := u.c.Kube.CoreV1().ConfigMaps(StateNamespace)
+	for _, name := range []string{CheckpointsConfigMap, RecordConfigMap} {
+		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, name, err)
+		}
+	}
+	if *lock != nil {
+		if err := (*lock).Release(ctx); err != nil {
+			return fmt.Errorf("release Lease %s/%s: %w", StateNamespace, LeaseName, err)
+		}
+		*lock = nil
+	}
+	ns, err := u.c.Kube.CoreV1().Namespaces().Get(ctx, StateNamespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get Namespace %s: %w", StateNamespace, err)
+	}
+	if err := u.c.Kube.CoreV1().Namespaces().Delete(ctx, StateNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Namespace %s: %w", StateNamespace, err)
+	}
+	progress("deleted maasctl's state (Namespace %s)", StateNamespace)
+	stub := &unstructured.Unstructured{}
+	stub.SetAPIVersion("v1")
+	stub.SetKind("Namespace")
+	stub.SetName(StateNamespace)
+	return u.waitGone(ctx, []goneTarget{{stub: stub, uid: string(ns.UID)}}, progress)
+}
+
+func (u *uninstaller) purgeCRDs(ctx context.Context, progress func(string, ...any)) error {
+	var names []string
+	for n := range u.crds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ri := u.c.Dynamic.Resource(crdGVR)
+	var ts []goneTarget
+	for _, n := range names {
+		crd, err := ri.Get(ctx, n, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get CRD %s: %w", n, err)
+		}
+		if left, err := u.instancesLeft(ctx, crd); err != nil {
+			return err
+		} else if left > 0 {
+			u.kept = append(u.kept, fmt.Sprintf("CustomResourceDefinition %s (%d objects of it are left)", n, left))
+			progress("keeping CRD %s: %d objects of it are left", n, left)
+			continue
+		}
+		if err := ri.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete CRD %s: %w", n, err)
+		}
+		progress("deleted CRD %s", n)
+		stub := &unstructured.Unstructured{}
+		stub.SetGroupVersionKind(waiters.CRDGVK)
+		stub.SetName(n)
+		ts = append(ts, goneTarget{stub: stub, uid: string(crd.GetUID())})
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	err := u.waitGone(ctx, ts, progress)
+	u.c.Mapper.Reset()
+	return err
+}
+
+func (u *uninstaller) instancesLeft(ctx context.Context, crd *unstructured.Unstructured) (int, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if m["served"] != true {
+			continue
+		}
+		name, _ := m["name"].(string)
+		list, err := u.c.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: name, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return 0, fmt.Errorf("list %s.%s: %w", plural, group, err)
+		}
+		return len(list.Items), nil
+	}
+	return 0, nil
+}
+
+// orphans lists every object labelled app.kubernetes.io/managed-by=maasctl
+// that is still there and is not kept on purpose: left over from an earlier
+// run whose record was lost, or written by a maasctl step without a record.
+func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)) ([]string, error) {
+	u.c.Discovery.Invalidate()
+	lists, err := u.c.Discovery.ServerPreferredResources()
+	// Listing every kind would print the server's deprecation warnings
+	// (v1 ComponentStatus, v1 Endpoints); they are not the user's concern.
+	quiet := rest.CopyConfig(u.c.Config)
+	quiet.WarningHandler = rest.NoWarnings{}
+	dyn, derr := dynamic.NewForConfig(quiet)
+	if derr != nil {
+		return nil, fmt.Errorf("orphan scan: %w", derr)
+	}
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("orphan scan: discover resources: %w", err)
+	}
+	kept := map[string]bool{}
+	for _, e := range u.rec.Entries() {
+		kept[e.String()] = true
+	}
+	var out []string
+	sel := assets.ManagedByLabel + "=" + assets.ManagedByValue
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !hasVerb(r.Verbs, "list") || r.Kind == "Event" {
+				continue
+			}
+			list, err := dyn.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				continue // forbidden or gone: the scan is best effort per kind
+			}
+			for _, it := range list.Items {
+				if it.GetNamespace() == StateNamespace || (r.Kind == "Namespace" && it.GetName() == StateNamespace) {
+					continue // maasctl's own state, reported apart
+				}
+				it.SetKind(r.Kind)
+				d := kube.Describe(&it)
+				if kept[d] || it.GetDeletionTimestamp() != nil {
+					continue
+				}
+				out = append(out, d)
+			}
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		progress("orphan scan: no object labelled %s is left", sel)
+	}
+	for _, o := range out {
+		progress("orphan: %s is labelled %s but maasctl has no record of creating it; inspect it and delete it by hand if it is not needed", o, sel)
+	}
+	return out, nil
+}
+
+func hasVerb(verbs []string, v string) bool {
+	for _, x := range verbs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
