@@ -152,9 +152,15 @@ func TestDetectionLatencies(t *testing.T) {
 	}
 	// A list answer after the event (a's wait began when the object was
 	// ready already) leaves the cause unknown.
-	listed := append(slices.Clone(recs), faultproxy.Request{UserAgent: "maasctl/v0", Method: "GET", Path: "/apis/g/v1/namespaces/ingress/gateways", Start: at(102), End: at(104), Status: 200})
+	listed := append(slices.Clone(recs), faultproxy.Request{UserAgent: "maasctl/v0", Method: "GET", Path: "/apis/g/v1/namespaces/ingress/gateways",
+		Query: "fieldSelector=metadata.name%3Dgw", Start: at(102), End: at(104), Status: 200})
 	if got := detectionLatencies(reg, evs, listed, objs); len(got) != 0 {
 		t.Errorf("with a list answer after the event: %+v, want no sample", got)
+	}
+	// A GET of one object (maasctl reading what it applied) is no list.
+	read := append(slices.Clone(recs), faultproxy.Request{UserAgent: "maasctl/v0", Method: "GET", Path: "/apis/g/v1/namespaces/ingress/gateways/gw", Start: at(102), End: at(104), Status: 200})
+	if got := detectionLatencies(reg, evs, read, objs); !slices.Equal(got, want) {
+		t.Errorf("with a GET after the event: %+v, want %+v", got, want)
 	}
 	// An event of a watch opened after the write is the state the watch
 	// found, not a change it saw.

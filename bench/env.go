@@ -63,7 +63,12 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		return nil, fmt.Errorf("start the local control plane: %w", err)
 	}
 	c.te = te
-	c.stops = append(c.stops, func() { _ = te.Stop() })
+	c.stops = append(c.stops, func() {
+		// Keep the logs and kubeconfig; drop the etcd data (tens of MB).
+		if te.Stop() == nil {
+			_ = os.RemoveAll(filepath.Join(dir, "testenv", "etcd"))
+		}
+	})
 	c.kubeconfig = te.Kubeconfig()
 	simCfg := te.RESTConfig()
 	if o.record {

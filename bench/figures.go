@@ -280,10 +280,11 @@ func detectionLatencies(reg *steps.Registry, evs []steps.Event, recs []faultprox
 			continue
 		}
 		// A wait can also end on a list answer (the object was ready when
-		// the wait began): then no event was the cause.
+		// the wait began; a reflector lists first unless the server streams
+		// the list as events): then no event was the cause.
 		listed := false
 		for _, r := range maasctlReqs {
-			if !r.Watch && !r.IsWrite() && r.End.After(trig.t) && !r.End.After(cp.Start) {
+			if !r.Watch && r.Method == "GET" && strings.Contains(r.Query, "fieldSelector=") && r.End.After(trig.t) && !r.End.After(cp.Start) {
 				listed = true
 				break
 			}

@@ -458,7 +458,7 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 			return obj("operators.coreos.com/v1", "OperatorGroup", "redhat-ods-operator", name, map[string]any{"spec": map[string]any{}})
 		}
 		c := newCaseCluster(t, caseOptions{noSim: true, extra: []*unstructured.Unstructured{namespace("redhat-ods-operator"), og("og-a"), og("og-b")}})
-		r := c.install(t)
+		r := c.install(t, "--set", "waitTimeoutSeconds=30")
 		mustFail(t, r)
 		mustContain(t, "preflight failure", failure(r, steps.PreflightStepID), "operator-groups", "og-a", "og-b", "redhat-ods-operator")
 		if subs := c.list(t, gvkSub, ""); len(subs) != 0 {
@@ -526,12 +526,12 @@ func TestB05DSCSingletonsAndHiddenMaaS(t *testing.T) {
 		r := c.install(t, comps...)
 		mustFail(t, r)
 		mustContain(t, "preflight failure", failure(r, steps.PreflightStepID), "dsc:", "ogx and llamastackoperator are both Managed")
-		r = c.install(t, append(comps, "--ignore-preflight", "dsc", "--set", "waitTimeoutSeconds=300")...)
+		r = c.install(t, append(comps, "--ignore-preflight", "dsc", "--set", "waitTimeoutSeconds=150")...)
 		mustFail(t, r)
 		msg := failure(r, "rhoai/dsc")
 		mustContain(t, "rhoai/dsc failure", msg, "LlamaStackOperator is set to Managed; set it to Removed before enabling OGX", "set llamastackoperator to Removed")
 		for _, ev := range r.events {
-			if ev.Type == steps.EventFailed && ev.Step == "rhoai/dsc" && ev.Duration > 120*time.Second {
+			if ev.Type == steps.EventFailed && ev.Step == "rhoai/dsc" && ev.Duration > 60*time.Second {
 				t.Errorf("rhoai/dsc failed after %s; the conflict must end the wait at once", ev.Duration)
 			}
 		}
@@ -641,7 +641,7 @@ func TestB07CNPGCredentials(t *testing.T) {
 func TestB09CNPGStuckSettingUpPrimary(t *testing.T) {
 	t.Run("failed initdb job", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{faults: sim.Faults{CNPGInitdbFails: true}})
-		r := c.install(t, "--set", "waitTimeoutSeconds=600")
+		r := c.install(t, "--set", "waitTimeoutSeconds=240")
 		mustFail(t, r)
 		mustContain(t, "database/cluster failure", failure(r, "database/cluster"), "maas-postgres-1-initdb", "BackoffLimitExceeded", "kubectl logs job/maas-postgres-1-initdb")
 		for _, ev := range r.events {
@@ -660,7 +660,7 @@ func TestB09CNPGStuckSettingUpPrimary(t *testing.T) {
 		})
 		pvc.SetLabels(map[string]string{"cnpg.io/cluster": "maas-postgres"})
 		c := newCaseCluster(t, caseOptions{noSim: true, extra: []*unstructured.Unstructured{namespace("rhoai-maas-db"), pvc}})
-		r := c.install(t)
+		r := c.install(t, "--set", "waitTimeoutSeconds=30")
 		mustFail(t, r)
 		mustContain(t, "preflight failure", failure(r, steps.PreflightStepID), "stale-pvcs", "maas-postgres-1", "oc delete pvc -l cnpg.io/cluster=maas-postgres -n rhoai-maas-db")
 		if c.exists(t, "postgresql.cnpg.io/v1", "Cluster", "rhoai-maas-db", "maas-postgres") {
@@ -679,7 +679,7 @@ func TestB11VaultPolicyWithoutDataSegment(t *testing.T) {
 			"b11-token": {{Path: "kv/cloudnativepg/*", Capabilities: []string{"create", "read", "update"}}},
 		}}})
 		c.vaultToken = "b11-token"
-		r := c.install(t)
+		r := c.install(t, "--set", "waitTimeoutSeconds=30")
 		mustFail(t, r)
 		mustContain(t, "preflight failure", failure(r, steps.PreflightStepID), "vault:", "kv/data/cloudnativepg/maas-postgres")
 		assertNothingWritten(t, c)
@@ -841,7 +841,7 @@ func TestB13CertificateNotReady(t *testing.T) {
 				}
 			}
 		}})
-		r := c.install(t)
+		r := c.install(t, "--set", "waitTimeoutSeconds=30")
 		mustFail(t, r)
 		mustContain(t, "preflight failure", failure(r, steps.PreflightStepID), "cert-manager:", "ClusterIssuer letsencrypt-production is not Ready")
 		assertNothingWritten(t, c)
@@ -1050,7 +1050,7 @@ func TestB16ExternalModelNamesAndAPIGroup(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{faults: sim.Faults{MaaSFailures: map[string]string{
 			"ExternalModel/llm-coding-assistant/qwen35-9b-coder": "upstream endpoint rejected the provider configuration",
 		}}})
-		r := c.install(t, "--set", "waitTimeoutSeconds=600")
+		r := c.install(t, "--set", "waitTimeoutSeconds=180")
 		mustFail(t, r)
 		mustContain(t, "models/model failure", failure(r, "models/model"), "ExternalModel llm-coding-assistant/qwen35-9b-coder", "phase Failed", "ReconcileFailed", "oc describe externalmodel.inference.opendatahub.io qwen35-9b-coder -n llm-coding-assistant")
 		if c.exists(t, "maas.opendatahub.io/v1alpha1", "MaaSModelRef", "llm-coding-assistant", "qwen35-9b-coder") {
@@ -1112,7 +1112,7 @@ func TestB20OrphanCSVBlocksReinstall(t *testing.T) {
 		"spec": map[string]any{"displayName": "Red Hat OpenShift AI", "version": "3.5.0", "install": map[string]any{"strategy": "deployment"}},
 	})
 	c := newCaseCluster(t, caseOptions{noSim: true, extra: []*unstructured.Unstructured{namespace("redhat-ods-operator"), csv}})
-	r := c.install(t)
+	r := c.install(t, "--set", "waitTimeoutSeconds=30")
 	mustFail(t, r)
 	mustContain(t, "preflight failure", failure(r, steps.PreflightStepID), "orphan-csvs", "rhods-operator.3.5.0", "oc delete csv rhods-operator.3.5.0 -n redhat-ods-operator")
 	if subs := c.list(t, gvkSub, ""); len(subs) != 0 {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,7 +62,8 @@ const killLease = "2s"
 // install (right after an event, i.e. between requests, or a moment later,
 // inside a wait), re-runs it each time once the killed run's Lease expired,
 // and checks that the end state equals that of an uninterrupted run object
-// by object (spec, data and labels), that Vault holds one password version,
+// by object (labels, the fields maasctl owns, generation; see objState),
+// that Vault holds one password version,
 // and that no object was changed by maasctl more often than in the
 // uninterrupted run (no step applied twice in a way that changed an
 // object: the writes are counted by resourceVersion in a recording proxy
@@ -83,7 +85,16 @@ func TestKillAnywhere(t *testing.T) {
 		ref.state = managedState(t, c)
 		ref.events = r.events
 		ref.changes = changingWrites(c.proxy.Requests(), ref.state)
-		t.Logf("uninterrupted install: %s, %d managed objects", r.wall, len(ref.state))
+		owned := 0
+		for _, st := range ref.state {
+			if st.Owned != nil {
+				owned++
+			}
+		}
+		if len(ref.changes) == 0 || owned == 0 {
+			t.Fatalf("no maasctl write changed a managed object (%d) or none has fields maasctl owns (%d): the checks would prove nothing", len(ref.changes), owned)
+		}
+		t.Logf("uninterrupted install: %s, %d managed objects (%d with fields maasctl owns), %d changed by maasctl", r.wall, len(ref.state), owned, len(ref.changes))
 	})
 	if t.Failed() {
 		return
@@ -92,6 +103,7 @@ func TestKillAnywhere(t *testing.T) {
 	c := newCluster(t, opts)
 	plan := planKills(ref.events, n, uint64(time.Now().UnixNano()))
 	t.Logf("kill plan (%d points, seed %d): %s", n, plan.seed, plan)
+	coverage := map[string]int{}
 	var kills []killResult
 	for k := 0; k < len(plan.points); k++ {
 		res, killed := c.runUntilKill(t, plan, k)
@@ -100,13 +112,10 @@ func TestKillAnywhere(t *testing.T) {
 			break
 		}
 		kills = append(kills, res)
+		coverage[res.step]++
 	}
-	coverage := map[string]int{}
-	for _, k := range kills {
-		coverage[k.step]++
-	}
-	t.Logf("%d kills: %v\nkills per step: %v", len(kills), kills, coverage)
-	if len(kills) == n && len(coverage) < (n+1)/2 {
+	t.Logf("%d kills: %v\nkills in %d of %d steps: %v", len(kills), kills, len(coverage), plan.steps, coverage)
+	if len(kills) == n && len(coverage) < min(plan.steps, (n+1)/2) {
 		t.Errorf("the %d kills landed in only %d steps; they must spread over the install", n, len(coverage))
 	}
 
@@ -329,7 +338,9 @@ func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[
 // the uninterrupted run's progress events; a run is killed at its first
 // event at or after that index in the uninterrupted order.
 type killPlan struct {
-	seed   uint64
+	seed uint64
+	// steps is the number of steps with events in the reference.
+	steps  int
 	index  map[string]int // event key -> first index in the reference
 	keys   []string       // reference event keys in order
 	points []killPoint
@@ -337,6 +348,8 @@ type killPlan struct {
 
 type killPoint struct {
 	target int
+	// step is the step of the target event.
+	step string
 	// delay 0 kills right after the event (between two requests); a
 	// positive delay kills that long after it (inside a wait, typically).
 	delay time.Duration
@@ -375,16 +388,29 @@ func eventKey(ev steps.Event) string {
 	return ""
 }
 
-// planKills spreads n points over the reference events: when n is at
-// least the number of steps, one point lands in each step (its middle
-// event) and the rest are spread evenly; otherwise all are spread evenly.
+// planKills places n kill points on the uninterrupted run's events.
 // Targets are started or "applied" events, which every run that does the
-// step emits again. Every other point kills a moment after its event.
+// step emits again. With fewer points than steps they are spread evenly
+// over those events, every other one a moment after its event (inside a
+// wait). With at least one point per step, each step gets one at its
+// first event; the rest go, one each in turn, to the longest steps, at
+// their first "applied" event (between two requests) or a moment after
+// their first event (inside a wait); and the points are ordered by when
+// their step finished in the uninterrupted run, so that a step that
+// finishes early is targeted before a resumed run could finish it.
 func planKills(ref []steps.Event, n int, seed uint64) killPlan {
 	p := killPlan{seed: seed, index: map[string]int{}}
+	rng := rand.New(rand.NewPCG(seed, seed+1))
 	var targets []int
-	byStep := map[string][]int{}
+	first, applied := map[string]int{}, map[string]int{}
+	started, done := map[string]time.Time{}, map[string]time.Time{}
 	for _, ev := range ref {
+		switch ev.Type {
+		case steps.EventStarted:
+			started[ev.Step] = ev.Time
+		case steps.EventDone:
+			done[ev.Step] = ev.Time
+		}
 		k := eventKey(ev)
 		if k == "" {
 			continue
@@ -394,35 +420,70 @@ func planKills(ref []steps.Event, n int, seed uint64) killPlan {
 		}
 		if ev.Type == steps.EventStarted || strings.HasPrefix(ev.Message, "applied ") {
 			targets = append(targets, len(p.keys))
-			byStep[ev.Step] = append(byStep[ev.Step], len(p.keys))
+			if _, ok := first[ev.Step]; !ok {
+				first[ev.Step] = len(p.keys)
+			}
+			if _, ok := applied[ev.Step]; !ok && ev.Type == steps.EventProgress {
+				applied[ev.Step] = len(p.keys)
+			}
 		}
 		p.keys = append(p.keys, k)
 	}
-	var chosen []int
-	if n >= len(byStep) {
-		for _, idx := range byStep {
-			chosen = append(chosen, idx[len(idx)/2])
+	p.steps = len(first)
+	inside := func(d time.Duration) time.Duration {
+		hi := min(d*6/10, 250*time.Millisecond)
+		if hi <= 20*time.Millisecond {
+			return 0
 		}
+		return 20*time.Millisecond + time.Duration(rng.Int64N(int64(hi-20*time.Millisecond)))
 	}
-	rest := n - len(chosen)
-	for i := range rest {
-		chosen = append(chosen, targets[(2*i+1)*len(targets)/(2*rest)])
-	}
-	sort.Ints(chosen)
-	rng := rand.New(rand.NewPCG(seed, seed+1))
-	for i, idx := range chosen {
-		pt := killPoint{target: idx}
-		if i%2 == 1 {
-			pt.delay = time.Duration(20+rng.IntN(230)) * time.Millisecond
+	if n < p.steps {
+		for i := range n {
+			idx := targets[(2*i+1)*len(targets)/(2*n)]
+			pt := killPoint{target: idx, step: strings.Fields(p.keys[idx])[0]}
+			if i%2 == 1 {
+				pt.delay = inside(500 * time.Millisecond)
+			}
+			p.points = append(p.points, pt)
 		}
-		p.points = append(p.points, pt)
+		return p
 	}
+	ids := make([]string, 0, len(first))
+	for id := range first {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	long := slices.Clone(ids)
+	sort.SliceStable(long, func(i, j int) bool {
+		return done[long[i]].Sub(started[long[i]]) > done[long[j]].Sub(started[long[j]])
+	})
+	for _, id := range ids {
+		p.points = append(p.points, killPoint{target: first[id], step: id})
+	}
+	for i := range n - len(ids) {
+		id := long[i%len(long)]
+		if a, ok := applied[id]; ok && i%2 == 0 {
+			// Right after an apply: between two requests.
+			p.points = append(p.points, killPoint{target: a, step: id})
+			continue
+		}
+		p.points = append(p.points, killPoint{target: first[id], step: id, delay: inside(done[id].Sub(started[id]))})
+	}
+	sort.SliceStable(p.points, func(i, j int) bool {
+		a, b := p.points[i], p.points[j]
+		if !done[a.step].Equal(done[b.step]) {
+			return done[a.step].Before(done[b.step])
+		}
+		return a.delay < b.delay
+	})
 	return p
 }
 
-// runUntilKill starts an install and SIGKILLs it at plan point k. It
-// reports whether the run was killed; if it finished first, res.exit is
-// its exit code.
+// runUntilKill starts an install and SIGKILLs it at plan point k: at the
+// target step's first event at or past the target, or, once the target
+// step is done, at the first event past the target in the uninterrupted
+// order. It reports whether the run was killed; if it finished first,
+// res.exit is its exit code.
 func (c *cluster) runUntilKill(t *testing.T, plan killPlan, k int) (killResult, bool) {
 	t.Helper()
 	c.awaitLeaseFree(t)
@@ -444,14 +505,20 @@ func (c *cluster) runUntilKill(t *testing.T, plan killPlan, k int) (killResult, 
 	kill := func() { _ = cmd.Process.Signal(syscall.SIGKILL) }
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	fired := false
+	fired, stepOver := false, false
 	for sc.Scan() {
 		var ev steps.Event
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || fired {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.Step == pt.step && (ev.Type == steps.EventSkipped || ev.Type == steps.EventDone) {
+			stepOver = true // the target step is done: take the next event instead
+		}
+		if fired {
 			continue
 		}
 		idx, ok := plan.index[eventKey(ev)]
-		if !ok || idx < pt.target {
+		if !ok || idx < pt.target || ev.Step != pt.step && !stepOver {
 			continue
 		}
 		fired = true
@@ -751,6 +818,43 @@ func TestOwnedFieldsProjection(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestChangingWrites checks how TestKillAnywhere counts maasctl's writes
+// that changed an object (no cluster needed).
+func TestChangingWrites(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ref := func(rv string) *faultproxy.ObjectRef {
+		return &faultproxy.ObjectRef{Kind: "Gateway", Namespace: "ns", Name: "gw", ResourceVersion: rv}
+	}
+	w := func(ua string, end int, rv string) faultproxy.Request {
+		return faultproxy.Request{UserAgent: ua, Method: "PATCH", Path: "/apis/g/v1/namespaces/ns/gateways/gw", End: at(end), Status: 200, Object: ref(rv)}
+	}
+	const m, s = "maasctl/v0", simUserAgent
+	managed := map[string]objState{"Gateway ns/gw": {}}
+	tests := []struct {
+		name string
+		recs []faultproxy.Request
+		want int
+	}{
+		{name: "create, then a no-op apply", recs: []faultproxy.Request{w(m, 1, "10"), w(m, 5, "10")}, want: 1},
+		{name: "a no-op apply after a status write", recs: []faultproxy.Request{w(m, 1, "10"), w(s, 2, "11"), w(m, 5, "11")}, want: 1},
+		{name: "an apply that changed the object again", recs: []faultproxy.Request{w(m, 1, "10"), w(s, 2, "11"), w(m, 5, "12")}, want: 2},
+		{name: "dry runs, faults and reads do not count", recs: []faultproxy.Request{
+			w(m, 1, "10"),
+			{UserAgent: m, Method: "PATCH", Query: "dryRun=All", End: at(2), Status: 200, Object: ref("13")},
+			{UserAgent: m, Method: "PATCH", End: at(3), Status: 500, Fault: faultproxy.Fault500},
+			{UserAgent: m, Method: "GET", End: at(4), Status: 200, Object: ref("14")},
+		}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := changingWrites(tt.recs, managed)["Gateway ns/gw"]; got != tt.want {
+				t.Errorf("changingWrites = %d, want %d", got, tt.want)
 			}
 		})
 	}

@@ -83,6 +83,7 @@ type Finding struct {
 	Ignored bool `json:"ignored,omitempty"`
 }
 
+// String renders the finding as "check: message (fix: ...)".
 func (f Finding) String() string {
 	s := f.Check + ": " + f.Message
 	if f.Fix != "" {
@@ -188,6 +189,7 @@ type PreflightError struct {
 	Findings []Finding
 }
 
+// Error lists every failed check with its fix.
 func (e *PreflightError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "preflight failed (%d problem(s); nothing was changed):", len(e.Findings))

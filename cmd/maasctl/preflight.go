@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
-	"github.com/maasctl/maasctl/vault"
 )
 
 func init() { commands = append(commands, newPreflightCmd) }
@@ -57,7 +58,7 @@ func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error
 	if err := steps.ValidateIgnore(o.ignore); err != nil {
 		return &usageError{err}
 	}
-	inv, err := inventory.Load(o.files, o.sets)
+	inv, err := inventory.LoadWithAnsible(o.files, o.sets)
 	if err != nil {
 		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
 	}
@@ -67,19 +68,25 @@ func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error
 	if err := inv.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
 	}
-	cfg, err := g.kube.ToRESTConfig()
+	// The same Vault client and cluster credentials as install; without a
+	// Vault client the vault check reports why.
+	var secrets steps.Secrets
+	vc, verr := vaultClient(inv)
+	if verr != nil {
+		if g.kubeAuth.tokenFromVault != "" || inv.Vault.KubeTokenPath != "" {
+			return verr // the cluster token itself comes from Vault
+		}
+		secrets = steps.UnavailableSecrets(verr)
+	} else {
+		secrets = &steps.VaultSecrets{Client: vc, Inv: inv}
+	}
+	cfg, err := g.restConfig(c.Context(), inv, vc)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
 	clients, err := kube.New(cfg)
 	if err != nil {
 		return err
-	}
-	var secrets steps.Secrets
-	if vc, err := vault.NewClient(vault.Options{Address: inv.Vault.Address}); err != nil {
-		secrets = steps.UnavailableSecrets(err)
-	} else {
-		secrets = &steps.VaultSecrets{Client: vc, Inv: inv}
 	}
 	log, sync, err := g.logger()
 	if err != nil {
@@ -101,5 +108,14 @@ func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error
 	} else if err := rep.WriteText(c.OutOrStdout()); err != nil {
 		return err
 	}
-	return rep.Err()
+	if errs := rep.Errors(); len(errs) > 0 {
+		var names []string
+		for _, f := range errs {
+			if !slices.Contains(names, f.Check) {
+				names = append(names, f.Check)
+			}
+		}
+		return fmt.Errorf("preflight failed: %s (details above; --ignore-preflight NAME turns a check's errors into warnings)", strings.Join(names, ", "))
+	}
+	return nil
 }
