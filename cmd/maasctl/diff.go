@@ -34,18 +34,10 @@ Exit codes: 0 nothing would change (and nothing is printed), 2 something
 would change or cannot be known yet, 1 an error. It changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			po, err := o.planOptions(c, g)
+			po, err := o.selectedPlanOptions(c, g, sel)
 			if err != nil {
 				return err
 			}
-			reg, err := steps.NewRegistry(po.Inventory)
-			if err != nil {
-				return err
-			}
-			if err := sel.check(reg); err != nil {
-				return err
-			}
-			po.Selection = sel.selection()
 			rep, err := steps.Diff(c.Context(), po)
 			if err != nil {
 				return selectionError(err)

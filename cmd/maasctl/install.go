@@ -109,6 +109,9 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 		if uerr := selectionError(err); uerr != err {
 			return uerr // --only/--skip/--from: nothing was changed (exit 2)
 		}
+		if steps.IsLockHeld(err) {
+			return err // its message already says when to run again
+		}
 		return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
 	}
 	return nil

@@ -64,18 +64,10 @@ would run with the reason, and changes nothing. Use 'maasctl diff' for the
 object fields a run would change.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			po, err := o.planOptions(c, g)
+			po, err := o.selectedPlanOptions(c, g, sel)
 			if err != nil {
 				return err
 			}
-			reg, err := steps.NewRegistry(po.Inventory)
-			if err != nil {
-				return err
-			}
-			if err := sel.check(reg); err != nil {
-				return err
-			}
-			po.Selection = sel.selection()
 			rep, err := steps.Plan(c.Context(), po)
 			if err != nil {
 				return selectionError(err)
@@ -115,4 +107,22 @@ func writePlan(w io.Writer, rep *steps.PlanReport) error {
 		fmt.Fprintf(w, "\n%d of %d steps would run; the others are done.\n", len(run), len(rep.Steps))
 	}
 	return nil
+}
+
+// selectedPlanOptions builds the plan options of plan and diff with the
+// --only/--skip/--from selection checked against the registry.
+func (o *readOptions) selectedPlanOptions(c *cobra.Command, g *globalOptions, sel *selectionFlags) (steps.PlanOptions, error) {
+	po, err := o.planOptions(c, g)
+	if err != nil {
+		return po, err
+	}
+	reg, err := steps.NewRegistry(po.Inventory)
+	if err != nil {
+		return po, err
+	}
+	if err := sel.check(reg); err != nil {
+		return po, err
+	}
+	po.Selection = sel.selection()
+	return po, nil
 }
