@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/url"
 	"os"
@@ -162,8 +163,21 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 func mustSucceed(t *testing.T, r run) {
 	t.Helper()
 	if r.exit != 0 {
-		t.Fatalf("maasctl exit %d, want 0\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
+		t.Fatalf("maasctl exit %d, want 0\n%s\nstdout:\n%s", r.exit, failedSummary(r), r.stdout)
 	}
+}
+
+// failedSummary puts the failed steps and stderr first, so that a log cut
+// after its first lines (CI keeps a part of the output) still says why.
+func failedSummary(r run) string {
+	var b strings.Builder
+	for _, ev := range r.events {
+		if ev.Type == steps.EventFailed {
+			fmt.Fprintf(&b, "failed step %s: %s\n", ev.Step, ev.Message)
+		}
+	}
+	fmt.Fprintf(&b, "stderr:\n%s", r.stderr)
+	return b.String()
 }
 
 func mustFail(t *testing.T, r run) {
@@ -506,9 +520,11 @@ func TestB05DSCSingletonsAndHiddenMaaS(t *testing.T) {
 			t.Errorf("DSCInitializations %v, want only the operator's default-dsci", names)
 		}
 		mustContain(t, "rhoai/dsci progress", progress(r, "rhoai/dsci"), "adopting DSCInitialization default-dsci")
-		// A second run with another DSC name patches the DSC that exists.
-		// (Only the rhoai/dsc step is judged: verify/status is issue 4's.)
+		// A second run with another DSC name patches the DSC that exists,
+		// and verify reads the adopted DSC, not the inventory's name.
 		r = c.install(t, "--set", "rhoai.dsciName=maasctl-dsci", "--set", "rhoai.dscName=maasctl-dsc")
+		mustSucceed(t, r)
+		mustContain(t, "verify/status progress", progress(r, "verify/status"), "DataScienceCluster default-dsc")
 		if msg := failure(r, "rhoai/dsc"); msg != "" || !slices.Contains(stepsWith(r.events, steps.EventDone), "rhoai/dsc") {
 			t.Fatalf("rhoai/dsc did not adopt the existing DSC: %s\n%s", msg, r.stdout)
 		}

@@ -251,16 +251,31 @@ func lookup(t *testing.T, c *cluster, k objKey) *unstructured.Unstructured {
 	return live
 }
 
-// resourceVersions reads the resourceVersion of each object ("" when gone).
+// resourceVersions reads what a client can change of each object ("" when
+// gone): the object without status, resourceVersion and managedFields, as
+// JSON. Status writes by the simulated controllers (for example Kuadrant
+// re-writing a TokenRateLimitPolicy's conditions after the test edits it)
+// bump resourceVersion without anyone changing the object, so comparing
+// resourceVersions made "nothing was changed" checks race with the
+// controllers.
 func resourceVersions(t *testing.T, c *cluster, keys []objKey) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, k := range keys {
-		if u := lookup(t, c, k); u != nil {
-			out[k.String()] = u.GetResourceVersion()
-		} else {
+		u := lookup(t, c, k)
+		if u == nil {
 			out[k.String()] = ""
+			continue
 		}
+		u = u.DeepCopy()
+		unstructured.RemoveNestedField(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+		b, err := utiljson.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k.String()] = string(b)
 	}
 	return out
 }
@@ -290,7 +305,7 @@ func mustExit(t *testing.T, r run, want int, what string) {
 	t.Helper()
 	t.Logf("%s (exit %d, %s):\nstdout:\n%s\nstderr:\n%s", what, r.exit, r.wall.Round(time.Millisecond), r.stdout, r.stderr)
 	if r.exit != want {
-		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.exit, want, r.stdout, r.stderr)
+		t.Fatalf("%s: exit %d, want %d\n%s\nstdout:\n%s", what, r.exit, want, failedSummary(r), r.stdout)
 	}
 }
 

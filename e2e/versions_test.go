@@ -35,17 +35,11 @@ func TestInstallRHOAIVersions(t *testing.T) {
 			c := newCaseCluster(t, caseOptions{rhoai: tt.version})
 			channel := "operators[rhoai].channel=stable-" + tt.version
 			r := c.install(t, "--set", channel)
-			// verify/status is issue 4's and reads the 3.5 layout only;
-			// every step of this issue must succeed.
-			if failed := stepsWith(r.events, steps.EventFailed); len(failed) > 0 && !(len(failed) == 1 && failed[0] == "verify/status") {
-				t.Fatalf("steps failed: %v\n%s\n%s", failed, r.stdout, r.stderr)
-			}
-			if blocked := stepsWith(r.events, steps.EventBlocked); len(blocked) > 0 {
-				t.Fatalf("steps blocked: %v", blocked)
-			}
-			if failure(r, "verify/status") != "" {
-				t.Logf("verify/status failed (layout-unaware verify, issue 4): %s", failure(r, "verify/status"))
-			}
+			// Every step succeeds, verify/status included: it reads
+			// the release's DSC condition, maas-api namespace and
+			// ExternalModel kind.
+			mustSucceed(t, r)
+			mustContain(t, "verify/status progress", progress(r, "verify/status"), "MAAS-V001", "MAAS-V004")
 			mustContain(t, "rhoai/dsc progress", progress(r, "rhoai/dsc"), "MaaS enabled through spec.components."+strings.Join(tt.maasField, "."))
 
 			dsc := get(t, c, "datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "", "default-dsc")
@@ -90,11 +84,16 @@ func TestInstallRHOAIVersions(t *testing.T) {
 			}
 
 			again := c.install(t, "--set", channel)
-			for _, id := range stepsWith(again.events, steps.EventDone) {
-				if id != "verify/status" {
-					t.Errorf("second run re-applied %s, want it unchanged", id)
-				}
+			mustSucceed(t, again)
+			if done := stepsWith(again.events, steps.EventDone); len(done) > 0 {
+				t.Errorf("second run re-applied %v, want every step unchanged", done)
 			}
+			// verify and doctor on their own read the same layout.
+			v := c.maasctl(t, "verify", "--live-only", "--set", channel)
+			if v.exit != 0 {
+				t.Errorf("maasctl verify --live-only on RHOAI %s: exit %d\n%s\n%s", tt.version, v.exit, v.stdout, v.stderr)
+			}
+			mustContain(t, "verify output", v.stdout, "Deployment "+tt.apiNS+"/maas-api")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -53,7 +54,11 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 			if !ok || err != nil {
 				return ok, msg, err
 			}
-			rep, _, err := verify.Run(ctx, verify.Options{Inventory: e.Inv, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}})
+			rel, err := releaseFor(ctx, e.Clients, e.Inv, LayoutOf(e.Facts))
+			if err != nil {
+				return false, "", err
+			}
+			rep, _, err := verify.Run(ctx, verify.Options{Inventory: e.Inv, Release: rel, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}})
 			if err != nil {
 				return false, "", err
 			}
@@ -80,7 +85,11 @@ func applyVerify(ctx context.Context, e *Env) error {
 	if !ok {
 		return fmt.Errorf("verify: %s", msg)
 	}
-	o := verify.Options{Inventory: e.Inv, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}}
+	rel, err := releaseFor(ctx, e.Clients, e.Inv, LayoutOf(e.Facts))
+	if err != nil {
+		return err
+	}
+	o := verify.Options{Inventory: e.Inv, Release: rel, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}}
 	if v := e.Verify; v.Endpoint != "" {
 		o.Reader = verify.NewReader(e.Clients)
 		o.DataPath = &verify.DataPathOptions{
@@ -97,7 +106,7 @@ func applyVerify(ctx context.Context, e *Env) error {
 		if c.Result != verify.Pass {
 			continue
 		}
-		e.progress(id, "%s %s: %s", c.Code, c.Title, c.Detail)
+		e.progress(id, "%s %s (%s): %s", c.Code, c.Title, c.Object, c.Detail)
 	}
 	if !rep.Passed {
 		return fmt.Errorf("verify: %s", failedChecks(rep, true))
@@ -106,6 +115,48 @@ func applyVerify(ctx context.Context, e *Env) error {
 		e.progress(id, "data path not checked: run 'maasctl verify --endpoint https://<host>' (or install --verify-endpoint) to prove the request path")
 	}
 	return nil
+}
+
+// VerifyRelease is layout l as verify, doctor and gather read it, with
+// dscName the live DataScienceCluster ("" keeps rhoai.dscName).
+func (l Layout) VerifyRelease(inv *inventory.Inventory, dscName string) verify.Release {
+	r := verify.Release{
+		Version:             l.Version,
+		DSCName:             dscName,
+		MaaSAPINamespace:    l.MaaSAPINamespace(inv),
+		LegacyExternalModel: l.KServeMaaS(),
+	}
+	if l.KServeMaaS() {
+		// 3.3/3.4: maas-api runs in, and reads maas-db-config from, the
+		// applications namespace (DBConfigNamespaces).
+		r.DBConfigNamespace = inv.RHOAI.ApplicationsNamespace
+	}
+	return r
+}
+
+// DetectRelease reads what verify, doctor and gather need to know of the
+// installed RHOAI release: its layout (DetectLayout: DSC CRD schema, CSV,
+// channel, default 3.5) and the name of the live DataScienceCluster, which
+// maasctl adopts under any name (case B05). Several DSCs, or none, keep the
+// inventory's name. Errors are read errors other than an unserved kind.
+func DetectRelease(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (verify.Release, error) {
+	l, err := DetectLayout(ctx, c, inv)
+	if err != nil {
+		return verify.Release{}, err
+	}
+	return releaseFor(ctx, c, inv, l)
+}
+
+func releaseFor(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, l Layout) (verify.Release, error) {
+	dscs, err := listOptional(ctx, c, dscGVK, "", "")
+	if err != nil {
+		return verify.Release{}, err
+	}
+	name := ""
+	if len(dscs) == 1 {
+		name = dscs[0].GetName()
+	}
+	return l.VerifyRelease(inv, name), nil
 }
 
 // bearerToken is the run's own bearer token (kubeconfig token or token

@@ -58,7 +58,7 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 	if err != nil {
 		return err
 	}
-	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), APIKey: os.Getenv("MAAS_API_KEY")}
+	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), APIKey: os.Getenv("MAAS_API_KEY")}
 	if !o.liveOnly {
 		dp, err := o.dp.options(cfg)
 		if err != nil {

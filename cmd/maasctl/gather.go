@@ -54,7 +54,7 @@ func runGather(c *cobra.Command, g *globalOptions, o *gatherOptions) error {
 		return err
 	}
 	res, err := gather.Gather(c.Context(), gather.Options{
-		Inventory: inv, Reader: verify.NewReader(clients), Logs: gather.PodLogs{Client: clients.Kube},
+		Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), Logs: gather.PodLogs{Client: clients.Kube},
 		Output: o.archive, DebugLogs: o.debugLogs, TailLines: o.tail, ToolVersion: version,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
 )
 
 func init() { commands = append(commands, newVerifyCmd) }
@@ -44,6 +45,19 @@ func (f *inventoryFlags) connect(c *cobra.Command, g *globalOptions) (*inventory
 		return nil, nil, nil, err
 	}
 	return a.inv, a.cfg, clients, nil
+}
+
+// release detects the installed RHOAI release layout and the live
+// DataScienceCluster name (steps.DetectRelease). A cluster that cannot be
+// read for it is read as RHOAI 3.5 with the inventory's names, with a
+// warning: verify, doctor and gather must still report on a broken cluster.
+func release(c *cobra.Command, clients *kube.Clients, inv *inventory.Inventory) verify.Release {
+	r, err := steps.DetectRelease(c.Context(), clients, inv)
+	if err != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "maasctl: warning: reading the RHOAI release layout: %v; checking the RHOAI 3.5 layout\n", err)
+		return verify.Release{}
+	}
+	return r
 }
 
 // checkOutput accepts text (alias table) or json.
@@ -147,7 +161,7 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil {
 		return err
 	}
-	vo := verify.Options{Inventory: inv, Reader: verify.NewReader(clients)}
+	vo := verify.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv)}
 	if !o.liveOnly {
 		dp, err := o.dp.options(cfg)
 		if err != nil {

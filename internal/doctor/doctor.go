@@ -124,6 +124,9 @@ type Options struct {
 	// key; the minted key is revoked) so 401/403/429 causes are observed,
 	// not only inferred. ProbeQuota is ignored.
 	DataPath *verify.DataPathOptions
+	// Release is where the installed RHOAI release keeps MaaS (zero: 3.5
+	// with the inventory's names).
+	Release verify.Release
 	// APIKey, when set, is a user's own sk-oai- key to test for 401
 	// (never printed).
 	APIKey string
@@ -161,7 +164,7 @@ func (r *Report) Codes() []string {
 // Run snapshots the cluster, probes the data path when asked and returns
 // the findings. It fails only when the cluster cannot be read at all.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	s, err := verify.Snapshot(ctx, o.Reader, o.Inventory)
+	s, err := verify.Snapshot(ctx, o.Reader, o.Inventory, o.Release)
 	if err != nil {
 		return nil, err
 	}

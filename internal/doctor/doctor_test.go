@@ -298,7 +298,7 @@ func TestDataPathFindings(t *testing.T) {
 func TestAuthFailureMergesIntoKuadrant(t *testing.T) {
 	r := healthy(t)
 	edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "restart the operator"}))
-	s, err := verify.Snapshot(context.Background(), r, inventory.Default())
+	s, err := verify.Snapshot(context.Background(), r, inventory.Default(), verify.Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

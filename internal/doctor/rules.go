@@ -211,7 +211,7 @@ func gateway(s *verify.State) []Finding {
 // maasAPI: "maas-api never appears: check the DSC status conditions and
 // that maas-db-config exists in redhat-ai-gateway-infra".
 func maasAPI(s *verify.State) []Finding {
-	ns := s.Inv.RHOAI.MaaSAPINamespace
+	ns := s.Release.MaaSAPINamespace
 	o := obj("Deployment", ns, "maas-api")
 	var ev []string
 	if s.MaaSAPI == nil {
@@ -223,14 +223,14 @@ func maasAPI(s *verify.State) []Finding {
 		ready, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "status", "readyReplicas")
 		ev = append(ev, fmt.Sprintf("%d ready replicas, not Available", ready))
 	}
-	for _, t := range []string{"ModelsAsAServiceReady", "AIGatewayReady", "Ready"} {
+	for _, t := range []string{s.Release.MaaSCondition(), "AIGatewayReady", "Ready"} {
 		if c, ok := cond(s.DSC, t); ok && c.Status != "True" {
 			ev = append(ev, "DSC "+c.String())
 		}
 	}
-	ev = append(ev, fmt.Sprintf("Secret %s/%s exists: %v", s.Inv.DBConfig.Namespace, s.Inv.DBConfig.Name, s.DBConfig.Exists))
+	ev = append(ev, fmt.Sprintf("Secret %s/%s exists: %v", s.DBConfig.Namespace, s.DBConfig.Name, s.DBConfig.Exists))
 	cause := "the RHOAI operator has not deployed maas-api: MaaS is not enabled or its prerequisites (maas-db-config, Authorino with TLS) are missing"
-	fix := "oc get datasciencecluster " + s.Inv.RHOAI.DSCName + " -o yaml   (status.conditions)"
+	fix := "oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
 	if s.MaaSAPI != nil {
 		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong (case B06)"
 		fix = fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns)
@@ -245,6 +245,7 @@ func maasAPI(s *verify.State) []Finding {
 // maas-api namespace (case B06; on 3.5 redhat-ai-gateway-infra).
 func dbConfig(s *verify.State) []Finding {
 	d := s.Inv.DBConfig
+	d.Namespace = s.DBConfig.Namespace
 	o := obj("Secret", d.Namespace, d.Name)
 	if s.DBConfig.Exists && s.DBConfig.HasKey("DB_CONNECTION_URL") {
 		return nil
@@ -253,13 +254,13 @@ func dbConfig(s *verify.State) []Finding {
 	if s.DBConfig.Exists {
 		ev = "keys: " + strings.Join(s.DBConfig.Keys, ",") + " (no DB_CONNECTION_URL)"
 	}
-	if c, ok := cond(s.DSC, "ModelsAsAServiceReady"); ok && c.Status != "True" {
+	if c, ok := cond(s.DSC, s.Release.MaaSCondition()); ok && c.Status != "True" {
 		ev += "; DSC " + c.String()
 	}
 	return []Finding{finding(CodeDBConfigMissing, o, ev,
 		"maas-api reads DB_CONNECTION_URL from this Secret; without it the MaaS component reports missing prerequisites and a restarted maas-api crash-loops",
 		fmt.Sprintf("maasctl install   (re-creates %s from the password in Vault and restarts maas-api); by hand: oc create secret generic %s -n %s --from-literal=DB_CONNECTION_URL='postgresql://maas:<password>@%s-rw.%s.svc:5432/%s?sslmode=%s' && oc rollout restart deploy/maas-api -n %s",
-			d.Name, d.Name, d.Namespace, s.Inv.Database.ClusterName, s.Inv.Database.Namespace, s.Inv.Database.Name, d.SSLMode, s.Inv.RHOAI.MaaSAPINamespace))}
+			d.Name, d.Name, d.Namespace, s.Inv.Database.ClusterName, s.Inv.Database.Namespace, s.Inv.Database.Name, d.SSLMode, s.Release.MaaSAPINamespace))}
 }
 
 // monitoring: "DSC shows Degraded, mentioning monitoring: User Workload
@@ -593,7 +594,7 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 				fix = "oc login again (or pass --token), then retry"
 			} else if c.Code == verify.CodeChat || c.Code == verify.CodeListModels && !strings.Contains(c.Title, "your API key") {
 				cause = "a key minted seconds earlier was rejected: the gateway cannot validate keys against maas-api (Authorino config or maas-api database)"
-				fix = "oc get authpolicy -A; oc logs -n " + s.Inv.RHOAI.MaaSAPINamespace + " deploy/maas-api --tail=20"
+				fix = "oc get authpolicy -A; oc logs -n " + s.Release.MaaSAPINamespace + " deploy/maas-api --tail=20"
 			}
 			out = append(out, finding(Code401, c.Object, ev, cause, fix))
 		case verify.ClassForbidden:
@@ -610,7 +611,7 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 				f.Fix = fmt.Sprintf("oc get endpointslices -n %s -l kubernetes.io/service-name=%s; oc logs -n %s deploy/%s", b.Namespace, b.Name, b.Namespace, b.Name)
 			}
 			if c.Code == verify.CodeHealth {
-				f = finding(CodeMaaSAPIMissing, obj("Deployment", s.Inv.RHOAI.MaaSAPINamespace, "maas-api"), ev, c.Cause, c.Fix)
+				f = finding(CodeMaaSAPIMissing, obj("Deployment", s.Release.MaaSAPINamespace, "maas-api"), ev, c.Cause, c.Fix)
 			}
 			out = append(out, f)
 		case verify.ClassAuthService:

@@ -60,6 +60,9 @@ func (p PodLogs) Logs(ctx context.Context, ns, pod, container string, tail int64
 type Options struct {
 	Inventory *inventory.Inventory
 	Reader    verify.Reader
+	// Release is where the installed RHOAI release keeps MaaS (zero: 3.5
+	// with the inventory's names); the verify and doctor reports use it.
+	Release verify.Release
 	// Logs reads pod logs; nil skips them.
 	Logs LogSource
 	// Output is the archive path. Default ./maasctl-gather-<UTC time>.tar.gz.
@@ -166,6 +169,7 @@ func kinds(inv *inventory.Inventory) []kindSpec {
 		{gvk: verify.TokenRateLimitPolicyGVK, ns: nil},
 		{gvk: verify.ExternalProviderGVK, ns: nil},
 		{gvk: verify.ExternalModelGVK, ns: nil},
+		{gvk: verify.LegacyExternalModelGVK, ns: nil},
 		{gvk: verify.MaaSModelRefGVK, ns: nil},
 		{gvk: verify.MaaSAuthPolicyGVK, ns: nil},
 		{gvk: verify.MaaSSubscriptionGVK, ns: nil},
@@ -322,6 +326,9 @@ func objectPath(u *unstructured.Unstructured) string {
 // operator namespaces, the Kuadrant namespace and the maas-api namespace.
 func gatherLogs(ctx context.Context, a *archive, o Options, all []*unstructured.Unstructured) {
 	want := map[string]bool{o.Inventory.RHOAI.MaaSAPINamespace: true, o.Inventory.Kuadrant.Namespace: true, o.Inventory.Database.Namespace: true}
+	if ns := o.Release.MaaSAPINamespace; ns != "" {
+		want[ns] = true // RHOAI 3.3/3.4 run maas-api in the applications namespace
+	}
 	for _, ns := range operatorNamespaces(o.Inventory) {
 		want[ns] = true
 	}
@@ -345,7 +352,7 @@ func gatherLogs(ctx context.Context, a *archive, o Options, all []*unstructured.
 
 // reports adds the read-only verify checks and doctor findings.
 func reports(ctx context.Context, a *archive, o Options) {
-	rep, _, err := verify.Run(ctx, verify.Options{Inventory: o.Inventory, Reader: o.Reader})
+	rep, _, err := verify.Run(ctx, verify.Options{Inventory: o.Inventory, Reader: o.Reader, Release: o.Release})
 	if err != nil {
 		a.problem("verify: %v", err)
 	} else {
@@ -353,7 +360,7 @@ func reports(ctx context.Context, a *archive, o Options) {
 		_ = rep.WriteJSON(&b)
 		a.add("verify.json", b.Bytes())
 	}
-	drep, err := doctor.Run(ctx, doctor.Options{Inventory: o.Inventory, Reader: o.Reader})
+	drep, err := doctor.Run(ctx, doctor.Options{Inventory: o.Inventory, Reader: o.Reader, Release: o.Release})
 	if err != nil {
 		a.problem("doctor: %v", err)
 		return

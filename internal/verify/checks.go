@@ -176,7 +176,7 @@ func falseConditions(u *unstructured.Unstructured) string {
 }
 
 func checkDSC(s *State) Check {
-	name := s.Inv.RHOAI.DSCName
+	name := s.Release.DSCName
 	c := newCheck(CodeDSCReady, describe("DataScienceCluster", "", name))
 	if s.DSC == nil {
 		return c.fail(s.MissingReason("DataScienceCluster", "", name),
@@ -192,13 +192,13 @@ func checkDSC(s *State) Check {
 		detail += "; " + fc
 	}
 	cause, fix := "a DSC component is not ready", "maasctl doctor; oc get datasciencecluster "+name+" -o yaml"
-	maas, _ := cond(s.DSC, "ModelsAsAServiceReady")
+	maas, _ := cond(s.DSC, s.Release.MaaSCondition())
 	switch {
 	case strings.Contains(maas.Message, s.Inv.DBConfig.Name):
-		cause = fmt.Sprintf("MaaS is blocked: Secret %s/%s (the maas-api database URL) is missing", s.Inv.DBConfig.Namespace, s.Inv.DBConfig.Name)
+		cause = fmt.Sprintf("MaaS is blocked: Secret %s/%s (the maas-api database URL) is missing", s.Release.DBConfigNamespace, s.Inv.DBConfig.Name)
 		fix = "maasctl install (re-creates " + s.Inv.DBConfig.Name + " from Vault)"
 	case maas.Status == "False" && maas.Reason == "Removed":
-		cause = "MaaS is not enabled: spec.components.aigateway.modelsAsAService is not Managed (3.5 spelling, note \"AsA\")"
+		cause = "MaaS is not enabled: " + s.Release.MaaSField() + " is not Managed (RHOAI " + s.Release.Version + " spelling)"
 		fix = "maasctl install"
 	}
 	return c.fail(detail, cause, fix)
@@ -284,11 +284,11 @@ func listenerProblems(gw *unstructured.Unstructured) string {
 }
 
 func checkMaaSAPI(s *State) Check {
-	ns := s.Inv.RHOAI.MaaSAPINamespace
+	ns := s.Release.MaaSAPINamespace
 	c := newCheck(CodeMaaSAPIAvailable, describe("Deployment", ns, "maas-api"))
 	if s.MaaSAPI == nil {
 		cause := "the RHOAI operator did not deploy maas-api"
-		if m, ok := cond(s.DSC, "ModelsAsAServiceReady"); ok && m.Status != "True" {
+		if m, ok := cond(s.DSC, s.Release.MaaSCondition()); ok && m.Status != "True" {
 			cause += ": DSC " + m.String()
 		}
 		return c.fail(s.MissingReason("Deployment", ns, "maas-api"), cause, "maasctl doctor")
@@ -307,7 +307,7 @@ func checkMaaSAPI(s *State) Check {
 }
 
 func checkDBConfig(s *State) Check {
-	d := s.Inv.DBConfig
+	d := s.DBConfig
 	c := newCheck(CodeDBConfig, describe("Secret", d.Namespace, d.Name))
 	switch {
 	case !s.DBConfig.Exists:

@@ -128,7 +128,7 @@ func TestLiveChecks(t *testing.T) {
 			if tc.breakf != nil {
 				tc.breakf(t, r)
 			}
-			s, err := Snapshot(context.Background(), r, inventory.Default())
+			s, err := Snapshot(context.Background(), r, inventory.Default(), Release{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestCatalogueCodesUnique(t *testing.T) {
 }
 
 func TestSnapshotNeverHoldsSecretValues(t *testing.T) {
-	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default())
+	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default(), Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

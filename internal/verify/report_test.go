@@ -43,7 +43,7 @@ func TestReportRendering(t *testing.T) {
 	edit(t, r, MaaSAuthPolicyGVK, "models-as-a-service", "llama-coder-access", func(o *unstructured.Unstructured) {
 		_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups")
 	})
-	s, err := Snapshot(context.Background(), r, inventory.Default())
+	s, err := Snapshot(context.Background(), r, inventory.Default(), Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,8 @@ type Backend struct {
 // says why (not found, kind not served, or the read error).
 type State struct {
 	Inv *inventory.Inventory
+	// Release is the RHOAI layout read, with every name filled in.
+	Release Release
 	// Caller is the identity of the kubeconfig user (zero if unknown).
 	Caller    Identity
 	CallerErr string
@@ -121,12 +123,14 @@ func describe(kind, ns, name string) string {
 }
 
 // Snapshot reads, once, every object the Verify checks and doctor rules
-// need for inventory inv. Objects that are missing or whose kind is not
+// need for inventory inv on release rel (the zero Release is 3.5 with the
+// inventory's names). Objects that are missing or whose kind is not
 // served are recorded in Missing and NotServed; only an error that makes
 // the whole snapshot useless (the context ended) is returned.
-func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory) (*State, error) {
+func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Release) (*State, error) {
+	rel = rel.resolve(inv)
 	s := &State{
-		Inv: inv, Providers: map[string]*unstructured.Unstructured{}, ProviderSecrets: map[string]SecretInfo{},
+		Inv: inv, Release: rel, Providers: map[string]*unstructured.Unstructured{}, ProviderSecrets: map[string]SecretInfo{},
 		Models: map[string]*unstructured.Unstructured{}, ModelRefs: map[string]*unstructured.Unstructured{},
 		KuadrantPolicies: map[string]*unstructured.Unstructured{}, Backends: map[string]*Backend{},
 		Missing: map[string]string{}, NotServed: map[string]bool{},
@@ -152,7 +156,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory) (*State, 
 	} else {
 		s.Caller = id
 	}
-	s.DSC = get(DSCGVK, "", inv.RHOAI.DSCName)
+	s.DSC = get(DSCGVK, "", rel.DSCName)
 	s.DSCI = get(DSCIGVK, "", inv.RHOAI.DSCIName)
 	s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name)
 	s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "")
@@ -169,13 +173,17 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory) (*State, 
 	if inv.Gateway.CreateRoute {
 		s.Route = get(RouteGVK, inv.Gateway.Namespace, inv.Gateway.RouteName)
 	}
-	s.MaaSAPI = get(DeploymentGVK, inv.RHOAI.MaaSAPINamespace, "maas-api")
-	s.DBConfig = secretInfo(get(SecretGVK, inv.DBConfig.Namespace, inv.DBConfig.Name), inv.DBConfig.Namespace, inv.DBConfig.Name)
+	s.MaaSAPI = get(DeploymentGVK, rel.MaaSAPINamespace, "maas-api")
+	s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace, inv.DBConfig.Name), rel.DBConfigNamespace, inv.DBConfig.Name)
 	s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config")
 	for _, m := range inv.ExternalModels {
 		pk := Key(m.Namespace, m.ProviderName)
-		if _, done := s.Providers[pk]; !done {
-			s.Providers[pk] = get(ExternalProviderGVK, m.Namespace, m.ProviderName)
+		if _, done := s.ProviderSecrets[pk]; !done {
+			if !rel.LegacyExternalModel {
+				// 3.3/3.4 have no ExternalProvider: the model names its
+				// Secret and endpoint itself.
+				s.Providers[pk] = get(ExternalProviderGVK, m.Namespace, m.ProviderName)
+			}
 			s.ProviderSecrets[pk] = secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret)
 			if b := backendFor(m.Endpoint); b != nil {
 				b.Service = get(ServiceGVK, b.Namespace, b.Name)
@@ -186,7 +194,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory) (*State, 
 			}
 		}
 		mk := Key(m.Namespace, m.Name)
-		s.Models[mk] = get(ExternalModelGVK, m.Namespace, m.Name)
+		s.Models[mk] = get(rel.ExternalModelGVK(), m.Namespace, m.Name)
 		s.ModelRefs[mk] = get(MaaSModelRefGVK, m.Namespace, m.Name)
 	}
 	s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "")

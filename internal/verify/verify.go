@@ -30,6 +30,9 @@ type Options struct {
 	Inventory *inventory.Inventory
 	// Reader reads the live objects.
 	Reader Reader
+	// Release is where the installed RHOAI release keeps MaaS; the zero
+	// value is RHOAI 3.5 with the inventory's names.
+	Release Release
 	// DataPath enables the data-path checks; nil runs only the live
 	// checks. When its Endpoint is empty the Route host is used.
 	DataPath *DataPathOptions
@@ -72,7 +75,7 @@ func (r *Report) FailedCodes() []string {
 // data path. It returns an error only when the cluster cannot be read at
 // all; failed checks are reported in the Report.
 func Run(ctx context.Context, o Options) (*Report, *State, error) {
-	s, err := Snapshot(ctx, o.Reader, o.Inventory)
+	s, err := Snapshot(ctx, o.Reader, o.Inventory, o.Release)
 	if err != nil {
 		return nil, nil, err
 	}
