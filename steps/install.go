@@ -118,7 +118,7 @@ func NewEnv(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, s Se
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Clients: c, Inv: inv, Facts: facts, Objects: objs, Secrets: s, Log: log}, nil
+	return &Env{Clients: c, Inv: inv, Facts: facts, Layout: &layout, Objects: objs, Secrets: s, Log: log}, nil
 }
 
 var ingressConfigGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Ingress"}

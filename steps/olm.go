@@ -154,7 +154,7 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	if err := waiters.All(ctx, e.Clients, crds...); err != nil {
 		return err
 	}
-	e.Clients.Mapper.Reset()
+	e.Clients.ResetMapper()
 	e.progress(stepID, "%s installed", csvName)
 	return nil
 }

@@ -260,6 +260,7 @@ func IsPreflightFailed(err error) bool {
 func Preflight(ctx context.Context, e *Env) *PreflightReport {
 	checks := PreflightChecks()
 	results := make([][]Finding, len(checks))
+	ctx = withReadMemo(ctx)
 	var wg sync.WaitGroup
 	for i, c := range checks {
 		wg.Add(1)
@@ -539,7 +540,7 @@ func checkModelSecrets(ctx context.Context, e *Env) ([]Finding, error) {
 // operator only when postgresql.cnpg.io is not served yet.
 func plannedOperators(ctx context.Context, e *Env) ([]inventory.Operator, error) {
 	ops := slices.Clone(e.Inv.Operators)
-	served, err := crdEstablished(ctx, e, cnpgCRD)
+	served, err := crdEstablishedShared(ctx, e, cnpgCRD)
 	if err != nil {
 		return nil, err
 	}
@@ -582,7 +583,7 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 		if installed {
 			sev = warnf // already installed: only updates need the catalog
 		}
-		cs, err := getOptional(ctx, e.Clients, catalogSourceGVK, op.SourceNamespace, op.Source)
+		cs, err := getShared(ctx, e, catalogSourceGVK, op.SourceNamespace, op.Source)
 		if kube.IsNotServed(err) {
 			out = append(out, errorf("install on OpenShift (OLM serves operators.coreos.com)", "OLM is not available: operators.coreos.com CatalogSource is not served"))
 			return out, nil
@@ -828,7 +829,7 @@ func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructure
 // one, else they stay Pending and the primary is never set up (case B09).
 func checkStorageClass(ctx context.Context, e *Env) ([]Finding, error) {
 	d := e.Inv.Database
-	if cl, err := getOptional(ctx, e.Clients, cnpgClusterGVK, d.Namespace, d.ClusterName); err == nil && cl != nil && waiters.ConditionTrue("Ready")(cl).Done {
+	if cl, err := getShared(ctx, e, cnpgClusterGVK, d.Namespace, d.ClusterName); err == nil && cl != nil && waiters.ConditionTrue("Ready")(cl).Done {
 		return nil, nil // the database already runs
 	}
 	scs, err := e.Clients.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
@@ -862,7 +863,7 @@ func checkStorageClass(ctx context.Context, e *Env) ([]Finding, error) {
 // cloudnative-pg#3309, case B09).
 func checkStalePVCs(ctx context.Context, e *Env) ([]Finding, error) {
 	d := e.Inv.Database
-	cl, err := getOptional(ctx, e.Clients, cnpgClusterGVK, d.Namespace, d.ClusterName)
+	cl, err := getShared(ctx, e, cnpgClusterGVK, d.Namespace, d.ClusterName)
 	if err != nil && !kube.IsNotServed(err) {
 		return nil, err
 	}
@@ -890,9 +891,14 @@ func checkStalePVCs(ctx context.Context, e *Env) ([]Finding, error) {
 // checkRHOAILayout reports the RHOAI layout maasctl renders for and the
 // inventory components that layout does not have.
 func checkRHOAILayout(ctx context.Context, e *Env) ([]Finding, error) {
-	l, err := DetectLayout(ctx, e.Clients, e.Inv)
-	if err != nil {
-		return nil, err
+	var l Layout
+	if e.Layout != nil {
+		l = *e.Layout // read by NewEnv moments ago
+	} else {
+		var err error
+		if l, err = DetectLayout(ctx, e.Clients, e.Inv); err != nil {
+			return nil, err
+		}
 	}
 	var out []Finding
 	if minorOf(l.Version) < 3 {

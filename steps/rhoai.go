@@ -386,7 +386,7 @@ func applyDSC(ctx context.Context, e *Env) error {
 		}
 		return err
 	}
-	e.Clients.Mapper.Reset()
+	e.Clients.ResetMapper()
 	return nil
 }
 

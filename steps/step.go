@@ -32,6 +32,9 @@ type Env struct {
 	Clients *kube.Clients
 	Inv     *inventory.Inventory
 	Facts   assets.Facts
+	// Layout is the RHOAI layout NewEnv detected (DetectLayout), with its
+	// source; nil when the Env was built another way.
+	Layout  *Layout
 	Objects assets.Rendered
 	Secrets Secrets
 	Log     *zap.Logger

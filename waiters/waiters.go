@@ -251,7 +251,7 @@ func kindServed(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKin
 	if err != nil {
 		return err
 	}
-	c.Mapper.Reset()
+	c.ResetMapper()
 	_, err = c.Mapping(gvk)
 	return err
 }

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,6 +40,27 @@ type Clients struct {
 	Mapper    *restmapper.DeferredDiscoveryRESTMapper
 	// Requests counts the HTTP requests sent through these clients.
 	Requests *RequestCounter
+
+	// missMu guards missed: kinds that were still unknown right after a
+	// discovery reset, with the time of that reset (see Mapping).
+	missMu sync.Mutex
+	missed map[schema.GroupVersionKind]time.Time
+}
+
+// NotServedTTL is how long Mapping trusts that a kind is not served after
+// a discovery reset did not find it. Within it, asking again costs no
+// request: on a cluster without, say, packages.operators.coreos.com every
+// lookup used to re-read discovery (2 requests each). ResetMapper ends it
+// at once, so a CRD that became Established is found right away.
+const NotServedTTL = 2 * time.Second
+
+// ResetMapper drops the cached discovery and every remembered miss: call it
+// after CRDs became Established.
+func (c *Clients) ResetMapper() {
+	c.missMu.Lock()
+	c.missed = nil
+	c.missMu.Unlock()
+	c.Mapper.Reset()
 }
 
 // RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH; writes
@@ -132,7 +155,9 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 
 // Mapping returns the REST mapping of gvk. When the kind is not known it
 // invalidates the discovery cache once and asks again, so a CRD registered
-// after the run started is found (case B03: "no matches for kind").
+// after the run started is found (case B03: "no matches for kind"); a kind
+// still unknown after that is reported not served without a new discovery
+// read for NotServedTTL (or until ResetMapper).
 func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err == nil {
@@ -141,9 +166,22 @@ func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error
 	if !meta.IsNoMatchError(err) && !discovery.IsGroupDiscoveryFailedError(err) {
 		return nil, err
 	}
+	c.missMu.Lock()
+	at, recent := c.missed[gvk]
+	recent = recent && time.Since(at) < NotServedTTL
+	c.missMu.Unlock()
+	if recent {
+		return nil, &NotServedError{GVK: gvk, Err: err}
+	}
 	c.Mapper.Reset()
 	m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
+		c.missMu.Lock()
+		if c.missed == nil {
+			c.missed = map[schema.GroupVersionKind]time.Time{}
+		}
+		c.missed[gvk] = time.Now()
+		c.missMu.Unlock()
 		return nil, &NotServedError{GVK: gvk, Err: err}
 	}
 	return m, nil

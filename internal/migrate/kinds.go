@@ -106,7 +106,7 @@ func mapping(c *kube.Clients, gk schema.GroupKind) (*meta.RESTMapping, bool, err
 	if !meta.IsNoMatchError(err) && !discovery.IsGroupDiscoveryFailedError(err) {
 		return nil, false, fmt.Errorf("resolve %s: %w", gk, err)
 	}
-	c.Mapper.Reset()
+	c.ResetMapper()
 	m, err = c.Mapper.RESTMapping(gk)
 	if err != nil {
 		if meta.IsNoMatchError(err) || discovery.IsGroupDiscoveryFailedError(err) {
