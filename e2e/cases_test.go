@@ -846,6 +846,37 @@ func TestB13CertificateNotReady(t *testing.T) {
 			t.Errorf("the Gateway was created although its certificate is not Ready")
 		}
 	})
+	t.Run("webhook not serving yet", func(t *testing.T) {
+		// The case's variant: cert-manager's admission webhook answers 500
+		// at first; the Certificate must still be created and the run go
+		// on. 8 failures outlast the client's own bounded retries of a 500
+		// (6 attempts, internal/kube), so the step's webhook retry
+		// (applyRetryingWebhook) is exercised as well.
+		const failures = 8
+		c := newCaseCluster(t, caseOptions{})
+		w := newFlakyWebhook(t, failures)
+		w.register(t, c)
+		r := c.install(t)
+		mustSucceed(t, r)
+		mustContain(t, "platform/certificate progress", progress(r, "platform/certificate"),
+			"Certificate openshift-ingress/maas-default-gateway-cert: the apiserver or an admission webhook is not ready, retrying",
+			"webhook.cert-manager.io", "applied Certificate openshift-ingress/maas-default-gateway-cert")
+		var failed, allowed int
+		seen := w.requests()
+		for _, s := range seen {
+			if strings.HasPrefix(s, "500 ") {
+				failed++
+			} else {
+				allowed++
+			}
+		}
+		if failed != failures || allowed == 0 {
+			t.Errorf("webhook saw %v, want the %d failures and then an allowed request", seen, failures)
+		}
+		if !c.exists(t, "cert-manager.io/v1", "Certificate", "openshift-ingress", "maas-default-gateway-cert") {
+			t.Errorf("the Certificate was not created")
+		}
+	})
 	t.Run("cluster issuer not ready", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{noSim: true, edit: func(objs []*unstructured.Unstructured) {
 			for _, o := range objs {
