@@ -469,6 +469,51 @@ func TestVerifyDoctorGather(t *testing.T) {
 		}
 	})
 
+	t.Run("gateway certificate missing", func(t *testing.T) {
+		// The Certificate and its Secret are gone (deleted by hand, say):
+		// the Gateway listener reports ResolvedRefs=False with reason
+		// InvalidCertificateRef (gateway-api PR #1334; case B13).
+		if err := deleteObject(c, verify.CertificateGVK, "openshift-ingress", "maas-default-gateway-cert"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.clients.Kube.CoreV1().Secrets("openshift-ingress").Delete(context.Background(), "maas-gateway-tls", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitList(t, c, verify.GatewayGVK, "openshift-ingress", "", 2*time.Minute, "Gateway listener InvalidCertificateRef", func(l []*unstructured.Unstructured) bool {
+			for _, g := range l {
+				ls, _, _ := unstructured.NestedSlice(g.Object, "status", "listeners")
+				for _, x := range ls {
+					conds, _, _ := unstructured.NestedSlice(x.(map[string]any), "conditions")
+					for _, y := range conds {
+						cm := y.(map[string]any)
+						if cm["type"] == "ResolvedRefs" && cm["status"] == "False" && cm["reason"] == "InvalidCertificateRef" {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		})
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		expectVerifyFails(t, rep, r, verify.CodeGatewayProgrammed, "certificate is not usable")
+		mustContain(t, "verify output", r.stdout, "InvalidCertificateRef")
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D003", object: "Gateway openshift-ingress/maas-default-gateway", evidence: "InvalidCertificateRef",
+			fix: "maasctl install",
+		}))
+		// Re-running the install re-creates the Certificate; cert-manager
+		// issues the Secret and the listener resolves.
+		again := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)
+		outputs = append(outputs, again)
+		if again.exit != 0 {
+			t.Fatalf("install after deleting the Gateway certificate: exit %d\n%s", again.exit, failedSummary(again))
+		}
+		if rep, r := verifyRun(t, c, p); r.exit != 0 {
+			t.Errorf("verify after the fix failed: %v\n%s", rep.FailedCodes(), r.stdout)
+		}
+	})
+
 	t.Run("gather", func(t *testing.T) {
 		outputs = append(outputs, checkGather(t, c, p, logFile))
 	})
@@ -496,4 +541,13 @@ func noSecretsInOutputs(t *testing.T, c *cluster, p *plane, outs []run) {
 			t.Errorf("secret #%d (%d chars) appears in maasctl output", i, len(s))
 		}
 	}
+}
+
+// deleteObject deletes one object of kind gvk.
+func deleteObject(c *cluster, gvk schema.GroupVersionKind, ns, name string) error {
+	ri, _, err := c.clients.Resource(gvk, ns)
+	if err != nil {
+		return err
+	}
+	return ri.Delete(context.Background(), name, metav1.DeleteOptions{})
 }

@@ -193,6 +193,11 @@ func gateway(s *verify.State) []Finding {
 					ev += "; Certificate " + g.CertificateName + " " + c.String()
 				}
 				fix = fmt.Sprintf("oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
+				if g.CertIssuer != "" && s.Certificate == nil {
+					ev += "; Certificate " + g.Namespace + "/" + g.CertificateName + " " + s.MissingReason("Certificate", g.Namespace, g.CertificateName)
+					cause = fmt.Sprintf("Certificate %s, which issues Secret %s, does not exist", g.CertificateName, g.CertSecret)
+					fix = "maasctl install   (re-creates the Certificate; cert-manager then issues the Secret)"
+				}
 			}
 		}
 	}
