@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/inventory"
@@ -157,6 +161,9 @@ func TestInstallEndToEnd(t *testing.T) {
 		}
 	}
 
+	checkRecordShards(t, c)
+	checkRecordChunking(t, c)
+
 	// Exactly one password, generated once.
 	if n := c.vault.Versions(vaultMount, vaultPath); n != 1 {
 		t.Errorf("Vault %s/%s has %d versions, want 1", vaultMount, vaultPath, n)
@@ -220,5 +227,156 @@ func assertNoSecret(t *testing.T, c *cluster, secret string, texts map[string]st
 		if strings.Contains(ev.Message, secret) || strings.Contains(ev.Reason, secret) {
 			t.Errorf("the password appears in Event %s/%s", ev.Namespace, ev.Name)
 		}
+	}
+}
+
+// recordShards lists the ConfigMaps of maasctl's record by its label.
+func recordShards(t *testing.T, c *cluster) []corev1.ConfigMap {
+	t.Helper()
+	l, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: steps.RecordSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// checkRecordShards: after an install the record is one ConfigMap per step
+// with entries, named after the step, holding that step's entries, and no
+// single-ConfigMap record of older versions; no entry stays absent (so the
+// no-op re-run reads none of them again).
+func checkRecordShards(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := steps.LoadRecord(ctx, c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, e := range rec.Entries() {
+		want[steps.RecordShardName(e.Step, 0)]++
+		if e.Origin == steps.OriginAbsent {
+			t.Errorf("record entry %s (step %s) is still absent after the install", e, e.Step)
+		}
+	}
+	got := map[string]int{}
+	for _, cm := range recordShards(t, c) {
+		var list []steps.RecordEntry
+		if err := yaml.Unmarshal([]byte(cm.Data["objects.yaml"]), &list); err != nil {
+			t.Fatalf("record shard %s: %v", cm.Name, err)
+		}
+		for _, e := range list {
+			if steps.RecordShardName(e.Step, 0) != cm.Name {
+				t.Errorf("record shard %s holds an entry of step %s", cm.Name, e.Step)
+			}
+		}
+		got[cm.Name] = len(list)
+	}
+	if diff := cmp.Diff(want, got); diff != "" || len(got) < 10 {
+		t.Errorf("record shards (name: entries), -from the loaded record +stored:\n%s\n(%d shards)", diff, len(got))
+	}
+	if _, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Get(ctx, steps.RecordConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the single-ConfigMap record %s of older versions exists (err %v)", steps.RecordConfigMap, err)
+	}
+}
+
+// checkRecordChunking: a record of many models (2,500 more MaaSModelRefs
+// of step models/model, from an older version's single ConfigMap) is
+// written as a shard of several chunks, each well under the 1 MiB object
+// limit, the old ConfigMap is deleted, a reload reads the same record with
+// one LIST, and forgetting the extra entries deletes the chunks no longer
+// needed. It leaves the record as it found it.
+func checkRecordChunking(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	orig, err := steps.LoadRecord(ctx, c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := orig.Entries()
+	var extra []steps.RecordEntry
+	for i := range 2500 {
+		extra = append(extra, steps.RecordEntry{
+			APIVersion: "maas.opendatahub.io/v1alpha1", Kind: "MaaSModelRef", Namespace: "llm-coding-assistant",
+			Name: fmt.Sprintf("scale-model-%04d", i), Step: "models/model", Order: 1000 + i, Origin: steps.OriginAdopted,
+			UID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), Since: time.Now().UTC().Truncate(time.Second),
+		})
+	}
+	writeLegacyRecord(t, c, append(append([]steps.RecordEntry{}, base...), extra...))
+
+	rec, err := steps.LoadRecord(ctx, c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.Len(); n != len(base)+len(extra) {
+		t.Fatalf("record with the single ConfigMap: %d entries, want %d", n, len(base)+len(extra))
+	}
+	reads := c.clients.Requests.Reads()
+	if err := rec.Save(ctx); err != nil {
+		t.Fatalf("save the migrated record: %v", err)
+	}
+	chunks := 0
+	for _, cm := range recordShards(t, c) {
+		if cm.Annotations[steps.RecordStepAnnotation] == "models/model" {
+			chunks++
+		}
+		if size := len(cm.Data["objects.yaml"]); size > steps.RecordShardBytes {
+			t.Errorf("record shard %s holds %d bytes, over %d", cm.Name, size, steps.RecordShardBytes)
+		}
+	}
+	if chunks < 2 {
+		t.Errorf("models/model with %d entries is stored in %d ConfigMap(s), want it split in several", len(extra), chunks)
+	}
+	if _, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Get(ctx, steps.RecordConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after the migration the single-ConfigMap record still exists (err %v)", err)
+	}
+	reads = c.clients.Requests.Reads() - reads - 2 // the two checks above
+	reloaded, err := steps.LoadRecord(ctx, c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec.Entries(), reloaded.Entries()); diff != "" {
+		t.Errorf("the record read back from its shards differs (-saved +read):\n%s", diff)
+	}
+	if reads != 0 {
+		t.Errorf("saving the record read %d times, want 0", reads)
+	}
+
+	reloaded.Forget(extra...)
+	if err := reloaded.Save(ctx); err != nil {
+		t.Fatalf("save the record without the extra entries: %v", err)
+	}
+	for _, cm := range recordShards(t, c) {
+		if cm.Annotations[steps.RecordStepAnnotation] == "models/model" && cm.Name != steps.RecordShardName("models/model", 0) {
+			t.Errorf("record chunk %s is left after its entries were forgotten", cm.Name)
+		}
+	}
+	final, err := steps.LoadRecord(ctx, c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(base, final.Entries()); diff != "" {
+		t.Errorf("record after the chunking check differs from the install's (-install +now):\n%s", diff)
+	}
+}
+
+// writeLegacyRecord replaces the record by the single ConfigMap maasctl
+// versions before the sharded record wrote (key objects.yaml, a YAML list).
+func writeLegacyRecord(t *testing.T, c *cluster, entries []steps.RecordEntry) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := yaml.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace)
+	if err := cms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: steps.RecordSelector}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: steps.RecordConfigMap, Namespace: steps.StateNamespace, Labels: map[string]string{assets.ManagedByLabel: assets.ManagedByValue}},
+		Data:       map[string]string{"objects.yaml": string(b)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("write the single-ConfigMap record: %v", err)
 	}
 }

@@ -391,8 +391,14 @@ spec:
 		}
 	}
 
+	// An upgrade from a maasctl that kept the record in one ConfigMap: the
+	// install reads it, writes it as per-step shards and deletes it, and
+	// the kept data's "created" entries survive (so --delete-data below
+	// deletes the Cluster).
+	kept := toLegacyRecord(t, c)
 	again := c.maasctl(t, "install", "-o", "json")
 	wantExit(t, again, 0, "install after uninstall")
+	checkMigrated(t, c, kept)
 	assertThere(t, c, "install again", removedByUninstall...)
 	if n := c.vault.Versions(vaultMount, vaultPath); n != 1 {
 		t.Errorf("Vault has %d password versions after re-install, want 1 (the kept database's)", n)
@@ -413,6 +419,12 @@ spec:
 	}
 	if err := ri.Delete(context.Background(), "other", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Uninstall with only an older version's single-ConfigMap record: it
+	// deletes every object that record lists as created (the assertions
+	// below), and removes that ConfigMap with the rest of the state.
+	if legacy := toLegacyRecord(t, c); len(legacy) == 0 {
+		t.Fatal("the record is empty before the full uninstall")
 	}
 	all := c.maasctl(t, "uninstall", "--delete-data", "--yes", "--purge-crds", "-o", "json")
 	wantExit(t, all, 0, "uninstall --delete-data --yes --purge-crds")
@@ -732,4 +744,52 @@ func readDir(t *testing.T, dir string) string {
 		b.Write(data)
 	}
 	return b.String()
+}
+
+// toLegacyRecord rewrites maasctl's record the way versions before the
+// sharded record kept it (one ConfigMap maasctl-inventory) and returns its
+// entries.
+func toLegacyRecord(t *testing.T, c *cluster) []steps.RecordEntry {
+	t.Helper()
+	rec, err := steps.LoadRecord(context.Background(), c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := rec.Entries()
+	writeLegacyRecord(t, c, entries)
+	if n := len(recordShards(t, c)); n != 0 {
+		t.Fatalf("%d record shards left after writing the single-ConfigMap record", n)
+	}
+	return entries
+}
+
+// checkMigrated: the single-ConfigMap record is gone, the record is in
+// shards, and every entry the old record had as created is still there as
+// created.
+func checkMigrated(t *testing.T, c *cluster, old []steps.RecordEntry) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Get(ctx, steps.RecordConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the install did not migrate the single-ConfigMap record %s (err %v)", steps.RecordConfigMap, err)
+	}
+	if n := len(recordShards(t, c)); n < 2 {
+		t.Errorf("the migrated record is in %d shard(s)", n)
+	}
+	rec, err := steps.LoadRecord(ctx, c.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := 0
+	for _, e := range old {
+		if e.Origin != steps.OriginCreated {
+			continue
+		}
+		created++
+		if got, ok := rec.Lookup(e.Object()); !ok || got.Origin != steps.OriginCreated || got.UID != e.UID {
+			t.Errorf("after the migration %s is recorded %+v (found %v), was created with UID %s", e, got, ok, e.UID)
+		}
+	}
+	if created == 0 {
+		t.Errorf("the old record listed no created object: the migration check proves nothing")
+	}
 }

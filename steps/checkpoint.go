@@ -38,9 +38,15 @@ type Checkpoint struct {
 // Checkpoints reads and writes the checkpoints ConfigMap (one data key per
 // step, the step ID with "/" replaced by ".").
 type Checkpoints struct {
-	c    *kube.Clients
+	c *kube.Clients
+	// mu guards data and the counters; it is never held during a request,
+	// so Get does not wait for a write.
 	mu   sync.Mutex
 	data map[string]Checkpoint
+	// changes counts Puts; written is the count the last successful write
+	// carried. writeMu serialises writes.
+	changes, written uint64
+	writeMu          sync.Mutex
 }
 
 func checkpointKey(stepID string) string { return strings.ReplaceAll(stepID, "/", ".") }
@@ -83,19 +89,36 @@ func (cp *Checkpoints) All() map[string]Checkpoint {
 	return out
 }
 
-// Put records p and writes the ConfigMap with server-side apply.
+// Put records p and writes the ConfigMap with server-side apply. When it
+// returns nil, a write that carries p (and every Put before it) succeeded.
+// Concurrent Puts are coalesced: a Put that waited for another's write
+// sends one write with every change made meanwhile, and the Puts it
+// carried return without a write of their own.
 func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 	cp.mu.Lock()
-	defer cp.mu.Unlock()
 	cp.data[checkpointKey(p.Step)] = p
+	cp.changes++
+	mine := cp.changes
+	cp.mu.Unlock()
+
+	cp.writeMu.Lock()
+	defer cp.writeMu.Unlock()
+	cp.mu.Lock()
+	if cp.written >= mine {
+		cp.mu.Unlock()
+		return nil // a write that started after this Put carried it
+	}
+	upto := cp.changes
 	data := map[string]any{}
 	for k, v := range cp.data {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return err
+			cp.mu.Unlock()
+			return fmt.Errorf("encode checkpoint of %s: %w", v.Step, err)
 		}
 		data[k] = string(b)
 	}
+	cp.mu.Unlock()
 	cm := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
@@ -107,5 +130,10 @@ func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 	if _, err := cp.c.Apply(ctx, cm); err != nil {
 		return fmt.Errorf("write checkpoint of %s: %w", p.Step, err)
 	}
+	cp.mu.Lock()
+	if upto > cp.written {
+		cp.written = upto
+	}
+	cp.mu.Unlock()
 	return nil
 }

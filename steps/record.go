@@ -2,13 +2,19 @@ package steps
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,15 +25,36 @@ import (
 	"github.com/maasctl/maasctl/internal/kube"
 )
 
-// RecordConfigMap is the ConfigMap (in StateNamespace) that records, for
-// every object an install step writes, whether maasctl's installation
+// RecordConfigMap names maasctl's record of the objects its install wrote
+// (in StateNamespace): for every object, whether maasctl's installation
 // created it or found it already there. Uninstall deletes by this record,
 // the way clusterctl deletes by its inventory, never by label alone: labels
 // are also put on objects maasctl only adopted.
+//
+// The record is sharded: one ConfigMap per step, named
+// "maasctl-inventory.<step ID with / replaced by .>" (see RecordShardName),
+// and, when a step's entries exceed RecordShardBytes, further chunks with
+// the suffix ".1", ".2", ...; each holds its entries as a YAML list under
+// key objects.yaml and carries label RecordLabel, so one LIST loads the
+// whole record. A ConfigMap named RecordConfigMap itself is the single
+// record older maasctl versions wrote; it is still read, and deleted once
+// its entries were written as shards.
 const (
 	RecordConfigMap = "maasctl-inventory"
 	recordKey       = "objects.yaml"
+	// RecordLabel (value RecordLabelValue) marks every shard of the
+	// record; RecordStepAnnotation names the step a shard belongs to.
+	RecordLabel          = "maasctl.io/record"
+	RecordLabelValue     = "objects"
+	RecordStepAnnotation = "maasctl.io/record-step"
+	// RecordShardBytes is the most bytes of entries one shard holds, well
+	// under the 1 MiB limit of an object in etcd (a larger single entry
+	// still gets a shard of its own).
+	RecordShardBytes = 400_000
 )
+
+// RecordSelector is the label selector of every shard of the record.
+var RecordSelector = RecordLabel + "=" + RecordLabelValue
 
 // Origin says how an object came to be part of the installation.
 type Origin string
@@ -94,8 +121,8 @@ func recordKeyOf(apiVersion, kind, ns, name string) string {
 
 func (e RecordEntry) key() string { return recordKeyOf(e.APIVersion, e.Kind, e.Namespace, e.Name) }
 
-// Record is the created-versus-adopted record of one cluster, kept in
-// ConfigMap maasctl/maasctl-inventory. It is safe for concurrent use.
+// Record is the created-versus-adopted record of one cluster, kept in the
+// shards described at RecordConfigMap. It is safe for concurrent use.
 type Record struct {
 	c *kube.Clients
 	// saveMu serialises Save so that a later write always carries every
@@ -103,28 +130,153 @@ type Record struct {
 	saveMu  sync.Mutex
 	mu      sync.Mutex
 	entries map[string]*RecordEntry
-	now     func() time.Time
+	// dirty holds the steps whose shards differ from what is stored.
+	dirty map[string]bool
+	// shards maps each stored shard's name to its step.
+	shards map[string]string
+	// legacy: the single ConfigMap RecordConfigMap of an older maasctl
+	// exists and is deleted after the next successful Save.
+	legacy bool
+	now    func() time.Time
 }
 
-// LoadRecord reads the record; a missing ConfigMap is an empty record.
+// LoadRecord reads the record with one LIST of the ConfigMaps in
+// StateNamespace labelled managed-by maasctl: its shards, and the single
+// ConfigMap older versions wrote (which has that label too). No ConfigMap
+// is an empty record.
 func LoadRecord(ctx context.Context, c *kube.Clients) (*Record, error) {
-	r := &Record{c: c, entries: map[string]*RecordEntry{}, now: time.Now}
-	cm, err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Get(ctx, RecordConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return r, nil
-	}
+	list, err := c.Kube.CoreV1().ConfigMaps(StateNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: assets.ManagedByLabel + "=" + assets.ManagedByValue,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read record %s/%s: %w", StateNamespace, RecordConfigMap, err)
+		return nil, fmt.Errorf("read record (ConfigMaps %s in %s): %w", RecordSelector, StateNamespace, err)
 	}
-	var list []RecordEntry
-	if err := yaml.Unmarshal([]byte(cm.Data[recordKey]), &list); err != nil {
-		return nil, fmt.Errorf("read record %s/%s: key %s: %w", StateNamespace, RecordConfigMap, recordKey, err)
+	r, err := decodeRecord(list.Items)
+	if err != nil {
+		return nil, err
 	}
-	for i := range list {
-		e := list[i]
-		r.entries[e.key()] = &e
+	r.c = c
+	return r, nil
+}
+
+// decodeRecord builds a record from the ConfigMaps LoadRecord listed:
+// shards (label RecordLabel) and the legacy single ConfigMap. An entry in
+// a shard wins over the legacy one: shards are written before the legacy
+// ConfigMap is deleted, so they are newer. Every step with a legacy entry
+// is marked dirty, so that the next Save writes it as a shard.
+func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
+	r := &Record{entries: map[string]*RecordEntry{}, dirty: map[string]bool{}, shards: map[string]string{}, now: time.Now}
+	var legacy []RecordEntry
+	for _, cm := range cms {
+		isShard := cm.Labels[RecordLabel] == RecordLabelValue
+		if !isShard && cm.Name != RecordConfigMap {
+			continue
+		}
+		var list []RecordEntry
+		if err := yaml.Unmarshal([]byte(cm.Data[recordKey]), &list); err != nil {
+			return nil, fmt.Errorf("read record %s/%s: key %s: %w", StateNamespace, cm.Name, recordKey, err)
+		}
+		if !isShard {
+			r.legacy = true
+			legacy = list
+			continue
+		}
+		step := cm.Annotations[RecordStepAnnotation]
+		if step == "" && len(list) > 0 {
+			step = list[0].Step
+		}
+		r.shards[cm.Name] = step
+		for i := range list {
+			e := list[i]
+			r.entries[e.key()] = &e
+		}
+	}
+	for i := range legacy {
+		e := legacy[i]
+		if _, ok := r.entries[e.key()]; !ok {
+			r.entries[e.key()] = &e
+		}
+		r.dirty[e.Step] = true
 	}
 	return r, nil
+}
+
+// RecordShardName is the name of chunk n (from 0) of the shard of step id:
+// "maasctl-inventory.<id with / replaced by .>", then ".<n>" for n > 0. An
+// ID that does not map to a valid, unambiguous ConfigMap name that way
+// (upper case, other characters, a numeric last segment, too long) gets a
+// hash of the ID appended instead of the unmappable rest.
+func RecordShardName(id string, n int) string {
+	base := RecordConfigMap + "." + shardStem(id)
+	if n > 0 {
+		base += "." + strconv.Itoa(n)
+	}
+	return base
+}
+
+var shardSegment = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// shardStem maps a step ID to the DNS-1123 labels of its shard name.
+func shardStem(id string) string {
+	segs := strings.Split(id, "/")
+	clean := len(id) <= 180
+	for _, s := range segs {
+		if !shardSegment.MatchString(s) {
+			clean = false
+		}
+	}
+	if _, err := strconv.Atoi(segs[len(segs)-1]); err == nil {
+		clean = false // would read as a chunk number
+	}
+	if clean {
+		return strings.Join(segs, ".")
+	}
+	sum := sha256.Sum256([]byte(id))
+	var b strings.Builder
+	for _, r := range strings.ToLower(id) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r == '/' || r == '.':
+			b.WriteRune('.')
+		default:
+			b.WriteRune('-')
+		}
+		if b.Len() >= 160 {
+			break
+		}
+	}
+	var out []string
+	for _, s := range strings.Split(b.String(), ".") {
+		if s = strings.Trim(s, "-"); s != "" {
+			out = append(out, s)
+		}
+	}
+	out = append(out, "h"+hex.EncodeToString(sum[:])[:10])
+	return strings.Join(out, ".")
+}
+
+// recordChunks encodes entries (of one step, in order) as YAML lists of
+// at most limit bytes each (an entry larger than limit gets a chunk of its
+// own). The chunks decode to the entries in order. No entries: no chunk.
+func recordChunks(entries []RecordEntry, limit int) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	for _, e := range entries {
+		b, err := yaml.Marshal([]RecordEntry{e})
+		if err != nil {
+			return nil, fmt.Errorf("encode record entry %s: %w", e, err)
+		}
+		if cur.Len() > 0 && cur.Len()+len(b) > limit {
+			out = append(out, cur.String())
+			cur.Reset()
+		}
+		cur.Write(b)
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out, nil
 }
 
 // Entries returns a copy of every entry, sorted by step, then apply order,
@@ -280,9 +432,46 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 }
 
 // Observe re-reads the objects of step id after it ran (whether it
-// succeeded or not) and records those it brought into existence.
+// succeeded or not) and records those it brought into existence. It writes
+// only the shards whose entries changed.
 func (r *Record) Observe(ctx context.Context, e *Env, id string) error {
-	changed := false
+	return r.observe(ctx, e, id, false)
+}
+
+// HasAbsent reports whether an object of step id is recorded absent
+// (OriginAbsent). It reads nothing from the cluster.
+func (r *Record) HasAbsent(e *Env, id string) bool {
+	for _, o := range StepObjects(e, id) {
+		if prev, ok := r.Lookup(o); ok && prev.Origin == OriginAbsent {
+			return true
+		}
+	}
+	return false
+}
+
+// ObserveAbsent is Observe limited to the objects of step id recorded
+// absent: for a step skipped because its checkpoint and Check say it is
+// done, whose objects an operator may have created since, or whose Apply
+// was cut short (killed) before its Observe ran. No absent entry: no
+// request.
+func (r *Record) ObserveAbsent(ctx context.Context, e *Env, id string) error {
+	return r.observe(ctx, e, id, true)
+}
+
+// observeWorkers bounds the concurrent GETs of one Observe.
+const observeWorkers = 8
+
+func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool) error {
+	type look struct {
+		order  int
+		obj    *unstructured.Unstructured
+		prev   RecordEntry
+		exists bool
+		uid    string
+		owned  bool
+		err    error
+	}
+	var looks []*look
 	for i, o := range StepObjects(e, id) {
 		prev, ok := r.Lookup(o)
 		if !ok {
@@ -290,17 +479,37 @@ func (r *Record) Observe(ctx context.Context, e *Env, id string) error {
 			// the step created it is unknown: it stays unrecorded.
 			continue
 		}
-		exists, uid, owned, err := liveState(ctx, e.Clients, o)
-		if err != nil {
-			r.skipped(e, o, err)
+		if onlyAbsent && prev.Origin != OriginAbsent {
 			continue
 		}
-		p := &prev
-		origin, uid := classify(p, exists, uid, owned)
-		if ok && origin == prev.Origin && uid == prev.UID {
+		looks = append(looks, &look{order: i, obj: o, prev: prev})
+	}
+	if len(looks) == 0 {
+		return nil
+	}
+	var wg sync.WaitGroup
+	workers := make(chan struct{}, observeWorkers)
+	for _, l := range looks {
+		wg.Add(1)
+		workers <- struct{}{}
+		go func(l *look) {
+			defer wg.Done()
+			defer func() { <-workers }()
+			l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
+		}(l)
+	}
+	wg.Wait()
+	changed := false
+	for _, l := range looks {
+		if l.err != nil {
+			r.skipped(e, l.obj, l.err)
 			continue
 		}
-		r.set(o, id, i, origin, uid)
+		origin, uid := classify(&l.prev, l.exists, l.uid, l.owned)
+		if origin == l.prev.Origin && uid == l.prev.UID {
+			continue
+		}
+		r.set(l.obj, id, l.order, origin, uid)
 		changed = true
 	}
 	if !changed {
@@ -327,6 +536,7 @@ func (r *Record) set(o *unstructured.Unstructured, step string, order int, origi
 		APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(),
 		Step: step, Order: order, Origin: origin, UID: uid, Since: r.now().UTC().Truncate(time.Second),
 	}
+	r.dirty[step] = true
 }
 
 // Forget drops the entries of objects that are gone.
@@ -334,7 +544,10 @@ func (r *Record) Forget(entries ...RecordEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range entries {
-		delete(r.entries, e.key())
+		if prev, ok := r.entries[e.key()]; ok {
+			delete(r.entries, e.key())
+			r.dirty[prev.Step] = true
+		}
 	}
 }
 
@@ -345,27 +558,159 @@ func (r *Record) Len() int {
 	return len(r.entries)
 }
 
-// Save writes the record with server-side apply (field manager maasctl).
+// Save writes the shards of the steps whose entries changed since the
+// last Save, with server-side apply (field manager maasctl), and deletes
+// the chunks a step no longer needs (all of them when it has no entries
+// left). When that all succeeded and the record came from an older
+// maasctl's single ConfigMap, it deletes that ConfigMap: every entry is in
+// a shard by then. A step whose write failed stays dirty, so the next Save
+// writes it again. Nothing changed: no request.
 func (r *Record) Save(ctx context.Context) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	b, err := yaml.Marshal(r.Entries())
-	if err != nil {
-		return fmt.Errorf("encode record: %w", err)
+	r.mu.Lock()
+	dirty := make([]string, 0, len(r.dirty))
+	for step := range r.dirty {
+		dirty = append(dirty, step)
 	}
-	cm := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{
-			"name": RecordConfigMap, "namespace": StateNamespace,
-			"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue},
-			"annotations": map[string]any{
-				"maasctl.io/description": "objects maasctl's install wrote: created ones are deleted by 'maasctl uninstall', adopted ones are left in place",
+	r.dirty = map[string]bool{}
+	legacy := r.legacy
+	r.mu.Unlock()
+	sort.Strings(dirty)
+	if len(dirty) == 0 && !legacy {
+		return nil
+	}
+	byStep := map[string][]RecordEntry{}
+	for _, e := range r.Entries() {
+		byStep[e.Step] = append(byStep[e.Step], e)
+	}
+	var (
+		wg      sync.WaitGroup
+		errMu   sync.Mutex
+		errs    []error
+		failed  []string
+		workers = make(chan struct{}, 4)
+	)
+	for _, step := range dirty {
+		wg.Add(1)
+		workers <- struct{}{}
+		go func(step string) {
+			defer wg.Done()
+			defer func() { <-workers }()
+			if err := r.saveStep(ctx, step, byStep[step]); err != nil {
+				errMu.Lock()
+				errs = append(errs, err)
+				failed = append(failed, step)
+				errMu.Unlock()
+			}
+		}(step)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		r.mu.Lock()
+		for _, step := range failed {
+			r.dirty[step] = true
+		}
+		r.mu.Unlock()
+		return errors.Join(errs...)
+	}
+	if legacy {
+		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, RecordConfigMap, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the single-ConfigMap record %s/%s of an older maasctl (its entries are in shards now): %w", StateNamespace, RecordConfigMap, err)
+		}
+		r.mu.Lock()
+		r.legacy = false
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// saveStep writes the chunks of step's shard and deletes its stored chunks
+// beyond them.
+func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntry) error {
+	chunks, err := recordChunks(entries, RecordShardBytes)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for n, data := range chunks {
+		name := RecordShardName(step, n)
+		want[name] = true
+		cm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{
+				"name": name, "namespace": StateNamespace,
+				"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue, RecordLabel: RecordLabelValue},
+				"annotations": map[string]any{
+					RecordStepAnnotation:     step,
+					"maasctl.io/description": "objects maasctl's install wrote (step " + step + "): created ones are deleted by 'maasctl uninstall', adopted ones are left in place",
+				},
 			},
-		},
-		"data": map[string]any{recordKey: string(b)},
-	}}
-	if _, err := r.c.Apply(ctx, cm); err != nil {
-		return fmt.Errorf("write record %s/%s: %w", StateNamespace, RecordConfigMap, err)
+			"data": map[string]any{recordKey: data},
+		}}
+		if _, err := r.c.Apply(ctx, cm); err != nil {
+			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
+		}
+		r.mu.Lock()
+		r.shards[name] = step
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	var stale []string
+	for name, s := range r.shards {
+		if s == step && !want[name] {
+			stale = append(stale, name)
+		}
+	}
+	r.mu.Unlock()
+	sort.Strings(stale)
+	for _, name := range stale {
+		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete record shard %s/%s: %w", StateNamespace, name, err)
+		}
+		r.mu.Lock()
+		delete(r.shards, name)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// Shards is the number of record ConfigMaps stored (as far as this Record
+// knows: the ones it loaded and wrote), the legacy one included.
+func (r *Record) Shards() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.shards)
+	if r.legacy {
+		n++
+	}
+	return n
+}
+
+// deleteRecord deletes every shard of the record (one DELETE of the
+// collection labelled RecordLabel) and the single ConfigMap of older
+// maasctl versions.
+func deleteRecord(ctx context.Context, c *kube.Clients) error {
+	// List and delete by name rather than deletecollection: the install
+	// already needs list and delete on ConfigMaps in its state namespace,
+	// so uninstall asks for no other permission.
+	cms := c.Kube.CoreV1().ConfigMaps(StateNamespace)
+	l, err := cms.List(ctx, metav1.ListOptions{LabelSelector: RecordSelector})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("list the record (ConfigMaps %s in %s): %w", RecordSelector, StateNamespace, err)
+	}
+	names := []string{RecordConfigMap} // the single ConfigMap of older maasctl versions
+	if l != nil {
+		for _, cm := range l.Items {
+			names = append(names, cm.Name)
+		}
+	}
+	for _, name := range names {
+		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, name, err)
+		}
 	}
 	return nil
 }

@@ -19,6 +19,12 @@ import (
 // input hash and whose live Check passes is reported unchanged and not
 // applied. A failed step blocks its dependents; other steps go on, so a
 // re-run continues from where things stand.
+//
+// Dependents start as soon as a step's Apply (or, for an unchanged step,
+// its Check) succeeded; the step's bookkeeping (Record.Observe, then
+// Checkpoints.Put) runs meanwhile in the step's goroutine, and Run returns
+// only after every step's bookkeeping finished. See runStep for the events
+// and for what a kill in between leaves.
 type Runner struct {
 	Registry    *Registry
 	Env         *Env
@@ -34,9 +40,10 @@ type Runner struct {
 	// Record, when set, records which objects the run created and which it
 	// found (created versus adopted), for uninstall.
 	Record *Record
-	// Serial runs one step at a time, in dependency order; environment
-	// variable MAASCTL_SERIAL=1 sets it too. Benchmarks use it to show what
-	// running independent steps in parallel saves.
+	// Serial runs one step at a time, in dependency order, each with its
+	// bookkeeping; environment variable MAASCTL_SERIAL=1 sets it too.
+	// Benchmarks use it to show what running independent steps in
+	// parallel saves.
 	Serial bool
 }
 
@@ -129,11 +136,15 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 
 	sum := &Summary{}
 	var mu sync.Mutex
-	state := map[string]string{} // done | failed | blocked
+	// state is each step's state for scheduling: done (its Apply or Check
+	// succeeded; dependents may start while its bookkeeping runs),
+	// failed or blocked.
+	state := map[string]string{}
 	finished := make(chan string, len(selected))
 	running := 0
 	started := map[string]bool{}
 	var runErr RunError
+	var bookkeeping sync.WaitGroup
 
 	depsState := func(s *Step) (ready, blocked bool) {
 		for _, d := range s.After {
@@ -172,23 +183,44 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 			}
 			started[s.ID] = true
 			running++
+			bookkeeping.Add(1)
 			go func(s *Step) {
-				res, err := r.runStep(ctx, s, index[s.ID], emit)
-				mu.Lock()
-				if err != nil {
-					state[s.ID] = "failed"
-					sum.Failed = append(sum.Failed, s.ID)
-					runErr.Failed = append(runErr.Failed, &StepError{Step: s.ID, Err: err})
-				} else {
-					state[s.ID] = "done"
-					if res == EventSkipped {
-						sum.Unchanged = append(sum.Unchanged, s.ID)
-					} else {
-						sum.Done = append(sum.Done, s.ID)
+				defer bookkeeping.Done()
+				var once sync.Once
+				// release lets the dependents start: once the step's Apply
+				// (or Check) succeeded, before its bookkeeping, except in
+				// serial mode; or when the step failed.
+				release := func(st string) {
+					once.Do(func() {
+						mu.Lock()
+						state[s.ID] = st
+						mu.Unlock()
+						finished <- s.ID
+					})
+				}
+				applied := func() {
+					if !serial {
+						release("done")
 					}
 				}
+				res, err := r.runStep(ctx, s, index[s.ID], emit, applied)
+				mu.Lock()
+				if err != nil {
+					sum.Failed = append(sum.Failed, s.ID)
+					runErr.Failed = append(runErr.Failed, &StepError{Step: s.ID, Err: err})
+				} else if res == EventSkipped {
+					sum.Unchanged = append(sum.Unchanged, s.ID)
+				} else {
+					sum.Done = append(sum.Done, s.ID)
+				}
 				mu.Unlock()
-				finished <- s.ID
+				if err != nil {
+					// A bookkeeping failure after the release keeps the
+					// step done for scheduling: dependents already started.
+					release("failed")
+				} else {
+					release("done")
+				}
 			}(s)
 		}
 	}
@@ -209,6 +241,8 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 		}
 	}
 	mu.Unlock()
+	// Every step's record and checkpoint are written before the run ends.
+	bookkeeping.Wait()
 	sort.Strings(sum.Done)
 	sort.Strings(sum.Unchanged)
 	sort.Strings(sum.Failed)
@@ -223,12 +257,36 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	return sum, nil
 }
 
-func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)) (EventType, error) {
+// runStep checks or applies step s. Once the step succeeded (its Check
+// passed on a matching checkpoint, or its Apply returned nil) it calls
+// applied, so that the Runner can start the dependents, and then does the
+// step's bookkeeping: Record.Observe (ObserveAbsent for a skipped step with
+// objects still recorded absent) and then, for an applied step,
+// Checkpoints.Put. A "done" checkpoint therefore always means the record
+// was observed after the Apply it stands for; a SIGKILL before the Put
+// leaves no done checkpoint, so the next run applies the step again (server-
+// side apply of the same objects: no object changes) and observes it.
+// EventDone (EventSkipped) is emitted only after the bookkeeping, so a done
+// event also means the checkpoint is written; a bookkeeping error makes
+// the step failed (EventFailed instead) although its dependents may be
+// running already.
+func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event), applied func()) (EventType, error) {
 	hash := r.InputHash(s)
 	if cp, ok := r.Checkpoints.Get(s.ID); ok && cp.InputHash == hash && cp.Result == "done" {
 		t0 := time.Now()
 		live, msg, err := s.Check(ctx, r.Env)
 		if err == nil && live {
+			applied()
+			// Objects still recorded absent: a kill between Apply and
+			// Observe, or an operator that created them later. Reads only
+			// those; none (the usual no-op re-run): no request.
+			if r.Record != nil && r.Record.HasAbsent(r.Env, s.ID) {
+				if err := r.Record.ObserveAbsent(ctx, r.Env, s.ID); err != nil {
+					err = fmt.Errorf("record objects: %w", err)
+					emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+					return EventFailed, err
+				}
+			}
 			emit(Event{Type: EventSkipped, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
 			return EventSkipped, nil
 		}
@@ -246,11 +304,17 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	err := s.Apply(sctx, r.Env)
 	cancel()
 	d := time.Since(t0)
+	if err == nil {
+		applied()
+	}
 	if r.Record != nil && ctx.Err() == nil {
 		// Also after a failure: what the step created must be recorded.
 		if rerr := r.Record.Observe(ctx, r.Env, s.ID); rerr != nil && err == nil {
-			err = rerr
+			err = fmt.Errorf("record objects: %w", rerr)
 		}
+	}
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("record objects: %w", ctx.Err())
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {

@@ -918,7 +918,7 @@ func (u *uninstaller) finish(ctx context.Context, lock **Lock) ([]string, error)
 		if err := u.rec.Save(ctx); err != nil {
 			return nil, err
 		}
-		progress("kept maasctl's record %s/%s: it lists the objects kept", StateNamespace, RecordConfigMap)
+		progress("kept maasctl's record (ConfigMaps %s.* in %s, label %s): it lists the objects kept", RecordConfigMap, StateNamespace, RecordSelector)
 	} else {
 		if err := u.removeState(ctx, lock, progress); err != nil {
 			return nil, err
@@ -944,15 +944,17 @@ func (u *uninstaller) unlabel(ctx context.Context, obj *unstructured.Unstructure
 	progress("left %s in place (adopted); removed its %s label", kube.Describe(obj), assets.ManagedByLabel)
 }
 
-// removeState deletes the checkpoints and the record, releases the Lease and
-// deletes Namespace maasctl, waiting until it is gone so that an install
-// can start right after.
+// removeState deletes the checkpoints and the record (every shard, by
+// label, and the single ConfigMap of older versions), releases the Lease
+// and deletes Namespace maasctl, waiting until it is gone so that an
+// install can start right after.
 func (u *uninstaller) removeState(ctx context.Context, lock **Lock, progress func(string, ...any)) error {
-	cms := u.c.Kube.CoreV1().ConfigMaps(StateNamespace)
-	for _, name := range []string{CheckpointsConfigMap, RecordConfigMap} {
-		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, name, err)
-		}
+	err := u.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, CheckpointsConfigMap, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, CheckpointsConfigMap, err)
+	}
+	if err := deleteRecord(ctx, u.c); err != nil {
+		return err
 	}
 	if *lock != nil {
 		if err := (*lock).Release(ctx); err != nil {
@@ -1014,7 +1016,7 @@ func (u *uninstaller) purgeCRDs(ctx context.Context, progress func(string, ...an
 		return nil
 	}
 	err := u.waitGone(ctx, ts, progress)
-	u.c.Mapper.Reset()
+	u.c.ResetMapper()
 	return err
 }
 
