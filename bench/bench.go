@@ -115,8 +115,8 @@ type Machine struct {
 // StepFigure is one step of an install.
 type StepFigure struct {
 	ID string `json:"id"`
-	// Configured is the step's simulated delay (stepChains); Observed its
-	// wall time from started to done.
+	// Configured is the step's configured simulated delay (stepChains,
+	// configuredDelay); Observed its wall time from started to done.
 	Configured ms `json:"configuredMs"`
 	Observed   ms `json:"observedMs"`
 }
@@ -124,8 +124,14 @@ type StepFigure struct {
 // InstallFigures is one first install on a fresh cluster.
 type InstallFigures struct {
 	Wall ms `json:"wallMs"`
-	// CriticalPath is the longest DAG path of the configured delays;
-	// Ratio = Wall / CriticalPath (target ≤ 1.02 for the parallel run).
+	// CriticalPath is the longest DAG path when each step takes its
+	// configured delay (configuredDelay: the simulated operator delays it
+	// waits out, stages in sequence, delays that run side by side counted
+	// once), i.e. the install time of a runner with no overhead against
+	// simulators whose own work fits inside their delays. Ratio = Wall /
+	// CriticalPath (target ≤ 1.02 for the parallel run). ObservedPath is
+	// the same path over the observed step times; Wall / ObservedPath is
+	// the runner's own overhead.
 	CriticalPath     ms            `json:"criticalPathMs"`
 	CriticalPathIDs  []string      `json:"criticalPath"`
 	Ratio            float64       `json:"ratio"`

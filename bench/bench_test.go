@@ -60,9 +60,11 @@ func TestStepChainsNameRealSteps(t *testing.T) {
 		if reg.Get(id) == nil {
 			t.Errorf("stepChains names step %s, which is not in the registry", id)
 		}
-		for _, c := range chain {
-			if !slices.Contains(sim.ControllerNames(), c) {
-				t.Errorf("step %s: unknown simulator %q", id, c)
+		for _, stage := range chain {
+			for _, c := range stage {
+				if !slices.Contains(sim.ControllerNames(), c) {
+					t.Errorf("step %s: unknown simulator %q", id, c)
+				}
 			}
 		}
 	}

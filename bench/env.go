@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/maasctl/maasctl/e2e/faultproxy"
 	"github.com/maasctl/maasctl/e2e/sim"
@@ -91,13 +92,20 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 	}
 	simCfg.UserAgent = simUserAgent
 	sctx, cancel := context.WithCancel(ctx)
-	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: o.delays, Logger: zap.NewNop()})
+	logger, closeLog, err := simLogger(filepath.Join(dir, "sim.log"))
 	if err != nil {
 		cancel()
 		c.stop()
+		return nil, err
+	}
+	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: o.delays, Logger: logger})
+	if err != nil {
+		cancel()
+		closeLog()
+		c.stop()
 		return nil, fmt.Errorf("start the simulators: %w", err)
 	}
-	c.stops = append(c.stops, func() { cancel(); _ = h.Stop() })
+	c.stops = append(c.stops, func() { cancel(); _ = h.Stop(); closeLog() })
 	c.vaultToken = "bench-root-token"
 	c.vault = vaultserver.New(vaultserver.Options{RootToken: c.vaultToken})
 	c.vaultAddr, err = c.vault.Start(ctx)
@@ -179,4 +187,20 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// simLogger is the simulators' debug log: JSON lines with RFC 3339
+// nanosecond timestamps in path, one per reconcile decision (delays,
+// status writes, creations), so that each step's time can be split into
+// the simulated delays and the simulators' own work. close flushes it.
+func simLogger(path string) (l *zap.Logger, close func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulator log: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(f), zapcore.DebugLevel)
+	l = zap.New(core)
+	return l, func() { _ = l.Sync(); _ = f.Close() }, nil
 }

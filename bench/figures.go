@@ -14,39 +14,65 @@ import (
 	"github.com/maasctl/maasctl/steps"
 )
 
-// stepChains names, per step, the simulated controllers whose delays gate
-// it, in order. Each simulator waits its delay once per object before it
-// first acts on it (e2e/sim Options.Delay), so a step's configured delay is
-// the sum over its chain: platform/kuadrant waits for the Kuadrant operator
-// and then for the Authorino it creates; the OLM steps for one resolution
-// of their Subscription. Steps absent here have no simulated delay (maasctl
-// does the work itself, e.g. Vault or labels).
-var stepChains = map[string][]string{
-	"database/operator":      {sim.OLM},
-	"database/cluster":       {sim.CNPG},
-	"operators/rhcl":         {sim.OLM},
-	"operators/lws":          {sim.OLM},
-	"operators/rhoai":        {sim.OLM},
-	"operators/lws-instance": {sim.LWS},
-	"platform/gatewayclass":  {sim.Gateway},
-	"platform/certificate":   {sim.CertManager},
-	"platform/gateway":       {sim.Gateway},
-	"platform/route":         {sim.Router},
-	"platform/kuadrant":      {sim.Kuadrant, sim.Authorino},
-	"platform/authorino-tls": {sim.ServiceCA},
-	"rhoai/dsci":             {sim.DSCI},
-	"rhoai/dsc":              {sim.DSC},
-	"models/provider":        {sim.MaaS},
-	"models/model":           {sim.MaaS},
-	"access/auth-policy":     {sim.MaaS},
-	"access/subscription":    {sim.MaaS},
+// stepChains names, per step, the simulated controllers whose configured
+// delays the step waits out, as stages that follow one another; the
+// controllers of one stage run their delays side by side, so a stage
+// counts its longest delay and a step the sum over its stages
+// (configuredDelay).
+//
+// This follows the simulators' timing model (e2e/sim, manager.hold): a
+// controller's delay is the time from its trigger to the status that ends
+// maasctl's wait; the controller starts its own work at once and holds
+// back only its status writes. So a controller whose trigger is another
+// controller's creation (not its status) runs its delay alongside:
+//   - OLM steps: one OLM delay from the Subscription to CSV Succeeded and
+//     Subscription AtLatestKnown (InstallPlan, CRDs, CSV and Deployment
+//     are made inside it); the operator's own controllers act only after.
+//   - platform/kuadrant: the Kuadrant operator creates Authorino at its
+//     trigger, so the Authorino delay runs alongside the Kuadrant delay.
+//   - access/*: the MaaS controller creates the AuthPolicy or
+//     TokenRateLimitPolicy at its trigger, and Kuadrant's enforcement
+//     delay runs alongside the MaaS delay.
+//   - models/model: the ExternalModel and MaaSModelRef delays start when
+//     maasctl creates both.
+//
+// Steps absent here have no simulated delay (maasctl does the work
+// itself, e.g. Vault or labels). The configured path counts configured
+// delays only, never the intrinsic time of the work done inside them (API
+// writes, CRDs becoming Established, Deployments becoming Available
+// through kube-controller-manager, kube-scheduler and kwok): where that
+// work outlasts a delay, the excess shows in the ratio.
+var stepChains = map[string][][]string{
+	"database/operator":      {{sim.OLM}},
+	"database/cluster":       {{sim.CNPG}},
+	"operators/rhcl":         {{sim.OLM}},
+	"operators/lws":          {{sim.OLM}},
+	"operators/rhoai":        {{sim.OLM}},
+	"operators/lws-instance": {{sim.LWS}},
+	"platform/gatewayclass":  {{sim.Gateway}},
+	"platform/certificate":   {{sim.CertManager}},
+	"platform/gateway":       {{sim.Gateway}},
+	"platform/route":         {{sim.Router}},
+	"platform/kuadrant":      {{sim.Kuadrant, sim.Authorino}},
+	"platform/authorino-tls": {{sim.ServiceCA}},
+	"rhoai/dsci":             {{sim.DSCI}},
+	"rhoai/dsc":              {{sim.DSC}},
+	"models/provider":        {{sim.MaaS}},
+	"models/model":           {{sim.MaaS}},
+	"access/auth-policy":     {{sim.MaaS, sim.Kuadrant}},
+	"access/subscription":    {{sim.MaaS, sim.Kuadrant}},
 }
 
-// configuredDelay is the simulated delay of step id under delays.
+// configuredDelay is the simulated delay of step id under delays: the sum
+// over its stages (stepChains) of each stage's longest delay.
 func configuredDelay(id string, delays map[string]time.Duration) time.Duration {
 	var d time.Duration
-	for _, c := range stepChains[id] {
-		d += delays[c]
+	for _, stage := range stepChains[id] {
+		var longest time.Duration
+		for _, c := range stage {
+			longest = max(longest, delays[c])
+		}
+		d += longest
 	}
 	return d
 }

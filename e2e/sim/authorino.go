@@ -76,9 +76,9 @@ func (a *authorinoCtl) reconcile(ctx context.Context, k key) error {
 		}
 		tlsSecrets = append(tlsSecrets, secret)
 	}
-	if m.delayed(a.r, az, "provision") {
-		return nil
-	}
+	// Services and the Deployment are made at once; the Ready condition
+	// waits for the Authorino delay (hold).
+	ctx = m.hold(ctx, a.r, az, "provision")
 	if err := a.ensureServices(ctx, az); err != nil {
 		return setReady(false, "UnableToCreateServices", err.Error())
 	}

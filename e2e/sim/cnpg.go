@@ -65,9 +65,9 @@ func (c *cnpg) reconcile(ctx context.Context, k key) error {
 	if cl == nil || cl.GetDeletionTimestamp() != nil || !m.operatorRunning("clusters.postgresql.cnpg.io") {
 		return nil
 	}
-	if m.delayed(c.r, cl, "create") {
-		return nil
-	}
+	// PVCs, Services and Secrets are made at once; the Cluster's status
+	// waits for the CNPG delay (hold).
+	ctx = m.hold(ctx, c.r, cl, "create")
 	instances, found, _ := unstructured.NestedInt64(cl.Object, "spec", "instances")
 	if !found || instances < 1 {
 		instances = 1

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,28 +92,38 @@ func (s *crdStore) load(rel string) (*crdFile, error) {
 }
 
 // ensureCRDs creates the CRDs of files that do not exist yet, the way OLM's
-// InstallPlan step or an operator's own CRD registration does, and reports
-// whether all of them are Established.
+// InstallPlan step or an operator's own CRD registration does (all at once:
+// one large CRD does not hold the others back), and reports whether all of
+// them are Established.
 func (m *manager) ensureCRDs(ctx context.Context, files []*crdFile) (bool, error) {
 	all := true
+	var missing []*crdFile
 	for _, f := range files {
 		live := m.get(gvrCRD, "", f.Name)
-		if live == nil {
+		switch {
+		case live == nil:
+			missing = append(missing, f)
+			all = false
+		case !conditionTrue(live, "Established"):
+			all = false
+		}
+	}
+	errs := make([]error, len(missing))
+	var wg sync.WaitGroup
+	for i, f := range missing {
+		wg.Go(func() {
 			obj := f.obj.DeepCopy()
 			delete(obj.Object, "status")
 			unstructured.RemoveNestedField(obj.Object, "metadata", "creationTimestamp")
 			if _, err := m.create(ctx, gvrCRD, obj); err != nil {
-				return false, err
+				errs[i] = err
+				return
 			}
 			m.log.Info("registered crd", zap.String("crd", f.Name), zap.String("file", f.Path))
-			all = false
-			continue
-		}
-		if !conditionTrue(live, "Established") {
-			all = false
-		}
+		})
 	}
-	return all, nil
+	wg.Wait()
+	return all, errors.Join(errs...)
 }
 
 // crdEstablished reports whether the CRD named name exists and is Established.

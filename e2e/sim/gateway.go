@@ -107,6 +107,9 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	if gc == nil || str(gc, "spec", "controllerName") != openshiftGatewayController {
 		return nil
 	}
+	// The whole reconcile waits (delayed, not hold): the delay stands for
+	// installing Istio, whose Deployment must appear only after it (case
+	// B01: a Kuadrant operator pod that started before Istio existed).
 	if m.delayed(g.class, gc, "accept") {
 		return nil
 	}
@@ -174,9 +177,9 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 	if gc == nil {
 		return nil
 	}
-	if m.delayed(g.gw, gw, "program") {
-		return nil
-	}
+	// The Gateway's Service and Deployment are made at once; its status
+	// waits for the gateway delay (hold).
+	ctx = m.hold(ctx, g.gw, gw, "program")
 	gen := gw.GetGeneration()
 	svcName := gw.GetName() + "-" + gc.GetName()
 	svcType := corev1.ServiceTypeLoadBalancer

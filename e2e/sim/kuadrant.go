@@ -118,9 +118,10 @@ func (kc *kuadrantCtl) reconcile(ctx context.Context, k key) error {
 	if pod == nil {
 		return nil // no operator running: nothing reconciles the CR
 	}
-	if m.delayed(kc.r, kd, "pod="+string(pod.GetUID())) {
-		return nil
-	}
+	// Authorino is created at once (when the dependency is there); the
+	// Kuadrant status, MissingDependency or Ready, waits for the Kuadrant
+	// delay of this operator pod (hold).
+	ctx = m.hold(ctx, kc.r, kd, "pod="+string(pod.GetUID()))
 	gen := kd.GetGeneration()
 	old := mapOf(kd, "status")
 	status := map[string]any{"observedGeneration": gen, "mtlsAuthorino": false, "mtlsLimitador": false}

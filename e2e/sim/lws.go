@@ -49,9 +49,9 @@ func (l *lwsCtl) reconcile(ctx context.Context, k key) error {
 	if op == nil || op.GetDeletionTimestamp() != nil || !m.operatorRunning("leaderworkersetoperators.operator.openshift.io") {
 		return nil
 	}
-	if m.delayed(l.r, op, "manage") {
-		return nil
-	}
+	// The controller Deployment is made at once; the status waits for the
+	// LWS delay (hold).
+	ctx = m.hold(ctx, l.r, op, "manage")
 	gen := op.GetGeneration()
 	old := mapOf(op, "status")
 	status := map[string]any{"observedGeneration": gen}

@@ -147,9 +147,8 @@ func (c *maasCtl) reconcileLegacyModel(ctx context.Context, k key) error {
 	if failed, err := c.injectedFailure(ctx, gvrLegacyExternalMdl, em); failed || err != nil {
 		return err
 	}
-	if m.delayed(c.legacy, em, "model") {
-		return nil
-	}
+	// The HTTPRoute is made at once; the status waits (hold).
+	ctx = m.hold(ctx, c.legacy, em, "model")
 	gen := em.GetGeneration()
 	set := func(phase string, ok bool, reason, msg string) error {
 		return m.updateStatus(ctx, gvrLegacyExternalMdl, em, map[string]any{
@@ -246,9 +245,8 @@ func (c *maasCtl) reconcileModel(ctx context.Context, k key) error {
 	if failed, err := c.injectedFailure(ctx, gvrExternalModel, em); failed || err != nil {
 		return err
 	}
-	if m.delayed(c.model, em, "model") {
-		return nil
-	}
+	// The HTTPRoute is made at once; the status waits (hold).
+	ctx = m.hold(ctx, c.model, em, "model")
 	gen := em.GetGeneration()
 	set := func(phase string, ok bool, reason, msg, route string) error {
 		st := map[string]any{
@@ -549,9 +547,9 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 	if failed, err := c.injectedFailure(ctx, gvrMaaSAuthPolicy, pol); failed || err != nil {
 		return err
 	}
-	if m.delayed(c.authPolicy, pol, "policy") {
-		return nil
-	}
+	// The AuthPolicies are made at once (Kuadrant's enforcement delay
+	// runs alongside); the status waits for the MaaS delay (hold).
+	ctx = m.hold(ctx, c.authPolicy, pol, "policy")
 	out, err := c.modelPolicies(ctx, pol, gvrAuthPolicy, "maas-auth-", func(model *unstructured.Unstructured, route string) *unstructured.Unstructured {
 		return c.authPolicyFor(model, route)
 	})
@@ -635,9 +633,9 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 	if failed, err := c.injectedFailure(ctx, gvrMaaSSubscription, sub); failed || err != nil {
 		return err
 	}
-	if m.delayed(c.subscript, sub, "subscription") {
-		return nil
-	}
+	// The TokenRateLimitPolicies are made at once (Kuadrant's enforcement
+	// delay runs alongside); the status waits for the MaaS delay (hold).
+	ctx = m.hold(ctx, c.subscript, sub, "subscription")
 	out, err := c.modelPolicies(ctx, sub, gvrTokenPolicy, "maas-trlp-", func(model *unstructured.Unstructured, route string) *unstructured.Unstructured {
 		return c.tokenPolicyFor(model, route)
 	})

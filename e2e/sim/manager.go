@@ -53,13 +53,20 @@ type reconciler struct {
 	delayKey string
 	primary  schema.GroupVersionResource
 	watches  []watch
+	// workers is how many keys are reconciled at once (default 1; one key
+	// is never reconciled twice at the same time).
+	workers int
 	// onStart runs once after the caches synced, before the first reconcile.
 	onStart   func(ctx context.Context) error
 	reconcile func(ctx context.Context, k key) error
 
-	queue   workqueue.TypedRateLimitingInterface[key]
-	started bool
-	log     *zap.Logger
+	queue workqueue.TypedRateLimitingInterface[key]
+	// conflicts paces retries after a write conflict (a stale cache):
+	// fast, since the watch event of the newer version requeues the key
+	// anyway; reset when a reconcile succeeds.
+	conflicts workqueue.TypedRateLimiter[key]
+	started   bool
+	log       *zap.Logger
 }
 
 // manager owns the clients, the shared dynamic informer factory and the
@@ -130,6 +137,7 @@ var builtinGVRs = []schema.GroupVersionResource{
 }
 
 func (m *manager) add(r *reconciler) {
+	r.conflicts = workqueue.NewTypedItemExponentialFailureRateLimiter[key](5*time.Millisecond, time.Second)
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[key](50*time.Millisecond, 10*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: r.name},
@@ -333,8 +341,14 @@ func (m *manager) startReconciler(r *reconciler) {
 				r.log.Error("start", zap.Error(err))
 			}
 		}
-		for m.processNext(ctx, r) {
+		var wg sync.WaitGroup
+		for range max(r.workers, 1) {
+			wg.Go(func() {
+				for m.processNext(ctx, r) {
+				}
+			})
 		}
+		wg.Wait()
 	}()
 }
 
@@ -364,9 +378,14 @@ func (m *manager) processNext(ctx context.Context, r *reconciler) bool {
 	switch {
 	case err == nil:
 		r.queue.Forget(k)
+		r.conflicts.Forget(k)
 	case apierrors.IsConflict(err):
-		r.log.Debug("conflict, retrying", zap.Stringer("key", k))
-		r.queue.AddRateLimited(k)
+		// Benign: the cache is behind the server. The newer version's
+		// watch event requeues the key; the retry only covers writes to
+		// objects whose events do not map back to k.
+		d := r.conflicts.When(k)
+		r.log.Debug("conflict, retrying", zap.Stringer("key", k), zap.Duration("after", d))
+		r.queue.AddAfter(k, d)
 	case ctx.Err() != nil:
 	default:
 		r.log.Warn("reconcile failed, retrying", zap.Stringer("key", k), zap.Error(err))
@@ -375,23 +394,78 @@ func (m *manager) processNext(ctx context.Context, r *reconciler) bool {
 	return true
 }
 
-// delayed reports whether the reconciler must still wait before acting on
-// obj for trigger (a string naming what changed, so a new trigger restarts
-// the timer). When it must wait it schedules the key for when the delay ends.
-func (m *manager) delayed(r *reconciler, obj *unstructured.Unstructured, trigger string) bool {
+// delayLeft starts, on its first call for reconciler r, object obj and
+// trigger (a string naming what changed, so a new trigger restarts the
+// timer), r's configured delay, and returns how much of it is left (zero
+// or less once it has passed, or when r has no delay).
+func (m *manager) delayLeft(r *reconciler, obj *unstructured.Unstructured, trigger string) time.Duration {
 	d := m.opts.Delay[r.delayKey]
 	if d <= 0 {
-		return false
+		return 0
 	}
-	id := r.name + "|" + string(obj.GetUID()) + "|" + trigger
-	v, _ := m.firstSeen.LoadOrStore(id, time.Now())
-	left := d - time.Since(v.(time.Time))
+	v, _ := m.firstSeen.LoadOrStore(delayID(r, obj.GetUID(), trigger), time.Now())
+	return d - time.Since(v.(time.Time))
+}
+
+// delayLeftIfStarted is delayLeft for a delay another reconciler starts:
+// zero when it has not started (nothing to wait for).
+func (m *manager) delayLeftIfStarted(r *reconciler, uid types.UID, trigger string) time.Duration {
+	d := m.opts.Delay[r.delayKey]
+	v, ok := m.firstSeen.Load(delayID(r, uid, trigger))
+	if d <= 0 || !ok {
+		return 0
+	}
+	return d - time.Since(v.(time.Time))
+}
+
+func delayID(r *reconciler, uid types.UID, trigger string) string {
+	return r.name + "|" + string(uid) + "|" + trigger
+}
+
+// delayed reports whether the reconciler must still wait before acting on
+// obj for trigger at all (see delayLeft). When it must wait it schedules
+// the key for when the delay ends. Used where the delay stands for work
+// whose result other controllers or tests must not see early (for
+// example Istio appearing only once the GatewayClass is accepted, case
+// B01); elsewhere hold lets the work start at once.
+func (m *manager) delayed(r *reconciler, obj *unstructured.Unstructured, trigger string) bool {
+	left := m.delayLeft(r, obj, trigger)
 	if left <= 0 {
 		return false
 	}
 	r.log.Debug("delaying", zap.Stringer("key", keyOf(obj)), zap.Duration("left", left))
 	r.queue.AddAfter(keyOf(obj), left)
 	return true
+}
+
+// holdKey marks a reconcile context whose status writes are held back.
+type holdKey struct{}
+
+// hold is the timing model of a configured delay: the delay stands for the
+// whole time the real operator takes from seeing its trigger to writing
+// the status that ends a client's wait. The reconcile goes on at once
+// with its intrinsic work (creating CRDs, Deployments, Services, generated
+// policies, which take real time on the local control plane too), but
+// every status write made with the returned context (updateStatus,
+// updateStatusStamped) is skipped until the delay since the trigger has
+// passed; the key is requeued for that moment, and the reconcile then
+// writes the status the live state calls for. So no status, favourable or
+// not, appears earlier than it did when the whole reconcile waited, and
+// work that fits inside the delay no longer adds to it.
+func (m *manager) hold(ctx context.Context, r *reconciler, obj *unstructured.Unstructured, trigger string) context.Context {
+	left := m.delayLeft(r, obj, trigger)
+	if left <= 0 {
+		return ctx
+	}
+	r.log.Debug("holding status", zap.Stringer("key", keyOf(obj)), zap.Duration("left", left))
+	r.queue.AddAfter(keyOf(obj), left)
+	return context.WithValue(ctx, holdKey{}, true)
+}
+
+// held reports whether ctx holds status writes back (see hold).
+func held(ctx context.Context) bool {
+	h, _ := ctx.Value(holdKey{}).(bool)
+	return h
 }
 
 // get returns the cached object, or nil when it does not exist.
@@ -443,6 +517,10 @@ func (m *manager) updateStatus(ctx context.Context, g schema.GroupVersionResourc
 	}
 	old, _, _ := unstructured.NestedMap(obj.Object, "status")
 	if subsetEqual(norm, old) {
+		return nil
+	}
+	if held(ctx) {
+		m.log.Debug("status held", zap.String("resource", g.Resource), zap.Stringer("key", keyOf(obj)))
 		return nil
 	}
 	u := obj.DeepCopy()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
@@ -52,8 +53,11 @@ func registerOLM(m *manager) {
 		reconcile: o.reconcileSubscription,
 	}
 	m.add(o.sub)
+	// The catalog and OLM operators work on several namespaces at once;
+	// one worker would queue each InstallPlan's CRD registrations behind
+	// the others'.
 	o.ip = &reconciler{
-		name: "olm/installplan", delayKey: OLM, primary: gvrInstallPlan,
+		name: "olm/installplan", delayKey: OLM, primary: gvrInstallPlan, workers: 4,
 		watches: []watch{
 			{gvr: gvrOperatorGroup, mapFn: m.allOf(gvrInstallPlan, true)},
 			{gvr: gvrCSV},
@@ -63,7 +67,7 @@ func registerOLM(m *manager) {
 	}
 	m.add(o.ip)
 	o.csv = &reconciler{
-		name: "olm/csv", delayKey: OLM, primary: gvrCSV,
+		name: "olm/csv", delayKey: OLM, primary: gvrCSV, workers: 4,
 		watches: []watch{
 			{gvr: gvrOperatorGroup, mapFn: m.allOf(gvrCSV, true)},
 			{gvr: gvrDeployment, mapFn: csvOfDeployment},
@@ -267,18 +271,28 @@ func (o *olm) reconcileSubscription(ctx context.Context, k key) error {
 		status["conditions"] = conditions(oldConds, catalogOK, cond("ResolutionFailed", true, "ConstraintsNotSatisfiable", msg))
 		return m.updateStatusStamped(ctx, gvrSubscription, sub, status, []string{"lastUpdated"})
 	}
-	if m.delayed(o.sub, sub, "resolve") {
-		return nil
-	}
+	// The OLM delay covers resolution, bundle unpacking and the install up
+	// to CSV Succeeded. The plan, CRDs, CSV and Deployment are made at once
+	// (their real time on the local control plane counts inside the
+	// delay); this Subscription's status and the CSV's final phase
+	// (installHold) are held until the delay has passed.
+	ctx = m.hold(ctx, o.sub, sub, "resolve")
 
 	ipName := str(sub, "status", "installPlanRef", "name")
 	var ip *unstructured.Unstructured
 	if ipName == "" {
-		created, err := o.createInstallPlan(ctx, sub, b, source, sourceNS)
-		if err != nil {
-			return err
+		// While the status is held the plan may exist without a
+		// reference to it yet.
+		ip = m.get(gvrInstallPlan, k.Namespace, installPlanName(sub))
+	}
+	if ipName == "" {
+		if ip == nil {
+			created, err := o.createInstallPlan(ctx, sub, b, source, sourceNS)
+			if err != nil {
+				return err
+			}
+			ip = created
 		}
-		ip = created
 		status["currentCSV"] = b.CSV
 		status["installPlanGeneration"] = int64(1)
 		status["installPlanRef"] = map[string]any{
@@ -342,18 +356,13 @@ func (o *olm) createInstallPlan(ctx context.Context, sub *unstructured.Unstructu
 			approval = "Manual"
 		}
 	}
-	sum := sha256.Sum256([]byte(sub.GetUID()))
-	suffix := strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return 'a' + (r - '0')
-		}
-		return r
-	}, hex.EncodeToString(sum[:])[:5])
+	name := installPlanName(sub)
+	suffix := strings.TrimPrefix(name, "install-")
 	ip := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operators.coreos.com/v1alpha1",
 		"kind":       "InstallPlan",
 		"metadata": map[string]any{
-			"name":      "install-" + suffix,
+			"name":      name,
 			"namespace": sub.GetNamespace(),
 			"labels": map[string]any{
 				"operators.coreos.com/" + b.Package + "." + sub.GetNamespace(): "",
@@ -377,6 +386,19 @@ func (o *olm) createInstallPlan(ctx context.Context, sub *unstructured.Unstructu
 		return nil, err
 	}
 	return created, nil
+}
+
+// installPlanName is the name of sub's InstallPlan: "install-" plus five
+// letters (the shape of OLM's generateName) derived from the Subscription
+// UID, so a retry finds the same plan.
+func installPlanName(sub *unstructured.Unstructured) string {
+	sum := sha256.Sum256([]byte(sub.GetUID()))
+	return "install-" + strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return 'a' + (r - '0')
+		}
+		return r
+	}, hex.EncodeToString(sum[:])[:5])
 }
 
 // createExtraInstallPlans creates the Faults.ExtraInstallPlans of b's
@@ -642,6 +664,16 @@ func (o *olm) reconcileCSV(ctx context.Context, k key) error {
 		}
 		return set("Installing", "InstallSucceeded", "waiting for install components to report healthy")
 	case "Installing":
+		if name, ok := o.deploymentsAvailable(k.Namespace, deployments); !ok && !failed {
+			return set("Installing", "InstallWaiting", fmt.Sprintf("installing: waiting for deployment %s to become ready: deployment %q not available: Deployment does not have minimum availability.", name, name))
+		}
+		// The final phase, Succeeded or Failed, waits for the OLM delay
+		// of the Subscription that installs this CSV.
+		if left := o.installHold(csv); left > 0 {
+			o.csv.log.Debug("holding status", zap.Stringer("key", k), zap.Duration("left", left))
+			o.csv.queue.AddAfter(k, left)
+			return nil
+		}
 		if failed {
 			return set("Failed", "InstallCheckFailed", fmt.Sprintf("install failed: deployment %s not ready before timeout: deployment %q exceeded its progress deadline", deploymentName(deployments), deploymentName(deployments)))
 		}
@@ -666,6 +698,22 @@ func (o *olm) reconcileCSV(ctx context.Context, k key) error {
 		return set("Pending", "NeedsReinstall", "installing: deployment changed, needs reinstall")
 	}
 	return nil
+}
+
+// installHold returns how long csv's final phase must still wait: the
+// OLM delay of a Subscription of its namespace that resolves to it, counted
+// from when reconcileSubscription first found that Subscription
+// resolvable. Zero when no such delay runs (a CSV created by hand).
+func (o *olm) installHold(csv *unstructured.Unstructured) time.Duration {
+	var left time.Duration
+	for _, sub := range o.m.list(gvrSubscription, csv.GetNamespace()) {
+		b, why := o.resolve(str(sub, "spec", "source"), str(sub, "spec", "name"), str(sub, "spec", "channel"))
+		if why != "" || b.CSV != csv.GetName() {
+			continue
+		}
+		left = max(left, o.m.delayLeftIfStarted(o.sub, sub.GetUID(), "resolve"))
+	}
+	return left
 }
 
 func deploymentName(deployments []any) string {
@@ -805,7 +853,10 @@ func sameCSVCondition(c any, phase, reason, msg string) bool {
 
 // operatorRunning reports whether the operator serving CRD crdName runs, so
 // that a simulated operator only acts while the real one would: when a CSV
-// owns the CRD, every Deployment of its install strategy must be Available.
+// owns the CRD, the CSV must be Succeeded and every Deployment of its
+// install strategy Available. (The real operator may start a moment before
+// OLM reports Succeeded; waiting for it is the stricter choice, and keeps
+// operators from acting before the OLM delay that installs them is over.)
 // A CRD that no CSV owns (installed by the test fixture, as on a cluster
 // where the operator came another way) counts as served by a running
 // operator.
@@ -817,6 +868,9 @@ func (m *manager) operatorRunning(crdName string) bool {
 		for _, o := range sliceOf(csv, "spec", "customresourcedefinitions", "owned") {
 			if mstr(o.(map[string]any), "name") != crdName {
 				continue
+			}
+			if str(csv, "status", "phase") != "Succeeded" {
+				return false
 			}
 			for _, d := range sliceOf(csv, "spec", "install", "spec", "deployments") {
 				if !deploymentAvailable(m.get(gvrDeployment, csv.GetNamespace(), mstr(d.(map[string]any), "name"))) {

@@ -187,9 +187,9 @@ func (r *rhoaiCtl) reconcileDSCI(ctx context.Context, k key) error {
 			"conditions": conditions(old["conditions"], cond("Ready", false, "Error", msg).gen(gen)),
 		})
 	}
-	if m.delayed(r.dsci, dsci, "init") {
-		return nil
-	}
+	// The namespaces are made at once; the status waits for the DSCI
+	// delay (hold).
+	ctx = m.hold(ctx, r.dsci, dsci, "init")
 	apps := str(dsci, "spec", "applicationsNamespace")
 	if apps == "" {
 		apps = defaultAppsNamespace
@@ -251,9 +251,10 @@ func (r *rhoaiCtl) reconcileDSC(ctx context.Context, k key) error {
 	if dsci == nil || str(dsci, "status", "phase") != phaseReady {
 		return notReady("DSCInitializationNotReady", "DSCInitialization is not created or not Ready")
 	}
-	if m.delayed(r.dsc, dsc, "reconcile") {
-		return nil
-	}
+	// Component CRDs, namespaces, OdhDashboardConfig, AIGateway and
+	// maas-api are made at once; the DSC's and the AIGateway's status wait
+	// for the DSC delay (hold).
+	ctx = m.hold(ctx, r.dsc, dsc, "reconcile")
 	// Optional kinds read below: CNPG Clusters (database checks) and
 	// Authorinos (the MaaS TLS prerequisite).
 	for _, g := range []schema.GroupVersionResource{gvrCNPGCluster, gvrAuthorino} {
@@ -272,6 +273,26 @@ func (r *rhoaiCtl) reconcileDSC(ctx context.Context, k key) error {
 	comps := dscComponents(r.version)
 	results := map[string]compResult{}
 	conflict := r.version == RHOAI35 && managed("llamastackoperator") && managed("ogx")
+
+	// Register the CRDs of every Managed component, and MaaS's, in one go
+	// so that a large CRD does not hold the others back; the checks below
+	// find them.
+	var globs []string
+	for _, c := range comps {
+		if managed(c.name) {
+			globs = append(globs, c.crds...)
+		}
+	}
+	switch {
+	case conflict:
+	case r.version == RHOAI35 && managed("aigateway") && managed("aigateway", "modelsAsAService"):
+		globs = append(globs, maasCRDGlobs35)
+	case r.version != RHOAI35 && managed("kserve") && managed("kserve", "modelsAsService"):
+		globs = append(globs, maasCRDGlobsLegacy)
+	}
+	if _, err := r.ensureCRDGlobs(ctx, globs); err != nil {
+		return err
+	}
 	for _, c := range comps {
 		if !managed(c.name) {
 			results[c.name] = compResult{reason: "Removed", message: "Component ManagementState is set to Removed"}
@@ -513,10 +534,10 @@ func (r *rhoaiCtl) ensureAIGateway(ctx context.Context, dsc *unstructured.Unstru
 func (r *rhoaiCtl) reconcileMaaS(ctx context.Context, dsc *unstructured.Unstructured, apps string) (compResult, error) {
 	m := r.m
 	res := compResult{managed: true, reason: "NotReady"}
-	globs := []string{"maas/*.yaml"}
+	globs := []string{maasCRDGlobs35}
 	apiNS := aiGatewayInfraNS
 	if r.version != RHOAI35 {
-		globs = []string{"maas/maas.opendatahub.io_*.yaml"}
+		globs = []string{maasCRDGlobsLegacy}
 		apiNS = apps
 	}
 	ok, err := r.ensureCRDGlobs(ctx, globs)
@@ -565,6 +586,14 @@ func (r *rhoaiCtl) reconcileMaaS(ctx context.Context, dsc *unstructured.Unstruct
 	}
 	return compResult{managed: true, ready: true, reason: "Ready", message: "ModelsAsService is ready"}, nil
 }
+
+// The MaaS CRDs the RHOAI operator registers: on 3.5 both API groups
+// (inference.opendatahub.io and maas.opendatahub.io), before only
+// maas.opendatahub.io.
+const (
+	maasCRDGlobs35     = "maas/*.yaml"
+	maasCRDGlobsLegacy = "maas/maas.opendatahub.io_*.yaml"
+)
 
 func (r *rhoaiCtl) authorinoWithTLS() bool {
 	if !r.m.isServed(gvrAuthorino) {

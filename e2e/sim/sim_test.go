@@ -815,23 +815,37 @@ func conditionIn(l any, typ string) map[string]any {
 	return nil
 }
 
-// TestDelay: Options.Delay holds a controller back per object; with an OLM
-// delay the InstallPlan appears no earlier than the delay after the
-// Subscription (case B02 a: "CSV not yet there" must count as progress).
+// TestDelay: Options.Delay is the time from a controller's trigger to the
+// status that ends a client's wait. With an OLM delay the Subscription's
+// install work starts at once (the InstallPlan appears well within the
+// delay), but the CSV reaches Succeeded and the Subscription reports
+// AtLatestKnown no earlier than the delay after the Subscription was
+// created; until then there is no installedCSV (case B02 a: "CSV not yet
+// there" must count as progress).
 func TestDelay(t *testing.T) {
 	const delay = 4 * time.Second
 	c := startCluster(t, Options{Delay: map[string]time.Duration{OLM: delay}})
+	start := time.Now()
 	c.subscribe(t, "openshift-operators", "rhcl-operator", "stable-1.4", "redhat-operators", nil)
-	s := c.waitFor(t, gvrSubscription, "openshift-operators", "rhcl-operator", time.Minute, "installPlanRef", func(u *unstructured.Unstructured) bool {
-		return str(u, "status", "installPlanRef", "name") != ""
-	})
-	ip := c.waitFor(t, gvrInstallPlan, "openshift-operators", str(s, "status", "installPlanRef", "name"), time.Minute, "exists", exists)
-	subAt, ipAt := s.GetCreationTimestamp().Time, ip.GetCreationTimestamp().Time
+	s := c.waitFor(t, gvrSubscription, "openshift-operators", "rhcl-operator", time.Minute, "exists", exists)
+	ip := c.waitFor(t, gvrInstallPlan, "openshift-operators", installPlanName(s), time.Minute, "exists", exists)
 	// creationTimestamp has one-second resolution.
-	if got := ipAt.Sub(subAt); got < delay-time.Second {
-		t.Fatalf("installplan created %s after the subscription, want at least %s", got, delay-time.Second)
+	if got := ip.GetCreationTimestamp().Sub(s.GetCreationTimestamp().Time); got > delay-2*time.Second {
+		t.Errorf("installplan created %s after the subscription, want the install work to start at once (within %s)", got, delay-2*time.Second)
+	}
+	live, err := c.dyn.Resource(gvrSubscription).Namespace("openshift-operators").Get(t.Context(), "rhcl-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before := time.Since(start); before < delay-500*time.Millisecond {
+		if v := str(live, "status", "installedCSV"); v != "" {
+			t.Errorf("installedCSV %q reported %s after the subscription, before the %s delay", v, before, delay)
+		}
 	}
 	c.waitInstalled(t, "openshift-operators", "rhcl-operator", "rhcl-operator.v1.4.1")
+	if got := time.Since(start); got < delay {
+		t.Fatalf("csv Succeeded and subscription AtLatestKnown %s after the subscription, want at least the %s delay", got, delay)
+	}
 }
 
 // TestFaults exercises the failure seams: a CSV that fails its install check
