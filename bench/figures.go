@@ -295,9 +295,16 @@ func detectionLatencies(reg *steps.Registry, evs []steps.Event, recs []faultprox
 		if cp == nil || cp.Start.Before(start[last]) {
 			continue
 		}
+		// The dependent can start before that checkpoint write (the Runner
+		// starts it once the wait is over and writes the checkpoint
+		// meanwhile): the trigger came before whichever was first.
+		bound := cp.Start
+		if st := start[s.ID]; st.Before(bound) {
+			bound = st
+		}
 		var trig *delivered
 		for i := len(events) - 1; i >= 0; i-- {
-			if !events[i].t.After(cp.Start) && related(objs[last], events[i].obj) {
+			if !events[i].t.After(bound) && related(objs[last], events[i].obj) {
 				trig = &events[i]
 				break
 			}
@@ -310,7 +317,7 @@ func detectionLatencies(reg *steps.Registry, evs []steps.Event, recs []faultprox
 		// the list as events): then no event was the cause.
 		listed := false
 		for _, r := range maasctlReqs {
-			if !r.Watch && r.Method == "GET" && strings.Contains(r.Query, "fieldSelector=") && r.End.After(trig.t) && !r.End.After(cp.Start) {
+			if !r.Watch && r.Method == "GET" && strings.Contains(r.Query, "fieldSelector=") && r.End.After(trig.t) && !r.End.After(bound) {
 				listed = true
 				break
 			}
