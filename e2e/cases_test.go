@@ -385,6 +385,7 @@ var (
 // whatever the message says; when the dependency stays missing it stops
 // with MissingDependency, the GatewayClass and a bounded number of restarts.
 func TestB01KuadrantMissingDependency(t *testing.T) {
+	parallel(t)
 	const sel = "app=kuadrant,control-plane=controller-manager"
 	t.Run("restarted once whatever the message says", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{
@@ -433,6 +434,7 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 // only when it installs the expected CSV; two OperatorGroups stop the run
 // before any Subscription exists.
 func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
+	parallel(t)
 	t.Run("csv created 20s after the subscription", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{delay: map[string]time.Duration{sim.OLM: 20 * time.Second}})
 		mustSucceed(t, c.install(t))
@@ -486,6 +488,7 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 // run, with discovery warm from its start, succeeds. A CRD that never
 // appears ends the run naming it and the DSC field that should register it.
 func TestB03CRDRegisteredLate(t *testing.T) {
+	parallel(t)
 	const crd = "maassubscriptions.maas.opendatahub.io"
 	t.Run("registered 40s late", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{faults: sim.Faults{CRDDelay: map[string]time.Duration{crd: 40 * time.Second}}})
@@ -508,6 +511,7 @@ func TestB03CRDRegisteredLate(t *testing.T) {
 // DSC that says Ready while MaaS failed is not success: the run stops
 // quoting the MaaS condition and telling to set llamastackoperator Removed.
 func TestB05DSCSingletonsAndHiddenMaaS(t *testing.T) {
+	parallel(t)
 	t.Run("adopt default-dsci and an existing DSC", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{})
 		r := c.install(t, "--set", "rhoai.dsciName=maasctl-dsci")
@@ -563,6 +567,7 @@ func TestB05DSCSingletonsAndHiddenMaaS(t *testing.T) {
 // service FQDN, into the applications and the gateway-infra namespaces
 // before the DSC switches MaaS on (order seen by a watch).
 func TestB06DBConfigBeforeDSC(t *testing.T) {
+	parallel(t)
 	stale := obj("v1", "Secret", "redhat-ods-applications", "maas-db-config", map[string]any{
 		"type": "Opaque",
 		"data": map[string]any{"DB_CONNECTION_URL": base64.StdEncoding.EncodeToString([]byte("postgresql://maas:x@maas-postgres-rw:5432/maas?sslmode=require"))},
@@ -603,6 +608,7 @@ func TestB06DBConfigBeforeDSC(t *testing.T) {
 // for a custom initdb secret); a password with URL delimiters is encoded so
 // maas-api connects; one with a line break is refused, unprinted.
 func TestB07CNPGCredentials(t *testing.T) {
+	parallel(t)
 	seed := func(t *testing.T, c *cluster, pw string) {
 		t.Helper()
 		cfg := api.DefaultConfig()
@@ -659,6 +665,7 @@ func TestB07CNPGCredentials(t *testing.T) {
 // with the Job's name, reason and logs command instead of waiting for the
 // timeout; PVCs of an earlier Cluster stop the run before a Cluster exists.
 func TestB09CNPGStuckSettingUpPrimary(t *testing.T) {
+	parallel(t)
 	t.Run("failed initdb job", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{faults: sim.Faults{CNPGInitdbFails: true}})
 		r := c.install(t, "--set", "waitTimeoutSeconds=240")
@@ -694,6 +701,7 @@ func TestB09CNPGStuckSettingUpPrimary(t *testing.T) {
 // naming the API path and the policy stanza; a token about to expire fails
 // preflight showing its TTL.
 func TestB11VaultPolicyWithoutDataSegment(t *testing.T) {
+	parallel(t)
 	t.Run("policy without data/", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{noSim: true, vault: vaultserver.Options{Tokens: map[string][]vaultserver.Rule{
 			"b11-token": {{Path: "kv/cloudnativepg/*", Capabilities: []string{"create", "read", "update"}}},
@@ -735,6 +743,7 @@ path "kv/metadata/cloudnativepg/*" { capabilities = ["read"] }`,
 // an identity without get on namespace kuadrant-system, maasctl names that
 // permission and reports no success.
 func TestB12AuthorinoTLS(t *testing.T) {
+	parallel(t)
 	t.Run("annotate, wait for the secret, then patch", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{delay: map[string]time.Duration{sim.ServiceCA: 10 * time.Second}})
 		svcs := c.record(t, gvrServices, "kuadrant-system", "")
@@ -838,6 +847,7 @@ func limitedKubeconfig(t *testing.T, c *cluster) string {
 // timeout) while other steps finish; a ClusterIssuer that is not Ready
 // fails preflight before the Gateway exists.
 func TestB13CertificateNotReady(t *testing.T) {
+	parallel(t)
 	t.Run("dns-01 pending", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{faults: sim.Faults{CertificatePending: true}})
 		r := c.install(t, "--set", "waitTimeoutSeconds=40")
@@ -904,6 +914,7 @@ func TestB13CertificateNotReady(t *testing.T) {
 // passthrough Route fails preflight explaining HTTP/2 connection
 // coalescing; an exact-host certificate passes.
 func TestB14WildcardCertBehindPassthroughRoute(t *testing.T) {
+	parallel(t)
 	r, err := assets.Render(inventory.Default(), assets.Facts{Host: appsHost})
 	if err != nil {
 		t.Fatal(err)
@@ -984,6 +995,7 @@ func putTLSSecret(t *testing.T, c *cluster, ns, name string, sans []string) {
 // MaaS hostname and every HTTPRoute of the models is Accepted; a model
 // namespace added on a re-run is labelled and its route accepted too.
 func TestB15GatewayHostnameAndRouteNamespaces(t *testing.T) {
+	parallel(t)
 	apiKey := obj("v1", "Secret", "llm-extra", "extra-api-key", map[string]any{
 		"type": "Opaque", "data": map[string]any{"api-key": base64.StdEncoding.EncodeToString([]byte("not-a-real-key"))},
 	})
@@ -1085,6 +1097,7 @@ subscriptions:
 // TestB15 and TestInstallRHOAIVersions); an ExternalModel the MaaS
 // controller fails ends the models step at once, naming it.
 func TestB16ExternalModelNamesAndAPIGroup(t *testing.T) {
+	parallel(t)
 	t.Run("dotted secret name", func(t *testing.T) {
 		dotted := obj("v1", "Secret", "llm-coding-assistant", "gpt4.1-key", map[string]any{
 			"type": "Opaque", "data": map[string]any{"api-key": base64.StdEncoding.EncodeToString([]byte("not-a-real-key"))},
@@ -1119,6 +1132,7 @@ func TestB16ExternalModelNamesAndAPIGroup(t *testing.T) {
 // MaaSAuthPolicy grants: preflight fails naming the model and
 // MaaSAuthPolicy. (Classifying gateway responses in verify is issue 4's.)
 func TestB17AccessPairing(t *testing.T) {
+	parallel(t)
 	c := newCaseCluster(t, caseOptions{noSim: true})
 	files, err := filepath.Glob(filepath.Join(crdDir(t), "maas", "maas.opendatahub.io_*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -1159,6 +1173,7 @@ func TestB17AccessPairing(t *testing.T) {
 // the cleanup, before any Subscription is created. (Uninstall ordering and
 // finalizers are issue 5's.)
 func TestB20OrphanCSVBlocksReinstall(t *testing.T) {
+	parallel(t)
 	csv := obj("operators.coreos.com/v1alpha1", "ClusterServiceVersion", "redhat-ods-operator", "rhods-operator.3.5.0", map[string]any{
 		"spec": map[string]any{"displayName": "Red Hat OpenShift AI", "version": "3.5.0", "install": map[string]any{"strategy": "deployment"}},
 	})

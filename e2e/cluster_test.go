@@ -169,6 +169,18 @@ var externalFixture struct {
 	err  error
 }
 
+// parallel lets top-level test t run beside the others (go test -parallel,
+// default GOMAXPROCS) when each test starts its own local control plane. On
+// an E2E_KUBECONFIG cluster the tests share one cluster and run one at a
+// time. Tests that set environment variables (t.Setenv) or measure timing
+// (TestKillAnywhere) do not call it: go test runs them first, alone.
+func parallel(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envKubeconfig) == "" {
+		t.Parallel()
+	}
+}
+
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -57,6 +57,7 @@ func expectFinding(t *testing.T, c *cluster, p *plane, want doctorFinding) run {
 // cluster meeting the prerequisites, nothing installed): it must name what
 // is missing with codes and fixes and exit 1.
 func TestDoctorFreshCluster(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{})
 	rep, r := doctorRun(t, c, nil)
 	if r.exit != 1 {

@@ -197,6 +197,7 @@ func assertThere(t *testing.T, c *cluster, what string, objs ...lobj) {
 // the data, install again, uninstall with --delete-data, install again.
 // Objects that existed before the first install survive every uninstall.
 func TestLifecycle(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{})
 	c.create(t, `apiVersion: v1
 kind: Namespace
@@ -489,6 +490,7 @@ func checkUninstallOrder(t *testing.T, evs []steps.Event) {
 // another: same labels and spec (for objects an operator also writes, the
 // rendered fields).
 func TestRenderAppliedMatchesInstall(t *testing.T) {
+	parallel(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl not found")
@@ -682,6 +684,7 @@ func renderedObjects(t *testing.T, files []string) []*unstructured.Unstructured 
 // 'maasctl render' output equals the hand-written native inventory's, and
 // 'render -f' also takes the vars file itself. No cluster is needed.
 func TestInventoryImportCLI(t *testing.T) {
+	parallel(t)
 	vars, err := filepath.Abs(filepath.Join("..", "inventory", "testdata", "ansible", "grant-access.yml"))
 	if err != nil {
 		t.Fatal(err)

@@ -316,6 +316,7 @@ func mustExit(t *testing.T, r run, want int, what string) {
 // annotated model, and leaves no old object; a rollback restores every
 // backed-up object as it was.
 func TestMigrateTiers(t *testing.T) {
+	parallel(t)
 	c := newTiersCluster(t, nil)
 	ctx := context.Background()
 	all := append(append([]objKey{}, tierObjects...), untouched...)
@@ -619,6 +620,7 @@ func ref(name string) map[string]any { return map[string]any{"name": name, "name
 // objects that never become ready (the MaaS controller is held back) end
 // the wait naming them (exit 4); in both cases nothing old is deleted.
 func TestMigrateTiersRefuses(t *testing.T) {
+	parallel(t)
 	c := newTiersCluster(t, map[string]time.Duration{sim.MaaS: time.Hour})
 	all := append(append([]objKey{}, tierObjects...), untouched...)
 

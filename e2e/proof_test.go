@@ -580,6 +580,7 @@ func faultRate() float64 {
 // its retries; a fault-free re-run then finds every step unchanged and
 // writes nothing.
 func TestInstallUnderAPIFaults(t *testing.T) {
+	parallel(t)
 	rate := faultRate()
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("E2E_FAULT_SEED"), 10, 64); err == nil {
@@ -656,6 +657,7 @@ func TestInstallUnderAPIFaults(t *testing.T) {
 // renewed, not left to expire); once the winner is done the Lease is
 // released and a fourth run starts at once and changes nothing.
 func TestConcurrentRunsOneWins(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{simDelay: map[string]time.Duration{
 		"olm": 1500 * time.Millisecond, "dsc": 3 * time.Second, "cnpg": 1500 * time.Millisecond,
 	}})
@@ -780,6 +782,7 @@ func isRFC3339(s string) bool {
 // TestOwnedFieldsProjection checks the managedFields projection that
 // TestKillAnywhere compares with (no cluster needed).
 func TestOwnedFieldsProjection(t *testing.T) {
+	parallel(t)
 	obj := map[string]any{
 		"metadata": map[string]any{"name": "x", "labels": map[string]any{"a": "1", "b": "2"}},
 		"spec": map[string]any{
@@ -826,6 +829,7 @@ func TestOwnedFieldsProjection(t *testing.T) {
 // TestChangingWrites checks how TestKillAnywhere counts maasctl's writes
 // that changed an object (no cluster needed).
 func TestChangingWrites(t *testing.T) {
+	parallel(t)
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ref := func(rv string) *faultproxy.ObjectRef {

@@ -21,6 +21,7 @@ import (
 // skips what the killed run finished, and completes. Vault still holds one
 // password version.
 func TestInstallConcurrentKilledResumed(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{simDelay: map[string]time.Duration{
 		"olm": 700 * time.Millisecond, "cnpg": 700 * time.Millisecond, "dsc": 700 * time.Millisecond,
 	}})

@@ -48,6 +48,7 @@ func operatorCRDs(t *testing.T) []string {
 // fieldValidation=Strict: a field the CRD does not define, a wrong type or a
 // pattern violation is an error there.
 func TestRenderedObjectsPassStrictValidation(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	env, err := testenv.Start(ctx, testenv.Options{NoControllers: true})
 	if err != nil {

@@ -302,6 +302,7 @@ func writeKubeconfigWithoutCredentials(t *testing.T, c *cluster) string {
 // token nor the login JWT appears in any output, log, ConfigMap
 // (checkpoints included) or Event.
 func TestInstallLeastPrivilegeKubernetesAuth(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{})
 	root := useVault(t, c, vaultserver.Options{})
 	cs := c.clients.Kube
@@ -391,6 +392,7 @@ func TestInstallLeastPrivilegeKubernetesAuth(t *testing.T) {
 // again; its dependents are blocked. After "re-login" (a new token in
 // VAULT_TOKEN) the re-run skips what was done and finishes.
 func TestInstallVaultTokenExpiresMidRun(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{simDelay: map[string]time.Duration{"cnpg": 6 * time.Second}})
 	clock := vaultserver.NewFakeClock(time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC))
 	policy, err := steps.VaultPolicy(inventory.Default(), steps.VaultPolicyOptions{Locate: func(p string) (vault.Location, error) { return vault.LocationFor(p, 2) }})
@@ -498,6 +500,7 @@ func TestInstallVaultTokenExpiresMidRun(t *testing.T) {
 // cluster, names the data/ path and the missing capability, and writes
 // nothing to Vault.
 func TestInstallVaultTokenWithoutCreate(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{})
 	useVault(t, c, vaultserver.Options{Policies: map[string]string{
 		"read-only": `path "kv/data/cloudnativepg/maas-postgres" { capabilities = ["read"] }`,
@@ -533,6 +536,7 @@ func TestInstallVaultTokenWithoutCreate(t *testing.T) {
 // v2 with and without data/ in the path; nothing is written and no
 // credential is printed.
 func TestVaultStatusAppRoleAndKV(t *testing.T) {
+	parallel(t)
 	c := &cluster{dir: t.TempDir()}
 	root := useVault(t, c, vaultserver.Options{
 		Mounts:     []vaultserver.Mount{{Path: "kv", Version: 2}, {Path: "legacy", Version: 1}},

@@ -241,6 +241,7 @@ func phaseIs(phase string) func(l []*unstructured.Unstructured) bool {
 // cause and the fix, and is repaired; finally gather's archive holds no
 // secret. No key or token appears in any output.
 func TestVerifyDoctorGather(t *testing.T) {
+	parallel(t)
 	c := newCluster(t, clusterOptions{})
 	logFile := filepath.Join(c.dir, "maasctl.log")
 	inst := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)

@@ -19,6 +19,7 @@ import (
 // where that release's maas-api reads it, and use the release's
 // external-model API group (case B16). A second run changes nothing.
 func TestInstallRHOAIVersions(t *testing.T) {
+	parallel(t)
 	for _, tt := range []struct {
 		version    string
 		maasField  []string

@@ -94,6 +94,9 @@ type manager struct {
 	liveSeen sync.Map // types.UID -> time.Time
 	tracked  sync.Map // cache.SharedIndexInformer -> bool
 	observed sync.Map // reconciler name|gvr -> bool
+	// probes holds, per custom resource kind, a channel closed once the
+	// API server's watch cache for it is ready (see watchable).
+	probes sync.Map // schema.GroupVersionResource -> chan struct{}
 }
 
 func newManager(cfg *rest.Config, o Options) (*manager, error) {
@@ -201,6 +204,9 @@ func (m *manager) crdChanged(obj any) {
 		if !m.served[g] {
 			m.served[g] = true
 			changed = true
+			if m.ctx != nil {
+				m.watchable(g) // warm the API server's watch cache now
+			}
 		}
 	}
 	if changed && m.ctx != nil {
@@ -254,7 +260,9 @@ func (m *manager) isServed(g schema.GroupVersionResource) bool {
 	return m.served[g]
 }
 
-// startReady starts every reconciler whose kinds are all served. Callers hold m.mu.
+// startReady starts every reconciler whose kinds are all served, once the
+// API server's watch caches of those kinds are ready (see watchable).
+// Callers hold m.mu.
 func (m *manager) startReady() {
 	for _, r := range m.reconcilers {
 		if r.started || !m.served[r.primary] {
@@ -271,8 +279,42 @@ func (m *manager) startReady() {
 			continue
 		}
 		r.started = true
-		m.startReconciler(r)
+		var pending []<-chan struct{}
+		for _, g := range append([]schema.GroupVersionResource{r.primary}, watchGVRs(r)...) {
+			ch := m.watchable(g)
+			select {
+			case <-ch:
+			default:
+				pending = append(pending, ch)
+			}
+		}
+		if len(pending) == 0 {
+			m.startReconciler(r)
+			continue
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			for _, ch := range pending {
+				select {
+				case <-ch:
+				case <-m.ctx.Done():
+					return
+				}
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.startReconciler(r)
+		}()
 	}
+}
+
+func watchGVRs(r *reconciler) []schema.GroupVersionResource {
+	out := make([]schema.GroupVersionResource, len(r.watches))
+	for i, w := range r.watches {
+		out[i] = w.gvr
+	}
+	return out
 }
 
 func (m *manager) startReconciler(r *reconciler) {
@@ -534,9 +576,14 @@ func (m *manager) updateStatus(ctx context.Context, g schema.GroupVersionResourc
 }
 
 // create creates obj unless it already exists (AlreadyExists is not an
-// error). It returns the object the server holds after the call.
+// error). It returns the object the server holds after the call. For a
+// custom resource whose CRD was Established moments ago it first waits
+// out the API server's create window (see waitCreateWindow).
 func (m *manager) create(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	c := m.dyn.Resource(g).Namespace(obj.GetNamespace())
+	if err := m.waitCreateWindow(ctx, g); err != nil {
+		return nil, err
+	}
 	out, err := c.Create(ctx, obj, metaCreate)
 	if apierrors.IsAlreadyExists(err) && obj.GetName() != "" {
 		return c.Get(ctx, obj.GetName(), metaGet)
@@ -661,10 +708,25 @@ func (m *manager) updateStatusStamped(ctx context.Context, g schema.GroupVersion
 
 // observe makes reconciler r react to events of an optional kind g (one that
 // may be served only later) and reports whether g's cache has synced. It
-// returns false while g is not served. When the cache has not synced yet,
-// key k is requeued once it has.
+// returns false while g is not served. When the cache has not synced yet
+// (or the API server's watch cache of g is not ready, see watchable), key
+// k is requeued once it has.
 func (m *manager) observe(r *reconciler, g schema.GroupVersionResource, mapFn func(*unstructured.Unstructured) []key, k key) bool {
 	if !m.isServed(g) {
+		return false
+	}
+	select {
+	case <-m.watchable(g):
+	default:
+		if _, waiting := m.observed.LoadOrStore("wait|"+r.name+"|"+g.String()+"|"+k.String(), true); !waiting {
+			go func() {
+				select {
+				case <-m.watchable(g):
+					r.queue.Add(k)
+				case <-m.ctx.Done():
+				}
+			}()
+		}
 		return false
 	}
 	inf := m.factory.ForResource(g).Informer()
