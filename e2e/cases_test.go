@@ -736,6 +736,29 @@ path "kv/metadata/cloudnativepg/*" { capabilities = ["read"] }`,
 		mustFail(t, r)
 		mustContain(t, "preflight output", r.stdout, "the Vault token expires in")
 	})
+	t.Run("token revoked after the Vault step", func(t *testing.T) {
+		// The case's test 3: later steps don't need Vault, so the run
+		// succeeds although the token is gone.
+		c := newCaseCluster(t, caseOptions{delay: map[string]time.Duration{"cnpg": 3 * time.Second}, vault: vaultserver.Options{Policies: map[string]string{
+			"maasctl": `path "kv/data/cloudnativepg/*" { capabilities = ["create", "read"] }`,
+		}}})
+		tok, err := c.vault.CreateToken(vaultserver.TokenOptions{Policies: []string{"maasctl"}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revoked := false
+		r, err := installStreaming(t, c, []string{"VAULT_TOKEN=" + tok}, func(ev steps.Event) {
+			if ev.Type == steps.EventDone && ev.Step == "database/secret" && !revoked {
+				revoked = c.vault.RevokeToken(tok)
+			}
+		})
+		if err != nil || !revoked {
+			t.Fatalf("install with the token revoked after database/secret: %v (revoked=%v), want exit 0\n%s", err, revoked, failedSummary(r))
+		}
+		if s := summary(t, r.events); len(s.Done) != len(registryIDs(t)) {
+			t.Errorf("%d steps done, want %d", len(s.Done), len(registryIDs(t)))
+		}
+	})
 }
 
 // TestB12AuthorinoTLS: the Service is annotated, the service CA's Secret

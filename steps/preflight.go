@@ -1082,6 +1082,17 @@ func (v *VaultSecrets) PreflightVault(ctx context.Context) ([]Finding, error) {
 	}
 	_, found, err := v.Client.ReadSecret(ctx, p)
 	if err != nil {
+		// An expired or revoked token also carries the refused request
+		// (TokenError.Denied): test it first, so that the fix is to log in
+		// again, not to change a policy.
+		var te *vault.TokenError
+		if errors.As(err, &te) {
+			fix := te.Hint
+			if fix == "" {
+				fix = "log in to Vault again (vault login) and pass the new token (VAULT_TOKEN), or check the auth method's credentials"
+			}
+			return []Finding{errorf(fix, "the Vault token cannot be used: %v", err)}, nil
+		}
 		var pe *vault.PermissionError
 		if errors.As(err, &pe) {
 			return []Finding{errorf("grant the token this policy: "+pe.PolicyStanza(),

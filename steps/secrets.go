@@ -15,41 +15,35 @@ import (
 // database.vaultPath, generating it once (check-and-set) when the secret
 // does not exist.
 //
-// Vault stays the source of truth for the whole run: the first call creates
-// or reads the password, and every later call (the maas-db-config step
-// runs after the long wait for the database) reads it again and checks that
-// it is still the same. So a password changed in Vault mid-run is reported
-// instead of being written half into one Secret and half into another, and
-// a Vault token that expired mid-run fails the step that needs it with a
-// *vault.TokenError naming the token and how to log in again; the re-run
-// after logging in continues from the checkpoints. Keep the token alive
-// during long waits with (*vault.Client).KeepAlive.
+// Vault is read once per run: the first call (the database/secret step, or
+// the first Check that needs the password) creates or reads the password,
+// and later calls in the same run (the maas-db-config step, after the long
+// wait for the database) reuse that value, so every Secret one run writes
+// carries the same password and no later step needs Vault: a token that
+// expires or is revoked after the database step does not fail the run
+// (case B11, test 3). A token that has expired by the next run fails that
+// run's preflight (or the step that first reads Vault) with a
+// *vault.TokenError naming the token and how to log in again; the run
+// after logging in continues from the checkpoints. A password changed in
+// Vault during a run is picked up by the next run, whose database/secret
+// Check compares the Secret with Vault. Keep the token alive during long
+// waits with (*vault.Client).KeepAlive.
 type VaultSecrets struct {
 	Client *vault.Client
 	Inv    *inventory.Inventory
 
 	mu       sync.Mutex
-	password string // the first value seen in this run
+	password string // the value read or generated in this run
 }
 
 // DBPassword implements Secrets.
 func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	d := v.Inv.Database
 	if v.password != "" {
-		data, found, err := v.Client.ReadSecret(ctx, d.VaultPath)
-		if err != nil {
-			return "", err
-		}
-		if !found {
-			return "", fmt.Errorf("Vault secret %s disappeared during this run: restore it (vault kv rollback / undelete) so the database keeps its password", d.VaultPath)
-		}
-		if data["password"] != v.password {
-			return "", fmt.Errorf("the password in Vault %s changed during this run; re-run maasctl install so every Secret gets the same one", d.VaultPath)
-		}
 		return v.password, nil
 	}
+	d := v.Inv.Database
 	data, _, err := v.Client.EnsureSecret(ctx, d.VaultPath, func() (map[string]string, error) {
 		pw, err := vault.GeneratePassword(d.PasswordLength)
 		if err != nil {
