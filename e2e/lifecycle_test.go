@@ -120,6 +120,9 @@ var removedByUninstall = []lobj{
 	{"maas.opendatahub.io/v1alpha1", "MaaSModelRef", "llm-coding-assistant", "qwen35-9b-coder"},
 	{"inference.opendatahub.io/v1alpha1", "ExternalModel", "llm-coding-assistant", "qwen35-9b-coder"},
 	dscObj,
+	// The RHOAI operator created it during the install; once its CSV is
+	// gone nothing re-creates it.
+	{"dscinitialization.opendatahub.io/v2", "DSCInitialization", "", "default-dsci"},
 	{"gateway.networking.k8s.io/v1", "Gateway", "openshift-ingress", "maas-default-gateway"},
 	{"route.openshift.io/v1", "Route", "openshift-ingress", "maas-default-gateway-https"},
 	{"cert-manager.io/v1", "Certificate", "openshift-ingress", "maas-default-gateway-cert"},

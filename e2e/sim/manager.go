@@ -97,6 +97,10 @@ type manager struct {
 	// probes holds, per custom resource kind, a channel closed once the
 	// API server's watch cache for it is ready (see watchable).
 	probes sync.Map // schema.GroupVersionResource -> chan struct{}
+	// olmCRDs holds the names of the CRDs an InstallPlan of this process
+	// created: their operator runs only while a CSV owns them
+	// (operatorRunning).
+	olmCRDs sync.Map // string -> bool
 }
 
 func newManager(cfg *rest.Config, o Options) (*manager, error) {

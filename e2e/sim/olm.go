@@ -501,6 +501,9 @@ func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
 			return err
 		}
 		for _, f := range files {
+			m.olmCRDs.Store(f.Name, true)
+		}
+		for _, f := range files {
 			steps = append(steps, planStep(name, catalog, str(ip, "spec", "sourceNamespace"),
 				"apiextensions.k8s.io", "v1", "CustomResourceDefinition", f.Name))
 		}
@@ -857,9 +860,12 @@ func sameCSVCondition(c any, phase, reason, msg string) bool {
 // install strategy Available. (The real operator may start a moment before
 // OLM reports Succeeded; waiting for it is the stricter choice, and keeps
 // operators from acting before the OLM delay that installs them is over.)
-// A CRD that no CSV owns (installed by the test fixture, as on a cluster
-// where the operator came another way) counts as served by a running
-// operator.
+// A CRD that no CSV owns counts as served by a running operator when it
+// was installed by the test fixture (as on a cluster where the operator
+// came another way), and as not running when an InstallPlan installed it:
+// its CSV is gone, and with it (garbage-collected through the owner
+// reference) the operator's Deployment, so nothing re-creates, say, the
+// default DSCInitialization after an uninstall.
 func (m *manager) operatorRunning(crdName string) bool {
 	if !m.isServed(gvrCSV) {
 		return true
@@ -880,7 +886,24 @@ func (m *manager) operatorRunning(crdName string) bool {
 			return true
 		}
 	}
-	return true
+	_, viaOLM := m.olmCRDs.Load(crdName)
+	return !viaOLM
+}
+
+// ownerCSVUID is the UID of the CSV that owns CRD crdName, "" when none
+// does.
+func (m *manager) ownerCSVUID(crdName string) string {
+	if !m.isServed(gvrCSV) {
+		return ""
+	}
+	for _, csv := range m.list(gvrCSV, "") {
+		for _, o := range sliceOf(csv, "spec", "customresourcedefinitions", "owned") {
+			if mstr(o.(map[string]any), "name") == crdName {
+				return string(csv.GetUID())
+			}
+		}
+	}
+	return ""
 }
 
 // operatorWatches are the watches a reconciler gated by operatorRunning

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,6 +44,10 @@ type rhoaiCtl struct {
 	m         *manager
 	version   string
 	dsci, dsc *reconciler
+	// startedFor records the operator installs (the UID of the CSV that
+	// owns the DSCInitialization CRD, "" without OLM) whose start-up
+	// already created, or declined to create, the default DSCI.
+	startedFor sync.Map // string -> bool
 }
 
 const (
@@ -149,11 +154,21 @@ func (r *rhoaiCtl) release() map[string]any {
 	return map[string]any{"name": "OpenShift AI Self-Managed", "version": v}
 }
 
-// createDefaultDSCI creates default-dsci once the operator runs and no
-// DSCInitialization exists.
+// createDefaultDSCI creates default-dsci when the operator starts and no
+// DSCInitialization exists, once per operator install: upstream adds it as
+// a manager Runnable that runs at start-up (opendatahub-operator main.go
+// createDefaultDSCIFunc / setupResources, upgrade.CreateDefaultDSCI), not
+// on every reconcile, so a DSCI deleted while the operator runs stays
+// deleted (the "Remove" order of reference/DEPLOYMENT.md relies on that).
 func (r *rhoaiCtl) createDefaultDSCI(ctx context.Context) error {
-	if r.m.opts.Faults.NoDefaultDSCI || len(r.m.list(gvrDSCI, "")) > 0 ||
-		!r.m.operatorRunning("dscinitializations.dscinitialization.opendatahub.io") {
+	const crd = "dscinitializations.dscinitialization.opendatahub.io"
+	if r.m.opts.Faults.NoDefaultDSCI || !r.m.operatorRunning(crd) {
+		return nil
+	}
+	if _, done := r.startedFor.LoadOrStore(r.m.ownerCSVUID(crd), true); done {
+		return nil // this install's start-up already ran
+	}
+	if len(r.m.list(gvrDSCI, "")) > 0 {
 		return nil
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
