@@ -115,27 +115,5 @@ func (c *maasCtl) reconcileLLMISvcRef(ctx context.Context, k key, ref *unstructu
 			status["endpoint"] = strings.TrimSpace(endpoint)
 		}
 	}
-	paired := c.governed(k.Namespace, k.Name)
-	gov := cond("GovernanceAttached", true, "GovernancePaired", "an active MaaSSubscription and MaaSAuthPolicy reference this model").gen(gen)
-	if !paired {
-		gov = cond("GovernanceAttached", false, "NoPairingFound", "awaiting governance pairing: no active MaaSSubscription and MaaSAuthPolicy pair references this model").gen(gen)
-	}
-	rt := cond("RuntimeReady", runtimeOK, runtimeReason, runtimeMsg).gen(gen)
-	var ready condition
-	switch {
-	case runtimeOK && paired:
-		status["phase"] = "Ready"
-		ready = cond("Ready", true, "Reconciled", "model is governed and serving").gen(gen)
-	case paired:
-		status["phase"] = "Unhealthy"
-		ready = cond("Ready", false, "BackendNotReady", runtimeMsg).gen(gen)
-	case !runtimeOK:
-		status["phase"] = "Pending"
-		ready = cond("Ready", false, "BackendNotReady", runtimeMsg).gen(gen)
-	default:
-		status["phase"] = "Pending"
-		ready = cond("Ready", false, "NoPairingFound", gov.Message).gen(gen)
-	}
-	status["conditions"] = conditions(old, ready, gov, rt)
-	return m.updateStatus(ctx, gvrMaaSModelRef, ref, status)
+	return c.writeModelRefStatus(ctx, k, ref, status, old, runtimeOK, runtimeReason, runtimeMsg)
 }

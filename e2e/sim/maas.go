@@ -405,29 +405,7 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 			}
 		}
 	}
-	paired := c.governed(k.Namespace, k.Name)
-	gov := cond("GovernanceAttached", true, "GovernancePaired", "an active MaaSSubscription and MaaSAuthPolicy reference this model").gen(gen)
-	if !paired {
-		gov = cond("GovernanceAttached", false, "NoPairingFound", "awaiting governance pairing: no active MaaSSubscription and MaaSAuthPolicy pair references this model").gen(gen)
-	}
-	rt := cond("RuntimeReady", runtimeOK, runtimeReason, runtimeMsg).gen(gen)
-	var ready condition
-	switch {
-	case runtimeOK && paired:
-		status["phase"] = "Ready"
-		ready = cond("Ready", true, "Reconciled", "model is governed and serving").gen(gen)
-	case paired:
-		status["phase"] = "Unhealthy"
-		ready = cond("Ready", false, "BackendNotReady", runtimeMsg).gen(gen)
-	case !runtimeOK:
-		status["phase"] = "Pending"
-		ready = cond("Ready", false, "BackendNotReady", runtimeMsg).gen(gen)
-	default:
-		status["phase"] = "Pending"
-		ready = cond("Ready", false, "NoPairingFound", gov.Message).gen(gen)
-	}
-	status["conditions"] = conditions(old, ready, gov, rt)
-	return m.updateStatus(ctx, gvrMaaSModelRef, ref, status)
+	return c.writeModelRefStatus(ctx, k, ref, status, old, runtimeOK, runtimeReason, runtimeMsg)
 }
 
 // routeGateway returns the programmed OpenShift Gateway that accepted route
@@ -707,4 +685,37 @@ func (c *maasCtl) tokenPolicyFor(model *unstructured.Unstructured, route string)
 			"limits":    limits,
 		},
 	}}
+}
+
+// writeModelRefStatus writes a MaaSModelRef's phase and its Ready,
+// GovernanceAttached and RuntimeReady conditions from the runtime check
+// of its backend (ExternalModel or LLMInferenceService) and the
+// governance pairing (maas-controller: Ready needs both; a paired model
+// whose backend is down is Unhealthy, an unpaired one Pending). status
+// holds the backend fields already; old are the current conditions.
+func (c *maasCtl) writeModelRefStatus(ctx context.Context, k key, ref *unstructured.Unstructured, status map[string]any, old any, runtimeOK bool, runtimeReason, runtimeMsg string) error {
+	gen := ref.GetGeneration()
+	paired := c.governed(k.Namespace, k.Name)
+	gov := cond("GovernanceAttached", true, "GovernancePaired", "an active MaaSSubscription and MaaSAuthPolicy reference this model").gen(gen)
+	if !paired {
+		gov = cond("GovernanceAttached", false, "NoPairingFound", "awaiting governance pairing: no active MaaSSubscription and MaaSAuthPolicy pair references this model").gen(gen)
+	}
+	rt := cond("RuntimeReady", runtimeOK, runtimeReason, runtimeMsg).gen(gen)
+	var ready condition
+	switch {
+	case runtimeOK && paired:
+		status["phase"] = "Ready"
+		ready = cond("Ready", true, "Reconciled", "model is governed and serving").gen(gen)
+	case paired:
+		status["phase"] = "Unhealthy"
+		ready = cond("Ready", false, "BackendNotReady", runtimeMsg).gen(gen)
+	case !runtimeOK:
+		status["phase"] = "Pending"
+		ready = cond("Ready", false, "BackendNotReady", runtimeMsg).gen(gen)
+	default:
+		status["phase"] = "Pending"
+		ready = cond("Ready", false, "NoPairingFound", gov.Message).gen(gen)
+	}
+	status["conditions"] = conditions(old, ready, gov, rt)
+	return c.m.updateStatus(ctx, gvrMaaSModelRef, ref, status)
 }
