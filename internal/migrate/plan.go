@@ -228,6 +228,22 @@ func (pl *planner) loadTiers() {
 	pl.all = allTiers(pl.tiers)
 }
 
+// policySections returns the rule bodies of a Kuadrant policy spec: the
+// spec itself (implicit defaults) and its defaults and overrides blocks
+// where present (Kuadrant AuthPolicy / TokenRateLimitPolicy APIs).
+func policySections(spec map[string]any) []map[string]any {
+	var out []map[string]any
+	if spec != nil {
+		out = append(out, spec)
+	}
+	for _, section := range []string{"defaults", "overrides"} {
+		if body, _ := spec[section].(map[string]any); body != nil {
+			out = append(out, body)
+		}
+	}
+	return out
+}
+
 // gatewayAccess evaluates the old gateway AuthPolicies: the tiers their
 // authorization lets through.
 func (pl *planner) gatewayAccess() tierSet {
@@ -238,14 +254,7 @@ func (pl *planner) gatewayAccess() tierSet {
 		}
 		obj := key(u)
 		spec, _ := u.Object["spec"].(map[string]any)
-		for _, section := range []string{"", "defaults", "overrides"} {
-			body := spec
-			if section != "" {
-				body, _ = spec[section].(map[string]any)
-			}
-			if body == nil {
-				continue
-			}
+		for _, body := range policySections(spec) {
 			applies, err := pl.whenSet(body["when"], spec)
 			if err != nil {
 				pl.block(obj, "when: %v", err)
@@ -389,14 +398,7 @@ func (pl *planner) tokenLimits() (map[string][]TokenLimit, map[string][]string) 
 		}
 		obj := key(u)
 		spec, _ := u.Object["spec"].(map[string]any)
-		for _, section := range []string{"", "defaults", "overrides"} {
-			body := spec
-			if section != "" {
-				body, _ = spec[section].(map[string]any)
-			}
-			if body == nil {
-				continue
-			}
+		for _, body := range policySections(spec) {
 			policyWhen, err := pl.whenSet(body["when"], spec)
 			if err != nil {
 				pl.block(obj, "when: %v", err)
