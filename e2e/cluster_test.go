@@ -337,9 +337,17 @@ func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 // maasctl runs the binary to completion.
 func (c *cluster) maasctl(t *testing.T, args ...string) run {
 	t.Helper()
+	return c.maasctlEnv(t, nil, args...)
+}
+
+// maasctlEnv runs the binary to completion with extra environment entries,
+// which override the cluster's defaults (VAULT_TOKEN=... or VAULT_TOKEN=).
+func (c *cluster) maasctlEnv(t *testing.T, env []string, args ...string) run {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout(c.external))
 	defer cancel()
 	cmd := c.command(ctx, args...)
+	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	t0 := time.Now()

@@ -67,30 +67,6 @@ func randomSuffix(t *testing.T) string {
 	return p[:12]
 }
 
-// maasctlEnv runs the binary to completion with extra environment entries,
-// which override the cluster's defaults (VAULT_TOKEN=... or VAULT_TOKEN=).
-func (c *cluster) maasctlEnv(t *testing.T, env []string, args ...string) run {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := c.command(ctx, args...)
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	t0 := time.Now()
-	err := cmd.Run()
-	r := run{stdout: out.String(), stderr: errb.String(), wall: time.Since(t0)}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.exit = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run maasctl: %v", err)
-	}
-	r.events = parseEvents(r.stdout)
-	return r
-}
-
 // serviceAccountToken creates namespace ns and ServiceAccount name (if
 // missing), binds it to clusterRole when given, and returns a token from
 // the TokenRequest API (valid one hour).
