@@ -159,6 +159,13 @@ func TestDetectionLatencies(t *testing.T) {
 	if got := detectionLatencies(reg, evs, listed, objs); len(got) != 0 {
 		t.Errorf("with a list answer after the event: %+v, want no sample", got)
 	}
+	// Another wait's list in the same moment (of another object) is not
+	// the cause.
+	otherList := append(slices.Clone(recs), faultproxy.Request{UserAgent: "maasctl/v0", Method: "GET", Path: "/apis/g/v1/namespaces/ingress/gateways",
+		Query: "fieldSelector=metadata.name%3Dother-gw&resourceVersion=0", Start: at(102), End: at(104), Status: 200})
+	if got := detectionLatencies(reg, evs, otherList, objs); !slices.Equal(got, want) {
+		t.Errorf("with another object's list after the event: %+v, want %+v", got, want)
+	}
 	// A GET of one object (maasctl reading what it applied) is no list.
 	read := append(slices.Clone(recs), faultproxy.Request{UserAgent: "maasctl/v0", Method: "GET", Path: "/apis/g/v1/namespaces/ingress/gateways/gw", Start: at(102), End: at(104), Status: 200})
 	if got := detectionLatencies(reg, evs, read, objs); !slices.Equal(got, want) {

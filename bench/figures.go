@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -317,7 +318,7 @@ func detectionLatencies(reg *steps.Registry, evs []steps.Event, recs []faultprox
 		// the list as events): then no event was the cause.
 		listed := false
 		for _, r := range maasctlReqs {
-			if !r.Watch && r.Method == "GET" && strings.Contains(r.Query, "fieldSelector=") && r.End.After(trig.t) && !r.End.After(bound) {
+			if !r.Watch && r.Method == "GET" && listsObject(r, trig.obj) && r.End.After(trig.t) && !r.End.After(bound) {
 				listed = true
 				break
 			}
@@ -347,6 +348,16 @@ func detectionLatencies(reg *steps.Registry, evs []steps.Event, recs []faultprox
 		out = append(out, latencySample{Step: s.ID, After: last, Trigger: trig.obj.Key(), Latency: first.Sub(written)})
 	}
 	return out
+}
+
+// listsObject reports whether r is a wait's LIST of o: its field selector
+// names o, in o's namespace.
+func listsObject(r faultproxy.Request, o faultproxy.ObjectRef) bool {
+	q, err := url.ParseQuery(r.Query)
+	if err != nil || q.Get("fieldSelector") != "metadata.name="+o.Name {
+		return false
+	}
+	return o.Namespace == "" || strings.Contains(r.Path, "/namespaces/"+o.Namespace+"/")
 }
 
 // related reports whether o may be what a step with objects objs waited

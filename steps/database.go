@@ -179,7 +179,7 @@ func applyCluster(ctx context.Context, e *Env) error {
 func watchClusterJobs(ctx context.Context, e *Env, id, sel string, failed chan<- error) {
 	ns := e.Inv.Database.Namespace
 	jobs := e.Clients.Kube.BatchV1().Jobs(ns)
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
 			return jobs.List(ctx, o)
@@ -188,7 +188,7 @@ func watchClusterJobs(ctx context.Context, e *Env, id, sel string, failed chan<-
 			o.LabelSelector = sel
 			return jobs.Watch(ctx, o)
 		},
-	}
+	})
 	_, _ = watchtools.UntilWithSync(ctx, lw, &batchv1.Job{}, nil, func(ev watch.Event) (bool, error) {
 		j, ok := ev.Object.(*batchv1.Job)
 		if !ok || ev.Type == watch.Deleted {
@@ -216,7 +216,7 @@ type pvcTracker struct {
 
 func (p *pvcTracker) watch(ctx context.Context, e *Env, id, sel string) {
 	pvcs := e.Clients.Kube.CoreV1().PersistentVolumeClaims(e.Inv.Database.Namespace)
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
 			return pvcs.List(ctx, o)
@@ -225,7 +225,7 @@ func (p *pvcTracker) watch(ctx context.Context, e *Env, id, sel string) {
 			o.LabelSelector = sel
 			return pvcs.Watch(ctx, o)
 		},
-	}
+	})
 	_, _ = watchtools.UntilWithSync(ctx, lw, &corev1.PersistentVolumeClaim{}, nil, func(ev watch.Event) (bool, error) {
 		c, ok := ev.Object.(*corev1.PersistentVolumeClaim)
 		if !ok {

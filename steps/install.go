@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,12 +63,6 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(ctx, clients, o.Inventory, o.Secrets, o.Log)
-	if err != nil {
-		return nil, err
-	}
-	env.Policy = o.Policy
-	env.Verify = o.Verify
 	reg, err := NewRegistry(o.Inventory)
 	if err != nil {
 		return nil, err
@@ -76,8 +71,19 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Rendering only reads the cluster (apps domain, RHOAI layout), so it
+	// runs while the lock is taken; the run's state is read once the lock
+	// is held, checkpoints and record side by side.
+	var env *Env
+	envDone := make(chan error, 1)
+	go func() {
+		var err error
+		env, err = NewEnv(ctx, clients, o.Inventory, o.Secrets, o.Log)
+		envDone <- err
+	}()
 	lock, err := AcquireLock(ctx, clients.Kube, o.Identity, o.LeaseDuration)
 	if err != nil {
+		<-envDone
 		return nil, err
 	}
 	defer func() {
@@ -85,14 +91,22 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 		defer cancel()
 		_ = lock.Release(rctx)
 	}()
-	cps, err := LoadCheckpoints(ctx, clients)
-	if err != nil {
+	var (
+		cps *Checkpoints
+		rec *Record
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { cps, err = LoadCheckpoints(gctx, clients); return err })
+	g.Go(func() (err error) { rec, err = LoadRecord(gctx, clients); return err })
+	lerr := g.Wait()
+	if err := <-envDone; err != nil {
 		return nil, err
 	}
-	rec, err := LoadRecord(ctx, clients)
-	if err != nil {
-		return nil, err
+	if lerr != nil {
+		return nil, lerr
 	}
+	env.Policy = o.Policy
+	env.Verify = o.Verify
 	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion, Steps: sel, Record: rec}
 	sum, err := r.Run(ctx)
 	if sum != nil {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -19,8 +21,11 @@ var httpRouteGVK = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", V
 func modelSteps(*inventory.Inventory) []*Step {
 	return []*Step{
 		{
+			// Labels only: nothing here needs the MaaS API, so it runs
+			// right after preflight, off the DSC's critical path, and a
+			// missing API-key Secret is reported in the first seconds
+			// rather than after the DSC has reconciled.
 			ID: "models/prepare", Title: "label model namespaces and API-key Secrets for MaaS",
-			After: []string{"rhoai/dsc"},
 			Apply: func(ctx context.Context, e *Env) error {
 				if err := checkProviderSecrets(ctx, e); err != nil {
 					return err
@@ -31,7 +36,7 @@ func modelSteps(*inventory.Inventory) []*Step {
 		},
 		{
 			ID: "models/provider", Title: "ExternalProvider for each model server (RHOAI 3.5; 3.3/3.4 have none)",
-			After: []string{"models/prepare"},
+			After: []string{"models/prepare", "rhoai/dsc"},
 			Apply: applyMaaSObjects("models/provider"), Check: checkObjects("models/provider"),
 		},
 		{
@@ -132,12 +137,13 @@ func applyMaaSObjects(id string) func(ctx context.Context, e *Env) error {
 	}
 }
 
-// applyModels creates the ExternalModels first, in the API group of the
+// applyModels creates the ExternalModels, in the API group of the
 // installed release (inference.opendatahub.io on 3.5, maas.opendatahub.io
-// on 3.3/3.4, case B16), waits for them to be Ready and for the HTTPRoute
-// the MaaS controller generates to be accepted by the Gateway, and only
-// then creates the MaaSModelRefs. A route the Gateway refuses for its
-// namespace is reported with the namespace and reason (case B15).
+// on 3.3/3.4, case B16), then the MaaSModelRefs, and waits, side by side,
+// for each model to be Ready with the HTTPRoute the MaaS controller
+// generates accepted by the Gateway, and for each MaaSModelRef to be
+// accepted. A route the Gateway refuses for its namespace is reported with
+// the namespace and reason (case B15).
 func applyModels(ctx context.Context, e *Env) error {
 	const id = "models/model"
 	var models, refs []*unstructured.Unstructured
@@ -148,26 +154,34 @@ func applyModels(ctx context.Context, e *Env) error {
 			models = append(models, o)
 		}
 	}
+	// Each MaaSModelRef is applied right after the model it references
+	// exists, not after it is Ready: the MaaS controller keeps a ref whose
+	// backend is not ready yet Pending ("awaiting governance pairing or
+	// backend readiness", shared/crds/maas MaaSModelRef status.phase) and
+	// re-reconciles it when the model changes. Only a missing model fails
+	// it, so the models go first. The waits then run side by side.
 	if err := applyObjects(ctx, e, id, models); err != nil {
 		return err
-	}
-	for _, t := range maasTargets(e, id, models) {
-		live, err := waiters.For(ctx, e.Clients, t)
-		if err != nil {
-			return err
-		}
-		route, _, _ := unstructured.NestedString(live.Object, "status", "httpRouteName")
-		if route == "" {
-			continue // the 3.3/3.4 ExternalModel does not report its route
-		}
-		if err := waitRouteAccepted(ctx, e, id, live.GetNamespace(), route); err != nil {
-			return err
-		}
 	}
 	if err := applyObjects(ctx, e, id, refs); err != nil {
 		return err
 	}
-	return waiters.All(ctx, e.Clients, maasTargets(e, id, refs)...)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, t := range maasTargets(e, id, models) {
+		g.Go(func() error {
+			live, err := waiters.For(gctx, e.Clients, t)
+			if err != nil {
+				return err
+			}
+			route, _, _ := unstructured.NestedString(live.Object, "status", "httpRouteName")
+			if route == "" {
+				return nil // the 3.3/3.4 ExternalModel does not report its route
+			}
+			return waitRouteAccepted(gctx, e, id, live.GetNamespace(), route)
+		})
+	}
+	g.Go(func() error { return waiters.All(gctx, e.Clients, maasTargets(e, id, refs)...) })
+	return g.Wait()
 }
 
 // waitRouteAccepted waits until HTTPRoute ns/name is Accepted by the MaaS

@@ -60,7 +60,10 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 	if err != nil {
 		return "", err
 	}
-	list, err := ri.List(ctx, metav1.ListOptions{})
+	// From the watch cache (cachedList): an OperatorGroup made in the
+	// milliseconds it trails etcd would make OLM fail the CSV with
+	// TooManyOperatorGroups, which waitOperator reports at once.
+	list, err := ri.List(ctx, cachedList(""))
 	if err != nil {
 		return "", fmt.Errorf("list OperatorGroups in %s: %w", op.Namespace, err)
 	}

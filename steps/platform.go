@@ -270,7 +270,7 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k.OperatorSelector}); err != nil {
 		return fmt.Errorf("restart Kuadrant operator (delete pods %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
 	}
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = k.OperatorSelector
 			return pods.List(ctx, o)
@@ -279,7 +279,7 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 			o.LabelSelector = k.OperatorSelector
 			return pods.Watch(ctx, o)
 		},
-	}
+	})
 	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && !old[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning, nil
@@ -427,12 +427,12 @@ func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unst
 	if err != nil {
 		return
 	}
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return ri.Watch(ctx, o)
 		},
-	}
+	})
 	last := ""
 	_, _ = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		cr, ok := ev.Object.(*unstructured.Unstructured)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blang/semver/v4"
+	"go.uber.org/zap"
 	authv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -266,7 +267,11 @@ func Preflight(ctx context.Context, e *Env) *PreflightReport {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t0 := time.Now()
 			fs, err := c.Run(ctx, e)
+			if e.Log != nil {
+				e.Log.Debug("preflight check", zap.String("check", c.Name), zap.Duration("took", time.Since(t0)), zap.Int("findings", len(fs)))
+			}
 			if err != nil {
 				fs = append(fs, Finding{Severity: SeverityError, Message: "check could not run: " + err.Error()})
 			}
@@ -355,7 +360,19 @@ func getOptional(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKi
 	return obj, nil
 }
 
-// listOptional lists a kind; a kind that is not served lists as empty.
+// cachedList are the ListOptions of maasctl's one-off LISTs: resourceVersion
+// 0 lets the apiserver answer from its watch cache as it is, as every
+// controller's informer reads. A LIST without it must be consistent, and
+// while other kinds are being written the apiserver holds it until etcd's
+// next progress notification (up to 100 ms each, measured on the local
+// control plane; apiserver storage/cacher). The cache trails etcd by
+// milliseconds; what a step then creates is checked by its own wait.
+func cachedList(selector string) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"}
+}
+
+// listOptional lists a kind (cachedList); a kind that is not served lists
+// as empty.
 func listOptional(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKind, ns, selector string) ([]unstructured.Unstructured, error) {
 	ri, _, err := c.Resource(gvk, ns)
 	if kube.IsNotServed(err) {
@@ -364,7 +381,7 @@ func listOptional(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionK
 	if err != nil {
 		return nil, err
 	}
-	l, err := ri.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	l, err := ri.List(ctx, cachedList(selector))
 	if err != nil {
 		return nil, fmt.Errorf("list %s in %q: %w", gvk.Kind, ns, err)
 	}
@@ -568,8 +585,8 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Finding
-	for _, op := range ops {
+	out, err := eachConcurrently(ops, func(op inventory.Operator) ([]Finding, error) {
+		var out []Finding
 		sub, err := operatorInstalled(ctx, e, op)
 		if err != nil {
 			return nil, err
@@ -585,8 +602,7 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 		}
 		cs, err := getShared(ctx, e, catalogSourceGVK, op.SourceNamespace, op.Source)
 		if kube.IsNotServed(err) {
-			out = append(out, errorf("install on OpenShift (OLM serves operators.coreos.com)", "OLM is not available: operators.coreos.com CatalogSource is not served"))
-			return out, nil
+			return nil, errOLMNotServed
 		}
 		if err != nil {
 			return nil, err
@@ -594,7 +610,7 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 		if cs == nil {
 			out = append(out, sev("oc get catalogsource -n "+op.SourceNamespace+"; fix operators["+op.ID+"].source",
 				"CatalogSource %s/%s (for %s) not found", op.SourceNamespace, op.Source, op.Package))
-			continue
+			return out, nil
 		}
 		if st, _, _ := unstructured.NestedString(cs.Object, "status", "connectionState", "lastObservedState"); st != "READY" {
 			if st == "" {
@@ -602,24 +618,58 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 			}
 			out = append(out, sev(fmt.Sprintf("oc get catalogsource %s -n %s -o yaml; oc get pods -n %s -l olm.catalogSource=%s", op.Source, op.SourceNamespace, op.SourceNamespace, op.Source),
 				"CatalogSource %s/%s (for %s) is %s, not READY: OLM cannot resolve %s from it", op.SourceNamespace, op.Source, op.Package, st, op.Package))
-			continue
+			return out, nil
 		}
 		pm, err := getOptional(ctx, e.Clients, packageManifestGVK, op.SourceNamespace, op.Package)
 		if kube.IsNotServed(err) {
-			continue // not on every cluster (an aggregated API of OLM's package server)
+			return out, nil // not on every cluster (an aggregated API of OLM's package server)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if pm == nil {
 			out = append(out, sev("oc get packagemanifests -n "+op.SourceNamespace+" | grep "+op.Package, "package %s is not in any catalog (PackageManifest %s/%s not found)", op.Package, op.SourceNamespace, op.Package))
-			continue
+			return out, nil
 		}
 		chans := packageChannels(pm)
 		if !slices.Contains(chans, op.Channel) {
 			out = append(out, sev("set operators["+op.ID+"].channel to one of: "+strings.Join(chans, ", "),
 				"package %s offers no channel %s (channels: %s)", op.Package, op.Channel, strings.Join(chans, ", ")))
 		}
+		return out, nil
+	})
+	if errors.Is(err, errOLMNotServed) {
+		return []Finding{errorf("install on OpenShift (OLM serves operators.coreos.com)", "OLM is not available: operators.coreos.com CatalogSource is not served")}, nil
+	}
+	return out, err
+}
+
+// errOLMNotServed ends checkCatalogSources: OLM's kinds are not served.
+var errOLMNotServed = errors.New("operators.coreos.com is not served")
+
+// eachConcurrently runs fn for every item at the same time and returns
+// their findings in the items' order, or the error of the first item (in
+// that order) that failed. Preflight checks that read per operator use it:
+// their reads are independent, and preflight is on every run's critical
+// path.
+func eachConcurrently[T any](items []T, fn func(T) ([]Finding, error)) ([]Finding, error) {
+	fs := make([][]Finding, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fs[i], errs[i] = fn(it)
+		}()
+	}
+	wg.Wait()
+	var out []Finding
+	for i := range items {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		out = append(out, fs[i]...)
 	}
 	return out, nil
 }
@@ -659,21 +709,27 @@ func checkOperatorGroups(ctx context.Context, e *Env) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Finding
+	var first []inventory.Operator // the first operator of each namespace
 	seen := map[string]bool{}
 	for _, op := range ops {
-		if seen[op.Namespace] {
-			continue
-		}
-		seen[op.Namespace] = true
-		if _, err := pickOperatorGroup(ctx, e, op); err != nil {
-			if kube.IsNotServed(err) {
-				return nil, nil
-			}
-			out = append(out, errorf("", "%v", err))
+		if !seen[op.Namespace] {
+			seen[op.Namespace] = true
+			first = append(first, op)
 		}
 	}
-	return out, nil
+	out, err := eachConcurrently(first, func(op inventory.Operator) ([]Finding, error) {
+		if _, err := pickOperatorGroup(ctx, e, op); err != nil {
+			if kube.IsNotServed(err) {
+				return nil, errOLMNotServed
+			}
+			return []Finding{errorf("", "%v", err)}, nil
+		}
+		return nil, nil
+	})
+	if errors.Is(err, errOLMNotServed) {
+		return nil, nil
+	}
+	return out, err
 }
 
 // rhclBadVersions are RHCL releases with a known AuthPolicy bypass.
@@ -780,8 +836,7 @@ func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Finding
-	for _, op := range ops {
+	return eachConcurrently(ops, func(op inventory.Operator) ([]Finding, error) {
 		csvs, err := listOptional(ctx, e.Clients, csvGVK, op.Namespace, "")
 		if err != nil {
 			return nil, err
@@ -790,9 +845,8 @@ func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, orphanFindings(op, csvs, subs)...)
-	}
-	return out, nil
+		return orphanFindings(op, csvs, subs), nil
+	})
 }
 
 // orphanFindings is checkOrphanCSVs for one operator over listed objects.
@@ -832,7 +886,7 @@ func checkStorageClass(ctx context.Context, e *Env) ([]Finding, error) {
 	if cl, err := getShared(ctx, e, cnpgClusterGVK, d.Namespace, d.ClusterName); err == nil && cl != nil && waiters.ConditionTrue("Ready")(cl).Done {
 		return nil, nil // the database already runs
 	}
-	scs, err := e.Clients.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	scs, err := e.Clients.Kube.StorageV1().StorageClasses().List(ctx, cachedList(""))
 	if err != nil {
 		return nil, fmt.Errorf("list StorageClasses: %w", err)
 	}
@@ -871,7 +925,7 @@ func checkStalePVCs(ctx context.Context, e *Env) ([]Finding, error) {
 		return nil, nil
 	}
 	sel := "cnpg.io/cluster=" + d.ClusterName
-	pvcs, err := e.Clients.Kube.CoreV1().PersistentVolumeClaims(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	pvcs, err := e.Clients.Kube.CoreV1().PersistentVolumeClaims(d.Namespace).List(ctx, cachedList(sel))
 	if err != nil {
 		return nil, fmt.Errorf("list PVCs %s in %s: %w", sel, d.Namespace, err)
 	}
@@ -1241,7 +1295,9 @@ func plannedAccess(e *Env, resource func(schema.GroupVersionKind) string) []acce
 
 // checkPermissions asks the apiserver, with one SelfSubjectAccessReview per
 // permission (sent as dry runs), whether the caller may do everything the
-// plan does; every denial is one finding, so all are named at once. A
+// plan does; every denial is one finding, so all are named at once. An
+// identity with every verb on every resource (cluster-admin) is answered
+// by one review. A
 // forbidden call mid-run would otherwise surface late, or be swallowed
 // (case B12, odh-gitops PR #153).
 func checkPermissions(ctx context.Context, e *Env) ([]Finding, error) {
@@ -1252,6 +1308,19 @@ func checkPermissions(ctx context.Context, e *Env) ([]Finding, error) {
 		plural, _ := meta.UnsafeGuessKindToResource(gvk)
 		return plural.Resource
 	}
+	// An identity allowed every verb on every resource cluster-wide (RBAC
+	// matches a requested "*" only with a "*" rule: cluster-admin) may do
+	// everything below: one review instead of one per permission.
+	all := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
+		Verb: "*", Group: "*", Resource: "*",
+	}}}
+	got, err := e.Clients.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, all, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return nil, fmt.Errorf("SelfSubjectAccessReview * *.* (cluster-wide): %w", err)
+	}
+	if got.Status.Allowed {
+		return nil, nil
+	}
 	list := plannedAccess(e, resource)
 	type result struct {
 		a       access
@@ -1260,7 +1329,7 @@ func checkPermissions(ctx context.Context, e *Env) ([]Finding, error) {
 		err     error
 	}
 	results := make([]result, len(list))
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for i, a := range list {
 		wg.Add(1)

@@ -208,12 +208,12 @@ func waitAnyDSCI(ctx context.Context, e *Env) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, adoptWait)
 	defer cancel()
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return ri.Watch(ctx, o)
 		},
-	}
+	})
 	_, err = watchtools.UntilWithSync(wctx, lw, &unstructured.Unstructured{}, func(s cache.Store) (bool, error) {
 		return len(s.List()) > 0, nil
 	}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Added, nil })

@@ -104,11 +104,6 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := r.checkDependencies(ctx, selected); err != nil {
 		return nil, err
 	}
-	if r.Record != nil {
-		if err := r.Record.Snapshot(ctx, r.Env, r.Registry); err != nil {
-			return nil, err
-		}
-	}
 	serial := r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"
 	var emitMu sync.Mutex
 	emit := func(ev Event) {
@@ -140,13 +135,42 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	// succeeded; dependents may start while its bookkeeping runs),
 	// failed or blocked.
 	state := map[string]string{}
-	finished := make(chan string, len(selected))
+	finished := make(chan string, len(selected)+1) // +1: the snapshot
 	running := 0
 	started := map[string]bool{}
 	var runErr RunError
 	var bookkeeping sync.WaitGroup
 
+	// The record's snapshot of what exists before the run (Record.Snapshot)
+	// must be saved before any step writes; preflight only reads, so it
+	// runs meanwhile and every other step waits for the snapshot too.
+	// snapshot is "" while it runs, then "done" or "failed".
+	snapshot := "done"
+	var snapErr error
+	if r.Record != nil {
+		snapshot = ""
+		running++
+		go func() {
+			err := r.Record.Snapshot(ctx, r.Env, r.Registry)
+			mu.Lock()
+			if err != nil {
+				snapshot, snapErr = "failed", fmt.Errorf("record the objects that exist before the run: %w", err)
+			} else {
+				snapshot = "done"
+			}
+			mu.Unlock()
+			finished <- ""
+		}()
+	}
 	depsState := func(s *Step) (ready, blocked bool) {
+		if s.ID != PreflightStepID {
+			switch snapshot {
+			case "failed":
+				return false, true
+			case "":
+				return false, false
+			}
+		}
 		for _, d := range s.After {
 			if len(r.Steps) > 0 && !r.Steps[d] {
 				continue // not part of this run: --only was checked by the caller
@@ -172,7 +196,11 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 				state[s.ID] = "blocked"
 				sum.Blocked = append(sum.Blocked, s.ID)
 				runErr.Blocked = append(runErr.Blocked, s.ID)
-				emit(Event{Type: EventBlocked, Step: s.ID, Title: s.Title, Index: index[s.ID], Message: "a dependency failed"})
+				msg := "a dependency failed"
+				if snapshot == "failed" {
+					msg = "the record of the objects that exist before the run could not be saved"
+				}
+				emit(Event{Type: EventBlocked, Step: s.ID, Title: s.Title, Index: index[s.ID], Message: msg})
 				continue
 			}
 			if !ready {
@@ -251,6 +279,9 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	sum.Reads = r.Env.Clients.Requests.Reads() - reads0
 	sum.Writes = r.Env.Clients.Requests.Writes() - writes0
 	emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
+	if snapErr != nil {
+		return sum, snapErr
+	}
 	if len(runErr.Failed) > 0 || len(runErr.Blocked) > 0 {
 		return sum, &runErr
 	}

@@ -36,7 +36,7 @@ func TestRegistryOrderFollowsDependencies(t *testing.T) {
 		{"dbsecret/maas-db-config", "rhoai/dsc"},
 		{"operators/rhcl", "platform/kuadrant"},
 		{"platform/gatewayclass", "platform/kuadrant"},
-		{"rhoai/dsc", "models/prepare"},
+		{"rhoai/dsc", "models/provider"},
 		{"models/model", "access/auth-policy"},
 		{"access/subscription", "verify/status"},
 	} {

@@ -770,7 +770,7 @@ func waitOneGone(ctx context.Context, c *kube.Clients, t goneTarget) (*waiters.B
 		return nil, err
 	}
 	sel := fields.OneTermEqualSelector("metadata.name", t.stub.GetName()).String()
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return ri.List(ctx, o)
@@ -779,7 +779,7 @@ func waitOneGone(ctx context.Context, c *kube.Clients, t goneTarget) (*waiters.B
 			o.FieldSelector = sel
 			return ri.Watch(ctx, o)
 		},
-	}
+	})
 	var mu sync.Mutex
 	var last *unstructured.Unstructured
 	gone := func(obj *unstructured.Unstructured) bool {

@@ -45,6 +45,10 @@ type Clients struct {
 	// discovery reset, with the time of that reset (see Mapping).
 	missMu sync.Mutex
 	missed map[schema.GroupVersionKind]time.Time
+	// resetMu serializes the discovery re-reads of Mapping; refreshed is
+	// when the last one finished (zero after ResetMapper).
+	resetMu   sync.Mutex
+	refreshed time.Time
 }
 
 // NotServedTTL is how long Mapping trusts that a kind is not served after
@@ -54,13 +58,23 @@ type Clients struct {
 // at once, so a CRD that became Established is found right away.
 const NotServedTTL = 2 * time.Second
 
+// FreshDiscovery is how long discovery read by Mapping after a miss
+// answers for every kind: a kind missing from it is reported not served
+// without another read. Lookups of several unserved kinds at once (a
+// first run reads a dozen kinds whose CRDs do not exist yet) cost one
+// discovery read instead of one each. ResetMapper ends it at once.
+const FreshDiscovery = time.Second
+
 // ResetMapper drops the cached discovery and every remembered miss: call it
 // after CRDs became Established.
 func (c *Clients) ResetMapper() {
 	c.missMu.Lock()
 	c.missed = nil
 	c.missMu.Unlock()
+	c.resetMu.Lock()
+	c.refreshed = time.Time{}
 	c.Mapper.Reset()
+	c.resetMu.Unlock()
 }
 
 // RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH; writes
@@ -173,8 +187,16 @@ func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error
 	if recent {
 		return nil, &NotServedError{GVK: gvk, Err: err}
 	}
-	c.Mapper.Reset()
+	c.resetMu.Lock()
+	stale := time.Since(c.refreshed) >= FreshDiscovery
+	if stale {
+		c.Mapper.Reset()
+	}
 	m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if stale {
+		c.refreshed = time.Now()
+	}
+	c.resetMu.Unlock()
 	if err != nil {
 		c.missMu.Lock()
 		if c.missed == nil {

@@ -73,3 +73,37 @@ func TestMappingRemembersMisses(t *testing.T) {
 		t.Errorf("after ResetMapper the miss was still remembered: no discovery read")
 	}
 }
+
+// TestMappingSharesFreshDiscovery: lookups of several different unserved
+// kinds right after one another cost one discovery read between them
+// (FreshDiscovery), and ResetMapper makes the next miss read again.
+func TestMappingSharesFreshDiscovery(t *testing.T) {
+	var hits atomic.Int64
+	srv := discoveryServer(t, &hits)
+	c, err := New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Mapping(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}); err != nil {
+		t.Fatalf("ConfigMap: %v", err)
+	}
+	first := hits.Load()
+	kinds := []string{"Kuadrant", "DataScienceCluster", "MaaSModelRef", "Cluster"}
+	for _, k := range kinds {
+		gvk := schema.GroupVersionKind{Group: "example.io", Version: "v1", Kind: k}
+		if _, err := c.Mapping(gvk); !IsNotServed(err) {
+			t.Fatalf("%s: err %v, want not served", k, err)
+		}
+	}
+	if got := hits.Load() - first; got != 2 {
+		t.Errorf("%d lookups of different unserved kinds read discovery %d times, want 2 (one reset)", len(kinds), got)
+	}
+	c.ResetMapper()
+	before := hits.Load()
+	if _, err := c.Mapping(schema.GroupVersionKind{Group: "example.io", Version: "v1", Kind: "Other"}); !IsNotServed(err) {
+		t.Fatalf("after ResetMapper: err %v, want not served", err)
+	}
+	if hits.Load() == before {
+		t.Errorf("after ResetMapper a miss was answered without reading discovery")
+	}
+}

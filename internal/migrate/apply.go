@@ -362,7 +362,7 @@ func waitGone(ctx context.Context, c *kube.Clients, r ObjectRef) error {
 	}
 	ri := resourceFor(c, m, r.Namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", r.Name).String()
-	lw := &cache.ListWatch{
+	lw := waiters.ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return ri.List(ctx, o)
@@ -371,7 +371,7 @@ func waitGone(ctx context.Context, c *kube.Clients, r ObjectRef) error {
 			o.FieldSelector = sel
 			return ri.Watch(ctx, o)
 		},
-	}
+	})
 	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
 		return len(store.List()) == 0, nil
 	}, func(ev watch.Event) (bool, error) {

@@ -1,0 +1,104 @@
+package waiters
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/maasctl/maasctl/internal/kube"
+)
+
+// TestForListsThenWatches: a wait starts with a LIST at resourceVersion 0
+// (answered by the watch cache as it is), never with a watch-list stream
+// (sendInitialEvents), whose consistent snapshot the apiserver delays
+// until etcd's next progress notification; an object already done ends
+// the wait on the LIST alone.
+func TestForListsThenWatches(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		requests []string
+	)
+	write := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api":
+			write(w, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
+		case "/apis":
+			write(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
+		case "/api/v1":
+			write(w, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
+				APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"get", "list", "watch"}}}})
+		case "/api/v1/namespaces/ns/configmaps":
+			mu.Lock()
+			requests = append(requests, r.URL.RawQuery)
+			mu.Unlock()
+			q := r.URL.Query()
+			if q.Get("watch") == "true" {
+				if q.Get("sendInitialEvents") == "true" {
+					http.Error(w, "watch-list not expected", http.StatusBadRequest)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+				return
+			}
+			write(w, map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
+				"items": []any{map[string]any{
+					"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7"},
+					"data":     map[string]any{"ready": "yes"},
+				}},
+			})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := kube.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ready := func(o *unstructured.Unstructured) Result {
+		v, _, _ := unstructured.NestedString(o.Object, "data", "ready")
+		return Result{Done: v == "yes", Status: "ready=" + v}
+	}
+	obj, err := For(ctx, c, Target{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespace: "ns", Name: "cm", Cond: ready})
+	if err != nil {
+		t.Fatalf("For: %v", err)
+	}
+	if obj.GetName() != "cm" {
+		t.Errorf("For returned %v, want ConfigMap cm", obj)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(requests) == 0 {
+		t.Fatal("no request reached the ConfigMaps of ns")
+	}
+	first, err := urlQuery(requests[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Get("watch") == "true" || first.Get("resourceVersion") != "0" || first.Get("fieldSelector") != "metadata.name=cm" {
+		t.Errorf("first request %q, want a LIST with resourceVersion=0 and fieldSelector=metadata.name=cm", requests[0])
+	}
+}
+
+func urlQuery(raw string) (url.Values, error) { return url.ParseQuery(raw) }
