@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -145,8 +146,24 @@ func checkLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) (
 }
 
 func checkLiveFields(ctx context.Context, e *Env, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
-	for _, o := range objs {
-		live, err := e.Clients.Get(ctx, o)
+	// The reads are independent: observeWorkers at a time; the verdict is
+	// the first problem in objs' order.
+	lives := make([]*unstructured.Unstructured, len(objs))
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	workers := make(chan struct{}, observeWorkers)
+	for i, o := range objs {
+		wg.Add(1)
+		workers <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-workers }()
+			lives[i], errs[i] = e.Clients.Get(ctx, o)
+		}()
+	}
+	wg.Wait()
+	for i, o := range objs {
+		live, err := lives[i], errs[i]
 		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
 			return false, kube.Describe(o) + " missing", nil
 		}
@@ -242,12 +259,34 @@ func ensureNamespace(ctx context.Context, e *Env, stepID string, ns *unstructure
 
 // checkConditions evaluates each target once against the live object.
 func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, string, error) {
-	for _, t := range ts {
-		ri, _, err := e.Clients.Resource(t.GVK, t.Namespace)
-		if err != nil {
+	type read struct {
+		live       *unstructured.Unstructured
+		mappingErr error
+		err        error
+	}
+	reads := make([]read, len(ts))
+	var wg sync.WaitGroup
+	workers := make(chan struct{}, observeWorkers)
+	for i, t := range ts {
+		wg.Add(1)
+		workers <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-workers }()
+			ri, _, err := e.Clients.Resource(t.GVK, t.Namespace)
+			if err != nil {
+				reads[i].mappingErr = err
+				return
+			}
+			reads[i].live, reads[i].err = ri.Get(ctx, t.Name, metav1.GetOptions{})
+		}()
+	}
+	wg.Wait()
+	for i, t := range ts {
+		if err := reads[i].mappingErr; err != nil {
 			return false, t.String() + ": " + err.Error(), nil
 		}
-		live, err := ri.Get(ctx, t.Name, metav1.GetOptions{})
+		live, err := reads[i].live, reads[i].err
 		if apierrors.IsNotFound(err) {
 			return false, t.String() + " missing", nil
 		}

@@ -28,7 +28,10 @@ var MaaSCRDs = NewLayout(RHOAI35, "").MaaSCRDs()
 func dbSecretSteps(inv *inventory.Inventory) []*Step {
 	return []*Step{{
 		ID: "dbsecret/maas-db-config", Title: "Secret " + inv.DBConfig.Name + " (DB_CONNECTION_URL for maas-api) in every namespace the RHOAI release reads it from",
-		After: []string{"database/cluster"},
+		// It needs the password (database/secret) and names the service
+		// by its fixed FQDN, so it is written while the database starts;
+		// the DSC, which starts maas-api, waits for the database itself.
+		After: []string{"database/secret"},
 		Apply: applyDBConfig,
 		Check: func(ctx context.Context, e *Env) (bool, string, error) {
 			secrets, err := dbConfigSecrets(ctx, e)
@@ -133,7 +136,7 @@ func namespaceObject(name string) *unstructured.Unstructured {
 }
 
 func rhoaiSteps(inv *inventory.Inventory) []*Step {
-	dscAfter := []string{"rhoai/dsci", "dbsecret/maas-db-config", "platform/gateway"}
+	dscAfter := []string{"rhoai/dsci", "database/cluster", "dbsecret/maas-db-config", "platform/gateway"}
 	if inv.Kuadrant.AuthorinoTLS {
 		dscAfter = append(dscAfter, "platform/authorino-tls")
 	} else {

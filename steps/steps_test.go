@@ -32,7 +32,8 @@ func TestRegistryOrderFollowsDependencies(t *testing.T) {
 	}
 	// The documented phase order holds along the real dependencies.
 	for _, pair := range [][2]string{
-		{"database/cluster", "dbsecret/maas-db-config"},
+		{"database/secret", "dbsecret/maas-db-config"},
+		{"database/cluster", "rhoai/dsc"},
 		{"dbsecret/maas-db-config", "rhoai/dsc"},
 		{"operators/rhcl", "platform/kuadrant"},
 		{"platform/gatewayclass", "platform/kuadrant"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,8 +171,11 @@ func TestRetryTransport(t *testing.T) {
 			case tt.wantErr != nil && (err == nil || !tt.wantErr(err)):
 				t.Fatalf("error %v is not the expected kind", err)
 			}
-			if s.n != tt.attempts {
-				t.Errorf("server saw %d attempts, want %d", s.n, tt.attempts)
+			s.mu.Lock() // a dropped connection's handler may still be running
+			n, bodies := s.n, slices.Clone(s.bodies)
+			s.mu.Unlock()
+			if n != tt.attempts {
+				t.Errorf("server saw %d attempts, want %d", n, tt.attempts)
 			}
 			if got := c.Requests.Retries(); got != int64(tt.retries) {
 				t.Errorf("Retries() = %d, want %d", got, tt.retries)
@@ -191,9 +195,9 @@ func TestRetryTransport(t *testing.T) {
 				t.Errorf("took %s; waits must be capped at MaxDelay %s", el, policy.MaxDelay)
 			}
 			// Every attempt of a write carried the same body.
-			for i := 1; i < len(s.bodies); i++ {
-				if s.bodies[i] != s.bodies[0] {
-					t.Errorf("attempt %d sent body %q, first sent %q", i+1, s.bodies[i], s.bodies[0])
+			for i := 1; i < len(bodies); i++ {
+				if bodies[i] != bodies[0] {
+					t.Errorf("attempt %d sent body %q, first sent %q", i+1, bodies[i], bodies[0])
 				}
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -122,6 +123,9 @@ func describe(kind, ns, name string) string {
 	return kind + " " + ns + "/" + name
 }
 
+// snapshotWorkers bounds the concurrent reads of Snapshot.
+const snapshotWorkers = 8
+
 // Snapshot reads, once, every object the Verify checks and doctor rules
 // need for inventory inv on release rel (the zero Release is 3.5 with the
 // inventory's names). Objects that are missing or whose kind is not
@@ -135,10 +139,29 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		KuadrantPolicies: map[string]*unstructured.Unstructured{}, Backends: map[string]*Backend{},
 		Missing: map[string]string{}, NotServed: map[string]bool{},
 	}
+	// The reads are independent but for the generated Kuadrant policies,
+	// which the MaaS policies name: snapshotWorkers at a time, in two
+	// rounds. mu guards the maps and recordMissing.
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		workers = make(chan struct{}, snapshotWorkers)
+	)
+	async := func(f func()) {
+		wg.Add(1)
+		workers <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-workers }()
+			f()
+		}()
+	}
 	get := func(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
 		o, err := r.Get(ctx, gvk, ns, name)
 		if err != nil {
+			mu.Lock()
 			s.recordMissing(gvk, ns, name, err)
+			mu.Unlock()
 			return nil
 		}
 		return o
@@ -146,78 +169,100 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	list := func(gvk schema.GroupVersionKind, ns, sel string) []*unstructured.Unstructured {
 		l, err := r.List(ctx, gvk, ns, sel)
 		if err != nil {
+			mu.Lock()
 			s.recordMissing(gvk, ns, "*", err)
+			mu.Unlock()
 			return nil
 		}
 		return l
 	}
-	if id, err := r.WhoAmI(ctx); err != nil {
-		s.CallerErr = err.Error()
-	} else {
-		s.Caller = id
+	put := func(m map[string]*unstructured.Unstructured, k string, o *unstructured.Unstructured) {
+		mu.Lock()
+		m[k] = o
+		mu.Unlock()
 	}
-	s.DSC = get(DSCGVK, "", rel.DSCName)
-	s.DSCI = get(DSCIGVK, "", inv.RHOAI.DSCIName)
-	s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name)
-	s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "")
-	s.KuadrantPods = list(PodGVK, inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector)
-	s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName)
-	s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name)
+	async(func() {
+		if id, err := r.WhoAmI(ctx); err != nil {
+			s.CallerErr = err.Error()
+		} else {
+			s.Caller = id
+		}
+	})
+	async(func() { s.DSC = get(DSCGVK, "", rel.DSCName) })
+	async(func() { s.DSCI = get(DSCIGVK, "", inv.RHOAI.DSCIName) })
+	async(func() { s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name) })
+	async(func() { s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "") })
+	async(func() { s.KuadrantPods = list(PodGVK, inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector) })
+	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
+	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
 	// Istio names the Gateway's Service <gateway>-<class>
 	// (istio pilot/pkg/config/kube/gateway deployment controller).
 	s.gatewayServiceName = inv.Gateway.Name + "-" + inv.Gateway.ClassName
-	s.GatewayService = get(ServiceGVK, inv.Gateway.Namespace, s.gatewayServiceName)
+	async(func() { s.GatewayService = get(ServiceGVK, inv.Gateway.Namespace, s.gatewayServiceName) })
 	if inv.Gateway.CertIssuer != "" {
-		s.Certificate = get(CertificateGVK, inv.Gateway.Namespace, inv.Gateway.CertificateName)
+		async(func() { s.Certificate = get(CertificateGVK, inv.Gateway.Namespace, inv.Gateway.CertificateName) })
 	}
 	if inv.Gateway.CreateRoute {
-		s.Route = get(RouteGVK, inv.Gateway.Namespace, inv.Gateway.RouteName)
+		async(func() { s.Route = get(RouteGVK, inv.Gateway.Namespace, inv.Gateway.RouteName) })
 	}
-	s.MaaSAPI = get(DeploymentGVK, rel.MaaSAPINamespace, "maas-api")
-	s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace, inv.DBConfig.Name), rel.DBConfigNamespace, inv.DBConfig.Name)
-	s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config")
+	async(func() { s.MaaSAPI = get(DeploymentGVK, rel.MaaSAPINamespace, "maas-api") })
+	async(func() {
+		s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace, inv.DBConfig.Name), rel.DBConfigNamespace, inv.DBConfig.Name)
+	})
+	async(func() { s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config") })
+	providers := map[string]bool{}
 	for _, m := range inv.ExternalModels {
 		pk := Key(m.Namespace, m.ProviderName)
-		if _, done := s.ProviderSecrets[pk]; !done {
+		if !providers[pk] {
+			providers[pk] = true
 			if !rel.LegacyExternalModel {
 				// 3.3/3.4 have no ExternalProvider: the model names its
 				// Secret and endpoint itself.
-				s.Providers[pk] = get(ExternalProviderGVK, m.Namespace, m.ProviderName)
+				async(func() { put(s.Providers, pk, get(ExternalProviderGVK, m.Namespace, m.ProviderName)) })
 			}
-			s.ProviderSecrets[pk] = secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret)
+			async(func() {
+				si := secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret)
+				mu.Lock()
+				s.ProviderSecrets[pk] = si
+				mu.Unlock()
+			})
 			if b := backendFor(m.Endpoint); b != nil {
-				b.Service = get(ServiceGVK, b.Namespace, b.Name)
-				for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
-					countEndpoints(es, b)
-				}
-				s.Backends[pk] = b
+				async(func() {
+					b.Service = get(ServiceGVK, b.Namespace, b.Name)
+					for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
+						countEndpoints(es, b)
+					}
+					mu.Lock()
+					s.Backends[pk] = b
+					mu.Unlock()
+				})
 			}
 		}
 		mk := Key(m.Namespace, m.Name)
-		s.Models[mk] = get(rel.ExternalModelGVK(), m.Namespace, m.Name)
-		s.ModelRefs[mk] = get(MaaSModelRefGVK, m.Namespace, m.Name)
+		async(func() { put(s.Models, mk, get(rel.ExternalModelGVK(), m.Namespace, m.Name)) })
+		async(func() { put(s.ModelRefs, mk, get(MaaSModelRefGVK, m.Namespace, m.Name)) })
 	}
-	s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "")
-	s.Subscriptions = list(MaaSSubscriptionGVK, inv.RHOAI.MaaSNamespace, "")
-	for _, p := range s.AuthPolicies {
-		for _, ref := range generatedPolicies(p, "authPolicies") {
-			k := describe("AuthPolicy", ref[0], ref[1])
-			if _, done := s.KuadrantPolicies[k]; !done {
-				s.KuadrantPolicies[k] = get(AuthPolicyGVK, ref[0], ref[1])
-			}
-		}
-	}
-	for _, p := range s.Subscriptions {
-		for _, ref := range generatedPolicies(p, "tokenRateLimitStatuses") {
-			k := describe("TokenRateLimitPolicy", ref[0], ref[1])
-			if _, done := s.KuadrantPolicies[k]; !done {
-				s.KuadrantPolicies[k] = get(TokenRateLimitPolicyGVK, ref[0], ref[1])
-			}
-		}
-	}
+	async(func() { s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "") })
+	async(func() { s.Subscriptions = list(MaaSSubscriptionGVK, inv.RHOAI.MaaSNamespace, "") })
 	if op := inv.Operator("rhcl"); op != nil {
-		s.CSVs = list(CSVGVK, op.Namespace, "")
+		async(func() { s.CSVs = list(CSVGVK, op.Namespace, "") })
 	}
+	wg.Wait()
+	generated := map[string]bool{}
+	policies := func(owners []*unstructured.Unstructured, field, kind string, gvk schema.GroupVersionKind) {
+		for _, p := range owners {
+			for _, ref := range generatedPolicies(p, field) {
+				k := describe(kind, ref[0], ref[1])
+				if !generated[k] {
+					generated[k] = true
+					async(func() { put(s.KuadrantPolicies, k, get(gvk, ref[0], ref[1])) })
+				}
+			}
+		}
+	}
+	policies(s.AuthPolicies, "authPolicies", "AuthPolicy", AuthPolicyGVK)
+	policies(s.Subscriptions, "tokenRateLimitStatuses", "TokenRateLimitPolicy", TokenRateLimitPolicyGVK)
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
