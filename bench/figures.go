@@ -34,8 +34,9 @@ import (
 //   - access/*: the MaaS controller creates the AuthPolicy or
 //     TokenRateLimitPolicy at its trigger, and Kuadrant's enforcement
 //     delay runs alongside the MaaS delay.
-//   - models/model: the ExternalModel and MaaSModelRef delays start when
-//     maasctl creates both.
+//   - models/model: the MaaSModelRef is created once its ExternalModel is
+//     Ready (a failed model gets no ref, case B16), so the two MaaS delays
+//     follow one another.
 //
 // Steps absent here have no simulated delay (maasctl does the work
 // itself, e.g. Vault or labels). The configured path counts configured
@@ -59,7 +60,7 @@ var stepChains = map[string][][]string{
 	"rhoai/dsci":             {{sim.DSCI}},
 	"rhoai/dsc":              {{sim.DSC}},
 	"models/provider":        {{sim.MaaS}},
-	"models/model":           {{sim.MaaS}},
+	"models/model":           {{sim.MaaS}, {sim.MaaS}},
 	"access/auth-policy":     {{sim.MaaS, sim.Kuadrant}},
 	"access/subscription":    {{sim.MaaS, sim.Kuadrant}},
 }

@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -137,13 +135,12 @@ func applyMaaSObjects(id string) func(ctx context.Context, e *Env) error {
 	}
 }
 
-// applyModels creates the ExternalModels, in the API group of the
+// applyModels creates the ExternalModels first, in the API group of the
 // installed release (inference.opendatahub.io on 3.5, maas.opendatahub.io
-// on 3.3/3.4, case B16), then the MaaSModelRefs, and waits, side by side,
-// for each model to be Ready with the HTTPRoute the MaaS controller
-// generates accepted by the Gateway, and for each MaaSModelRef to be
-// accepted. A route the Gateway refuses for its namespace is reported with
-// the namespace and reason (case B15).
+// on 3.3/3.4, case B16), waits for them to be Ready and for the HTTPRoute
+// the MaaS controller generates to be accepted by the Gateway, and only
+// then creates the MaaSModelRefs. A route the Gateway refuses for its
+// namespace is reported with the namespace and reason (case B15).
 func applyModels(ctx context.Context, e *Env) error {
 	const id = "models/model"
 	var models, refs []*unstructured.Unstructured
@@ -154,34 +151,26 @@ func applyModels(ctx context.Context, e *Env) error {
 			models = append(models, o)
 		}
 	}
-	// Each MaaSModelRef is applied right after the model it references
-	// exists, not after it is Ready: the MaaS controller keeps a ref whose
-	// backend is not ready yet Pending ("awaiting governance pairing or
-	// backend readiness", shared/crds/maas MaaSModelRef status.phase) and
-	// re-reconciles it when the model changes. Only a missing model fails
-	// it, so the models go first. The waits then run side by side.
 	if err := applyObjects(ctx, e, id, models); err != nil {
 		return err
+	}
+	for _, t := range maasTargets(e, id, models) {
+		live, err := waiters.For(ctx, e.Clients, t)
+		if err != nil {
+			return err
+		}
+		route, _, _ := unstructured.NestedString(live.Object, "status", "httpRouteName")
+		if route == "" {
+			continue // the 3.3/3.4 ExternalModel does not report its route
+		}
+		if err := waitRouteAccepted(ctx, e, id, live.GetNamespace(), route); err != nil {
+			return err
+		}
 	}
 	if err := applyObjects(ctx, e, id, refs); err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, t := range maasTargets(e, id, models) {
-		g.Go(func() error {
-			live, err := waiters.For(gctx, e.Clients, t)
-			if err != nil {
-				return err
-			}
-			route, _, _ := unstructured.NestedString(live.Object, "status", "httpRouteName")
-			if route == "" {
-				return nil // the 3.3/3.4 ExternalModel does not report its route
-			}
-			return waitRouteAccepted(gctx, e, id, live.GetNamespace(), route)
-		})
-	}
-	g.Go(func() error { return waiters.All(gctx, e.Clients, maasTargets(e, id, refs)...) })
-	return g.Wait()
+	return waiters.All(ctx, e.Clients, maasTargets(e, id, refs)...)
 }
 
 // waitRouteAccepted waits until HTTPRoute ns/name is Accepted by the MaaS
