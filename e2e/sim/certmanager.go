@@ -17,6 +17,8 @@ import (
 
 	"crypto/rand"
 
+	"go.uber.org/zap"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,10 +108,18 @@ func (c *certManager) reconcile(ctx context.Context, k key) error {
 	if err := m.updateStatus(ctx, gvrCertificate, cert, status); err != nil {
 		return err
 	}
-	if m.delayed(c.r, cert, "issue") {
-		return nil
+	// The delay stands for the ACME order (challenge, DNS propagation,
+	// finalize). cert-manager's requestmanager creates the
+	// CertificateRequest at once when issuance starts, and the request
+	// stays Ready=False, reason Pending, while the order runs; so the key
+	// and the request are made now, and only the signed certificate (the
+	// Secret, the request's Issued) waits for the delay.
+	left := m.delayLeft(c.r, cert, "issue")
+	if left > 0 {
+		m.log.Debug("holding issuance", zap.Stringer("key", k), zap.Duration("left", left))
+		c.r.queue.AddAfter(k, left)
 	}
-	return c.issue(ctx, cert, revision+1, dnsNames)
+	return c.issue(ctx, cert, revision+1, dnsNames, left > 0)
 }
 
 // validCertSecret checks that s is a TLS Secret whose key pair matches and
@@ -146,8 +156,10 @@ func validCertSecret(s *unstructured.Unstructured, dnsNames []string) (*x509.Cer
 }
 
 // issue runs one issuance: a CertificateRequest for revision, approved by
-// cert-manager, signed once the issuer is Ready, then the Secret.
-func (c *certManager) issue(ctx context.Context, cert *unstructured.Unstructured, revision int64, dnsNames []string) error {
+// cert-manager, signed once the issuer is Ready, then the Secret. While
+// ordering is true the request is only made and reported Pending on its
+// order (the delay has not passed).
+func (c *certManager) issue(ctx context.Context, cert *unstructured.Unstructured, revision int64, dnsNames []string, ordering bool) error {
 	m := c.m
 	ns := cert.GetNamespace()
 	issuerKind := str(cert, "spec", "issuerRef", "kind")
@@ -214,6 +226,8 @@ func (c *certManager) issue(ctx context.Context, cert *unstructured.Unstructured
 		return pending("Referenced issuer does not have a Ready status condition")
 	case m.opts.Faults.CertificatePending:
 		return pending(fmt.Sprintf("Waiting on certificate issuance from order %s/%s-1: \"pending\": Waiting for DNS-01 challenge propagation: DNS record for %q not yet propagated", ns, crName, firstOr(dnsNames, "")))
+	case ordering:
+		return pending(fmt.Sprintf("Waiting on certificate issuance from order %s/%s-1: \"pending\"", ns, crName))
 	}
 	if str(cr, "status", "certificate") != "" {
 		return nil // issued; the Secret write below is retried from the Secret watch

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,10 +109,18 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	if gc == nil || str(gc, "spec", "controllerName") != openshiftGatewayController {
 		return nil
 	}
-	// The whole reconcile waits (delayed, not hold): the delay stands for
-	// installing Istio, whose Deployment must appear only after it (case
-	// B01: a Kuadrant operator pod that started before Istio existed).
-	if m.delayed(g.class, gc, "accept") {
+	// The delay stands for installing Istio (the ingress operator installs
+	// OSSM and its Istio when an openshift.io/gateway-controller class
+	// appears) up to the class's Accepted, which the controller writes
+	// once istiod runs. istiod therefore appears late in the delay, not at
+	// its start (case B01: a Kuadrant operator pod that started before
+	// Istio existed), but early enough for its rollout through
+	// kube-controller-manager, kube-scheduler and kwok to fit inside it:
+	// istiodLead before the end. Accepted itself waits for the whole delay
+	// and for istiod to be Available.
+	left := m.delayLeft(g.class, gc, "accept")
+	if lead := istiodLead(m.opts.Delay[g.class.delayKey]); left > lead {
+		g.class.queue.AddAfter(k, left-lead)
 		return nil
 	}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
@@ -126,11 +136,23 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	if !deploymentAvailable(istiod) {
 		return nil
 	}
+	if left > 0 {
+		g.class.log.Debug("holding status", zap.Stringer("key", k), zap.Duration("left", left))
+		g.class.queue.AddAfter(k, left)
+		return nil
+	}
 	status := map[string]any{
 		"conditions": conditions(statusConditions(gc),
 			cond("Accepted", true, "Accepted", "Handled by Istio controller").gen(gc.GetGeneration())),
 	}
 	return m.updateStatus(ctx, gvrGatewayClass, gc, status)
+}
+
+// istiodLead is how long before the end of the gateway delay d istiod is
+// created: half the delay, at most one second (the time a Deployment takes
+// to become Available on a loaded local control plane).
+func istiodLead(d time.Duration) time.Duration {
+	return min(d/2, time.Second)
 }
 
 func (g *gatewayCtl) createIstiod(ctx context.Context) error {

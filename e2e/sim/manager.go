@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,15 @@ type manager struct {
 	// created: their operator runs only while a CSV owns them
 	// (operatorRunning).
 	olmCRDs sync.Map // string -> bool
+	// inFlight holds the ids of background creations running now (see
+	// background).
+	inFlight sync.Map // string -> bool
+	// crdsCreated holds the names of CRDs ensureCRDsAsync created; a
+	// name is dropped when the CRD watch reports the CRD deleted.
+	crdsCreated sync.Map // string -> bool
+	// written holds, per resource and key, the object the last status
+	// write of this process returned (see fresh).
+	written sync.Map // string -> *unstructured.Unstructured
 }
 
 func newManager(cfg *rest.Config, o Options) (*manager, error) {
@@ -173,20 +183,44 @@ func (m *manager) start(ctx context.Context) error {
 	// The CRD informer drives discovery: a reconciler starts once every
 	// kind it needs has an Established CRD.
 	crdInf := m.factory.ForResource(gvrCRD).Informer()
-	if _, err := crdInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := crdInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.crdChanged(obj) },
 		UpdateFunc: func(_, obj any) { m.crdChanged(obj) },
 		DeleteFunc: func(obj any) { m.crdDeleted(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("watch crds: %w", err)
 	}
 	m.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), crdInf.HasSynced) {
+	// The handler's own sync: every CRD of the initial list has passed
+	// through crdChanged (and started its watch cache probe).
+	if !cache.WaitForCacheSync(ctx.Done(), crdInf.HasSynced, reg.HasSynced) {
 		return fmt.Errorf("sync crd cache: %w", context.Cause(ctx))
 	}
 	m.mu.Lock()
 	m.startReady()
 	m.mu.Unlock()
+	// Parse the CRD files now, while the probes below run, rather than
+	// inside the delay of the reconcile that first registers them.
+	m.crds.preload(ctx, m.crdPatterns())
+	// Return only once kube-apiserver's watch caches of the kinds served
+	// now are ready (each probe gives up after watchCacheWait). On a real
+	// cluster they have been warm for long (OLM, cert-manager and the
+	// gateway controllers watch these kinds); a client started right after
+	// Start would otherwise meet a LIST answered 429 with Retry-After 1 s
+	// (see watchable), time that belongs to no simulated operator.
+	var pending []chan struct{}
+	m.probes.Range(func(_, v any) bool {
+		pending = append(pending, v.(chan struct{}))
+		return true
+	})
+	for _, ch := range pending {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for watch caches: %w", context.Cause(ctx))
+		}
+	}
 	return nil
 }
 
@@ -208,6 +242,7 @@ func (m *manager) crdChanged(obj any) {
 		if !m.served[g] {
 			m.served[g] = true
 			changed = true
+			m.log.Debug("crd established", zap.String("gvr", g.String()))
 			if m.ctx != nil {
 				m.watchable(g) // warm the API server's watch cache now
 			}
@@ -226,6 +261,7 @@ func (m *manager) crdDeleted(obj any) {
 	if !ok {
 		return
 	}
+	m.crdsCreated.Delete(u.GetName())
 	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 	plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
 	m.mu.Lock()
@@ -557,26 +593,59 @@ func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured
 // differs from the cached status. The API server validates it against the
 // CRD schema.
 func (m *manager) updateStatus(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, status map[string]any) error {
+	_, err := m.writeStatus(ctx, g, obj, status)
+	return err
+}
+
+// writeStatus is updateStatus that also returns the object the API server
+// holds after the write; nil when nothing was written (the status was
+// unchanged, or held back, see hold).
+func (m *manager) writeStatus(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, status map[string]any) (*unstructured.Unstructured, error) {
 	norm, err := normalize(status)
 	if err != nil {
-		return fmt.Errorf("status of %s %s: %w", g.Resource, keyOf(obj), err)
+		return nil, fmt.Errorf("status of %s %s: %w", g.Resource, keyOf(obj), err)
 	}
 	old, _, _ := unstructured.NestedMap(obj.Object, "status")
 	if subsetEqual(norm, old) {
-		return nil
+		return nil, nil
 	}
 	if held(ctx) {
 		m.log.Debug("status held", zap.String("resource", g.Resource), zap.Stringer("key", keyOf(obj)))
-		return nil
+		return nil, nil
 	}
 	u := obj.DeepCopy()
 	u.Object["status"] = norm
-	_, err = m.dyn.Resource(g).Namespace(obj.GetNamespace()).UpdateStatus(ctx, u, metaUpdate)
+	out, err := m.dyn.Resource(g).Namespace(obj.GetNamespace()).UpdateStatus(ctx, u, metaUpdate)
 	if err != nil {
-		return fmt.Errorf("update status of %s %s: %w", g.Resource, keyOf(obj), err)
+		return nil, fmt.Errorf("update status of %s %s: %w", g.Resource, keyOf(obj), err)
 	}
 	m.log.Debug("status written", zap.String("resource", g.Resource), zap.Stringer("key", keyOf(obj)))
-	return nil
+	m.written.Store(g.Resource+"|"+keyOf(out).String(), out)
+	return out, nil
+}
+
+// fresh returns obj, or the object this process's last status write of it
+// returned when that one is newer (the informer has not delivered it yet),
+// the way client-go's IntegerResourceVersionMutationCache does: a
+// reconcile triggered by another kind's event then does not act on, and
+// fail to write over, a status it has already replaced.
+func (m *manager) fresh(g schema.GroupVersionResource, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if obj == nil {
+		return nil
+	}
+	id := g.Resource + "|" + keyOf(obj).String()
+	v, ok := m.written.Load(id)
+	if !ok {
+		return obj
+	}
+	w := v.(*unstructured.Unstructured)
+	have, err1 := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	wrote, err2 := strconv.ParseUint(w.GetResourceVersion(), 10, 64)
+	if err1 != nil || err2 != nil || w.GetUID() != obj.GetUID() || wrote <= have {
+		m.written.CompareAndDelete(id, w)
+		return obj
+	}
+	return w
 }
 
 // create creates obj unless it already exists (AlreadyExists is not an
@@ -761,4 +830,45 @@ func (m *manager) observe(r *reconciler, g schema.GroupVersionResource, mapFn fu
 		}
 	}()
 	return false
+}
+
+// background runs fn in its own goroutine (with the simulators' context)
+// unless a call with the same id is still running, and calls done
+// (typically a requeue of the caller's key) when fn returns. Used for
+// creations that take the API server long (a 2.7 MB CRD, or a custom
+// resource inside kube-apiserver's create window, see waitCreateWindow)
+// so that one reconcile does not hold back the operator's other work: a
+// real operator applies its manifests without waiting for each in turn.
+// fn's errors are logged; the requeue retries.
+func (m *manager) background(id string, fn func(ctx context.Context) error, done func()) {
+	if _, running := m.inFlight.LoadOrStore(id, true); running {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer done()
+		defer m.inFlight.Delete(id)
+		if err := fn(m.ctx); err != nil && m.ctx.Err() == nil {
+			m.log.Warn("background create failed, retrying on requeue", zap.String("id", id), zap.Error(err))
+		}
+	}()
+}
+
+// crdPatterns lists the CRD globs the simulated operators register, in the
+// order an install needs them: the OLM bundles' first, then those the
+// DataScienceCluster's components and MaaS register.
+func (m *manager) crdPatterns() []string {
+	var out []string
+	for _, pkgs := range catalogs(m.opts.RHOAIVersion) {
+		for _, chans := range pkgs {
+			for _, b := range chans {
+				out = append(out, b.CRDs...)
+			}
+		}
+	}
+	for _, c := range dscComponents(m.opts.RHOAIVersion) {
+		out = append(out, c.crds...)
+	}
+	return append(out, maasCRDGlobs35)
 }

@@ -274,9 +274,18 @@ func (o *olm) reconcileSubscription(ctx context.Context, k key) error {
 	// The OLM delay covers resolution, bundle unpacking and the install up
 	// to CSV Succeeded. The plan, CRDs, CSV and Deployment are made at once
 	// (their real time on the local control plane counts inside the
-	// delay); this Subscription's status and the CSV's final phase
-	// (installHold) are held until the delay has passed.
-	ctx = m.hold(ctx, o.sub, sub, "resolve")
+	// delay). Upstream the catalog operator writes currentCSV, the
+	// installPlanRef and state UpgradePending as soon as it has resolved
+	// and created the plan (syncResolvingNamespace, then
+	// updateSubscriptionStatuses), and AtLatestKnown with installedCSV
+	// once the plan is Complete and the CSV exists
+	// (ensureSubscriptionCSVState), minutes later. So the first kind is
+	// written at once; the states that end a client's wait (AtLatestKnown,
+	// and the failure states UpgradeFailed, RequiresApproval,
+	// InstallPlanMissing) are held until the delay has passed (held), as
+	// is the CSV's final phase (installHold).
+	left := m.delayLeft(o.sub, sub, "resolve")
+	held := m.hold(ctx, o.sub, sub, "resolve")
 
 	ipName := str(sub, "status", "installPlanRef", "name")
 	var ip *unstructured.Unstructured
@@ -313,23 +322,30 @@ func (o *olm) reconcileSubscription(ctx context.Context, k key) error {
 			status["conditions"] = conditions(oldConds, catalogOK,
 				cond("InstallPlanMissing", true, "ReferencedInstallPlanNotFound",
 					fmt.Sprintf("Referenced InstallPlan %s/%s is missing", k.Namespace, ipName)))
-			return m.updateStatusStamped(ctx, gvrSubscription, sub, status, []string{"lastUpdated"})
+			return m.updateStatusStamped(held, gvrSubscription, sub, status, []string{"lastUpdated"})
 		}
 	}
 
 	conds := []condition{catalogOK}
 	switch phase := str(ip, "status", "phase"); phase {
 	case "Complete":
-		if m.get(gvrCSV, k.Namespace, str(sub, "status", "currentCSV")) != nil || m.get(gvrCSV, k.Namespace, b.CSV) != nil {
+		switch {
+		case left > 0:
+			// Within the delay the plan stands for one still installing.
+			status["state"] = "UpgradePending"
+			conds = append(conds, cond("InstallPlanPending", true, "Installing", ""))
+		case m.get(gvrCSV, k.Namespace, str(sub, "status", "currentCSV")) != nil || m.get(gvrCSV, k.Namespace, b.CSV) != nil:
 			status["state"] = "AtLatestKnown"
 			status["installedCSV"] = status["currentCSV"]
-		} else {
+		default:
 			status["state"] = "UpgradePending"
 		}
 	case "Failed":
+		ctx = held
 		status["state"] = "UpgradeFailed"
 		conds = append(conds, cond("InstallPlanFailed", true, "InstallCheckFailed", str(ip, "status", "message")))
 	case "RequiresApproval":
+		ctx = held
 		status["state"] = "UpgradePending"
 		conds = append(conds, cond("InstallPlanPending", true, "RequiresApproval", ""))
 	default:
@@ -434,11 +450,26 @@ func (o *olm) createExtraInstallPlans(ctx context.Context, sub *unstructured.Uns
 }
 
 func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
-	m := o.m
-	ip := m.get(gvrInstallPlan, k.Namespace, k.Name)
-	if ip == nil {
-		return nil
+	// As in reconcileCSV, the step after the plan's move to Installing
+	// runs at once on the written object, not after a watch round trip.
+	ip := o.m.fresh(gvrInstallPlan, o.m.get(gvrInstallPlan, k.Namespace, k.Name))
+	for range 2 {
+		if ip == nil {
+			return nil
+		}
+		next, err := o.syncInstallPlan(ctx, k, ip)
+		if err != nil {
+			return err
+		}
+		ip = next
 	}
+	return nil
+}
+
+// syncInstallPlan makes one transition of ip: it returns the plan after
+// the move to Installing, nil after any other outcome.
+func (o *olm) syncInstallPlan(ctx context.Context, k key, ip *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	m := o.m
 	csvNames, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
 	approval := str(ip, "spec", "approval")
 	approved, _, _ := unstructured.NestedBool(ip.Object, "spec", "approved")
@@ -455,17 +486,17 @@ func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
 	}
 	switch phase := mstr(old, "phase"); phase {
 	case "Complete", "Failed":
-		return nil
+		return nil, nil
 	case "", "Planning", "RequiresApproval":
 		// The catalog operator holds a Manual plan in RequiresApproval
 		// until spec.approved is true.
 		if approval == "Manual" && !approved {
 			status["phase"] = "RequiresApproval"
-			return m.updateStatus(ctx, gvrInstallPlan, ip, status)
+			return nil, m.updateStatus(ctx, gvrInstallPlan, ip, status)
 		}
 		status["phase"] = "Installing"
 		status["startTime"] = nowString()
-		return m.updateStatus(ctx, gvrInstallPlan, ip, status)
+		return m.writeStatus(ctx, gvrInstallPlan, ip, status)
 	}
 
 	// Installing: the attenuated service account query needs exactly one
@@ -478,7 +509,7 @@ func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
 		}
 		status["phase"] = "Installing"
 		status["conditions"] = conditions(old["conditions"], cond("Installed", false, "InstallCheckFailed", msg))
-		return m.updateStatus(ctx, gvrInstallPlan, ip, status)
+		return nil, m.updateStatus(ctx, gvrInstallPlan, ip, status)
 	}
 	og := o.operatorGroups(k.Namespace, true)[0]
 
@@ -489,16 +520,16 @@ func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
 			status["phase"] = "Failed"
 			status["message"] = fmt.Sprintf("bundle for %s not found in any catalog", name)
 			status["conditions"] = conditions(old["conditions"], cond("Installed", false, "InstallComponentFailed", mstr(status, "message")))
-			return m.updateStatus(ctx, gvrInstallPlan, ip, status)
+			return nil, m.updateStatus(ctx, gvrInstallPlan, ip, status)
 		}
 		files, err := o.bundleCRDs(b)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The InstallPlan creates the bundle's CRDs and the CSV; the OLM
 		// operator then installs the CSV's Deployments.
 		if _, err := m.ensureCRDs(ctx, files); err != nil {
-			return err
+			return nil, err
 		}
 		for _, f := range files {
 			m.olmCRDs.Store(f.Name, true)
@@ -509,7 +540,7 @@ func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
 		}
 		if m.get(gvrCSV, k.Namespace, name) == nil {
 			if _, err := m.create(ctx, gvrCSV, o.csvObject(b, k.Namespace, og, files)); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		steps = append(steps, planStep(name, catalog, str(ip, "spec", "sourceNamespace"),
@@ -518,7 +549,7 @@ func (o *olm) reconcileInstallPlan(ctx context.Context, k key) error {
 	status["phase"] = "Complete"
 	status["plan"] = steps
 	status["conditions"] = conditions(old["conditions"], cond("Installed", true, "", ""))
-	return m.updateStatus(ctx, gvrInstallPlan, ip, status)
+	return nil, m.updateStatus(ctx, gvrInstallPlan, ip, status)
 }
 
 func planStep(csv, source, sourceNS, group, version, kind, name string) map[string]any {
@@ -621,14 +652,33 @@ func installModeSupports(csv *unstructured.Unstructured, targets []string) error
 }
 
 func (o *olm) reconcileCSV(ctx context.Context, k key) error {
-	m := o.m
-	csv := m.get(gvrCSV, k.Namespace, k.Name)
-	if csv == nil {
-		return nil
+	// Each pass is one sync of upstream's transitionCSVState, which writes
+	// one phase and is requeued by its own update. Here the next pass runs
+	// at once on the object the write returned instead of waiting for the
+	// watch to deliver it: every phase is still written and observable,
+	// but a loaded local API server does not add a watch round trip (and
+	// a write conflict on the stale cache) to each of the five phases.
+	csv := o.m.fresh(gvrCSV, o.m.get(gvrCSV, k.Namespace, k.Name))
+	for range 8 {
+		if csv == nil {
+			return nil
+		}
+		next, err := o.syncCSV(ctx, k, csv)
+		if err != nil {
+			return err
+		}
+		csv = next
 	}
+	return nil
+}
+
+// syncCSV makes one transition of csv and returns the CSV after it, nil when
+// it wrote nothing.
+func (o *olm) syncCSV(ctx context.Context, k key, csv *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	m := o.m
 	old := mapOf(csv, "status")
 	phase, reason := mstr(old, "phase"), mstr(old, "reason")
-	set := func(p, r, msg string) error { return o.setCSVPhase(ctx, csv, p, r, msg) }
+	set := func(p, r, msg string) (*unstructured.Unstructured, error) { return o.setCSVPhase(ctx, csv, p, r, msg) }
 
 	// transitionCSVState: OperatorGroup association first.
 	ogs := o.operatorGroups(k.Namespace, false)
@@ -641,7 +691,7 @@ func (o *olm) reconcileCSV(ctx context.Context, k key) error {
 	}
 	targets, found, _ := unstructured.NestedStringSlice(ogs[0].Object, "status", "namespaces")
 	if !found {
-		return nil // wait for OLM's OperatorGroup sync; its status update requeues this CSV
+		return nil, nil // wait for OLM's OperatorGroup sync; its status update requeues this CSV
 	}
 	if err := installModeSupports(csv, targets); err != nil {
 		return set("Failed", "UnsupportedOperatorGroup", err.Error())
@@ -658,6 +708,7 @@ func (o *olm) reconcileCSV(ctx context.Context, k key) error {
 	case "Pending":
 		met, reqs := o.requirements(csv)
 		if !met {
+			o.csv.log.Debug("requirements not met", zap.Stringer("key", k), zap.Any("reqs", reqs))
 			return o.setCSVPhaseReqs(ctx, csv, "Pending", "RequirementsNotMet", "one or more requirements couldn't be found", reqs)
 		}
 		return o.setCSVPhaseReqs(ctx, csv, "InstallReady", "RequirementsMet", "all requirements found, attempting install", reqs)
@@ -675,7 +726,7 @@ func (o *olm) reconcileCSV(ctx context.Context, k key) error {
 		if left := o.installHold(csv); left > 0 {
 			o.csv.log.Debug("holding status", zap.Stringer("key", k), zap.Duration("left", left))
 			o.csv.queue.AddAfter(k, left)
-			return nil
+			return nil, nil
 		}
 		if failed {
 			return set("Failed", "InstallCheckFailed", fmt.Sprintf("install failed: deployment %s not ready before timeout: deployment %q exceeded its progress deadline", deploymentName(deployments), deploymentName(deployments)))
@@ -693,14 +744,14 @@ func (o *olm) reconcileCSV(ctx context.Context, k key) error {
 		}
 	case "Failed":
 		if failed {
-			return nil
+			return nil, nil
 		}
 		if _, ok := o.deploymentsAvailable(k.Namespace, deployments); ok {
 			return set("Succeeded", "InstallSucceeded", "install strategy completed with no errors")
 		}
 		return set("Pending", "NeedsReinstall", "installing: deployment changed, needs reinstall")
 	}
-	return nil
+	return nil, nil
 }
 
 // installHold returns how long csv's final phase must still wait: the
@@ -803,18 +854,19 @@ func (o *olm) deploymentsAvailable(ns string, deployments []any) (string, bool) 
 	return "", true
 }
 
-func (o *olm) setCSVPhase(ctx context.Context, csv *unstructured.Unstructured, phase, reason, msg string) error {
+func (o *olm) setCSVPhase(ctx context.Context, csv *unstructured.Unstructured, phase, reason, msg string) (*unstructured.Unstructured, error) {
 	return o.setCSVPhaseReqs(ctx, csv, phase, reason, msg, nil)
 }
 
 // setCSVPhaseReqs is ClusterServiceVersion.SetPhase: phase, reason and
 // message with timestamps, and an entry appended to the condition history
-// (OLM keeps the last 20).
-func (o *olm) setCSVPhaseReqs(ctx context.Context, csv *unstructured.Unstructured, phase, reason, msg string, reqs []any) error {
+// (OLM keeps the last 20). It returns the CSV after the write, nil when
+// nothing changed.
+func (o *olm) setCSVPhaseReqs(ctx context.Context, csv *unstructured.Unstructured, phase, reason, msg string, reqs []any) (*unstructured.Unstructured, error) {
 	old := mapOf(csv, "status")
 	if mstr(old, "phase") == phase && mstr(old, "reason") == reason && mstr(old, "message") == msg &&
 		(reqs == nil || equalJSON(old["requirementStatus"], reqs)) {
-		return nil
+		return nil, nil
 	}
 	now := nowString()
 	status := map[string]any{}
@@ -842,11 +894,12 @@ func (o *olm) setCSVPhaseReqs(ctx context.Context, csv *unstructured.Unstructure
 		hist = hist[len(hist)-20:]
 	}
 	status["conditions"] = hist
-	if err := o.m.updateStatus(ctx, gvrCSV, csv, status); err != nil {
-		return err
+	out, err := o.m.writeStatus(ctx, gvrCSV, csv, status)
+	if err != nil || out == nil {
+		return nil, err
 	}
 	o.m.log.Info("csv phase", zap.String("csv", csv.GetNamespace()+"/"+csv.GetName()), zap.String("phase", phase), zap.String("reason", reason))
-	return nil
+	return out, nil
 }
 
 func sameCSVCondition(c any, phase, reason, msg string) bool {
@@ -856,10 +909,16 @@ func sameCSVCondition(c any, phase, reason, msg string) bool {
 
 // operatorRunning reports whether the operator serving CRD crdName runs, so
 // that a simulated operator only acts while the real one would: when a CSV
-// owns the CRD, the CSV must be Succeeded and every Deployment of its
-// install strategy Available. (The real operator may start a moment before
-// OLM reports Succeeded; waiting for it is the stricter choice, and keeps
-// operators from acting before the OLM delay that installs them is over.)
+// owns the CRD, OLM must have installed the CSV's Deployments (phase
+// Installing or Succeeded) and every one of them must be Available. The
+// operator's pod then runs and its controllers act: OLM's olm-operator
+// reports Succeeded only after it has seen those Deployments Available
+// (InstallStrategyDeploymentInstaller.CheckInstalled), so on a real cluster
+// the operator starts (and its caches sync, and, for RHOAI, it creates the
+// default DSCInitialization) during the OLM install, before Succeeded; it
+// does not look at its CSV's phase. A CSV that went to Failed stops it
+// here (the stricter choice: the simulated failure stands for a pod that
+// never became healthy).
 // A CRD that no CSV owns counts as served by a running operator when it
 // was installed by the test fixture (as on a cluster where the operator
 // came another way), and as not running when an InstallPlan installed it:
@@ -875,7 +934,7 @@ func (m *manager) operatorRunning(crdName string) bool {
 			if mstr(o.(map[string]any), "name") != crdName {
 				continue
 			}
-			if str(csv, "status", "phase") != "Succeeded" {
+			if p := str(csv, "status", "phase"); p != "Succeeded" && p != "Installing" {
 				return false
 			}
 			for _, d := range sliceOf(csv, "spec", "install", "spec", "deployments") {

@@ -203,8 +203,11 @@ func (r *rhoaiCtl) reconcileDSCI(ctx context.Context, k key) error {
 		})
 	}
 	// The namespaces are made at once; the status waits for the DSCI
-	// delay (hold).
-	ctx = m.hold(ctx, r.dsci, dsci, "init")
+	// delay (hold), counted from the spec generation's first sight: the
+	// operator now creates default-dsci during the OLM install (see
+	// operatorRunning), and a client's later change of its spec is a new
+	// trigger whose Ready must not come sooner than the delay.
+	ctx = m.hold(ctx, r.dsci, dsci, fmt.Sprintf("init|generation=%d", gen))
 	apps := str(dsci, "spec", "applicationsNamespace")
 	if apps == "" {
 		apps = defaultAppsNamespace
@@ -327,8 +330,12 @@ func (r *rhoaiCtl) reconcileDSC(ctx context.Context, k key) error {
 			}
 		}
 		if res.ready && c.name == "dashboard" {
-			if err := r.ensureDashboardConfig(ctx, dsc, apps); err != nil {
+			made, err := r.ensureDashboardConfig(ctx, apps)
+			if err != nil {
 				return err
+			}
+			if !made {
+				res = compResult{managed: true, reason: "NotReady", message: "waiting for OdhDashboardConfig " + dashboardConfigName}
 			}
 		}
 		results[c.name] = res
@@ -461,21 +468,35 @@ func (r *rhoaiCtl) ensureCRDGlobs(ctx context.Context, globs []string) (bool, er
 		}
 		now = append(now, f)
 	}
-	all, err := r.m.ensureCRDs(ctx, now)
-	return all && ready, err
+	// The operator applies its component manifests without waiting for
+	// each CRD (a 2.7 MB CRD takes the local API server over a second):
+	// the creates run in the background and requeue every DSC when done;
+	// the CRD watch requeues them again once Established.
+	all := r.m.ensureCRDsAsync(now, r.requeueDSCs)
+	return all && ready, nil
+}
+
+// requeueDSCs adds every DataScienceCluster to the DSC queue.
+func (r *rhoaiCtl) requeueDSCs() {
+	for _, dsc := range r.m.list(gvrDSC, "") {
+		r.dsc.queue.Add(keyOf(dsc))
+	}
 }
 
 // ensureDashboardConfig creates OdhDashboardConfig odh-dashboard-config, as
-// the dashboard component does on first deploy.
-func (r *rhoaiCtl) ensureDashboardConfig(ctx context.Context, dsc *unstructured.Unstructured, ns string) error {
+// the dashboard component does on first deploy, and reports whether it
+// exists. The create runs in the background (see background): right after
+// the CRD is Established kube-apiserver holds creates up to 2 s
+// (waitCreateWindow), which must not hold back the rest of the DSC.
+func (r *rhoaiCtl) ensureDashboardConfig(ctx context.Context, ns string) (bool, error) {
 	m := r.m
-	if m.get(gvrNamespace, "", ns) == nil {
-		return nil
+	if m.get(gvrNamespace, "", ns) == nil || !m.isServed(gvrDashboardConfig) {
+		return false, nil
 	}
 	if _, err := m.dyn.Resource(gvrDashboardConfig).Namespace(ns).Get(ctx, dashboardConfigName, metav1.GetOptions{}); err == nil {
-		return nil
+		return true, nil
 	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get odhdashboardconfig: %w", err)
+		return false, fmt.Errorf("get odhdashboardconfig: %w", err)
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "opendatahub.io/v1alpha", "kind": "OdhDashboardConfig",
@@ -484,8 +505,11 @@ func (r *rhoaiCtl) ensureDashboardConfig(ctx context.Context, dsc *unstructured.
 			"dashboardConfig": map[string]any{"disableTracking": true},
 		},
 	}}
-	_, err := m.create(ctx, gvrDashboardConfig, obj)
-	return err
+	m.background("create|odhdashboardconfig|"+ns, func(ctx context.Context) error {
+		_, err := m.create(ctx, gvrDashboardConfig, obj)
+		return err
+	}, r.requeueDSCs)
+	return false, nil
 }
 
 // ensureAIGateway keeps AIGateway default-aigateway in step with the DSC and
@@ -511,15 +535,18 @@ func (r *rhoaiCtl) ensureAIGateway(ctx context.Context, dsc *unstructured.Unstru
 	live, err := c.Get(ctx, aiGatewayInstanceName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		// In the background, as in ensureDashboardConfig; its status is
+		// written on the requeue once it exists.
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "components.platform.opendatahub.io/v1alpha1", "kind": "AIGateway",
 			"metadata": map[string]any{"name": aiGatewayInstanceName, "ownerReferences": []any{ownerRef(dsc, true)}},
 			"spec":     spec,
 		}}
-		live, err = m.create(ctx, gvrAIGateway, obj)
-		if err != nil {
+		m.background("create|aigateway", func(ctx context.Context) error {
+			_, err := m.create(ctx, gvrAIGateway, obj)
 			return err
-		}
+		}, r.requeueDSCs)
+		return nil
 	case err != nil:
 		return fmt.Errorf("get aigateway: %w", err)
 	default:
@@ -564,10 +591,6 @@ func (r *rhoaiCtl) reconcileMaaS(ctx context.Context, dsc *unstructured.Unstruct
 			return res, err
 		}
 	}
-	if !ok {
-		res.message = "waiting for MaaS CRDs to be established"
-		return res, nil
-	}
 	var missing []string
 	dbURL := ""
 	if s := m.get(gvrSecret, apiNS, maasDBSecret); s == nil {
@@ -592,8 +615,15 @@ func (r *rhoaiCtl) reconcileMaaS(ctx context.Context, dsc *unstructured.Unstruct
 		res.message = why
 		return res, nil
 	}
+	// The component applies its CRDs and the maas-api Deployment together
+	// (the operator's manifests are applied as one set), so maas-api does
+	// not wait for the CRDs; readiness needs both.
 	if err := r.ensureMaaSAPI(ctx, dsc, apiNS); err != nil {
 		return res, err
+	}
+	if !ok {
+		res.message = "waiting for MaaS CRDs to be established"
+		return res, nil
 	}
 	if !deploymentAvailable(m.get(gvrDeployment, apiNS, maasAPIDeployment)) {
 		res.message = fmt.Sprintf("deployment %s/%s is not available", apiNS, maasAPIDeployment)
