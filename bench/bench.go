@@ -71,7 +71,8 @@ type Options struct {
 	// same cluster; no Ansible.
 	Smoke bool
 	// Figures limits a full run to these groups: install (with detection
-	// latency and the no-op re-run), serial, ansible, scale. Empty: all.
+	// latency and the no-op re-run), slow (delays SlowFactor× longer), serial,
+	// ansible, scale. Empty: all.
 	Figures []string
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
@@ -89,7 +90,13 @@ type Results struct {
 	Scale   float64       `json:"delayScale"`
 	Delays  map[string]ms `json:"simulatedDelaysMs"`
 
-	Install   *InstallFigures `json:"install,omitempty"`
+	Install *InstallFigures `json:"install,omitempty"`
+	// Slow is the first install with delays SlowFactor times longer (the
+	// "slow" group): the same ratio where the control plane's own work
+	// (CRDs becoming Established, Deployments rolling out) fits inside
+	// the delays.
+	Slow      *InstallFigures `json:"slowInstall,omitempty"`
+	SlowScale float64         `json:"slowDelayScale,omitempty"`
 	Serial    *InstallFigures `json:"serial,omitempty"`
 	Detection *Detection      `json:"detection,omitempty"`
 	NoOp      *NoOp           `json:"noOp,omitempty"`
@@ -278,6 +285,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 				fail("serial install", err)
 			}
 		}
+		if o.wants("slow") {
+			if err := slowInstall(ctx, o, reg, res); err != nil {
+				fail("slow install", err)
+			}
+		}
 		switch {
 		case !o.wants("ansible"):
 		case o.Ansible:
@@ -432,6 +444,32 @@ func managedObjects(ctx context.Context, c *cluster) int {
 		n += len(objs)
 	}
 	return n
+}
+
+// SlowFactor lengthens the delays of the "slow" figure: Scale/SlowFactor
+// (10 with the default scale 100, operators 12 s, the DSC 24 s).
+const SlowFactor = 10
+
+// slowInstall: the first install with delays SlowFactor times longer, on a
+// fresh cluster. At the default scale the local control plane's own work
+// inside some delays (registering the 2.7 MB LLMInferenceService CRD: about
+// 4 s; an OLM bundle's CRDs and Deployment: about 2 s) outlasts them, a
+// floor that does not shrink with the delays; here it fits inside them.
+func slowInstall(ctx context.Context, o Options, reg *steps.Registry, res *Results) error {
+	scale := o.Scale / SlowFactor
+	o.Logf("install with delays scaled 1/%g (%d× longer) on a fresh control plane", scale, SlowFactor)
+	delays := Delays(scale)
+	c, err := startCluster(ctx, newDir(o, "slow"), clusterOptions{delays: delays})
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	r, err := c.maasctl(ctx, o.Maasctl, nil)
+	if err != nil {
+		return err
+	}
+	res.Slow, res.SlowScale = installFigures(reg, delays, r), scale
+	return nil
 }
 
 // serialInstall: the same first install with MAASCTL_SERIAL=1.

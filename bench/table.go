@@ -35,6 +35,10 @@ func (r *Results) WriteTable(w io.Writer) error {
 		row("install requests (reads/writes, of which state)", fmt.Sprintf("%d/%d (%d)", f.Requests.Reads, f.Requests.Writes, f.Requests.StateWrites), "", nil)
 		row("peak RSS of maasctl during install", fmt.Sprintf("%.1f MiB", float64(f.PeakRSSBytes)/(1<<20)), "", nil)
 	}
+	if f := r.Slow; f != nil {
+		row(fmt.Sprintf("install wall time, delays scaled 1/%g", r.SlowScale), sec(f.Wall), "", nil)
+		row(fmt.Sprintf("install ÷ critical path, delays scaled 1/%g", r.SlowScale), fmt.Sprintf("%.3f (critical path %s)", f.Ratio, sec(f.CriticalPath)), "≤ 1.02", yes(f.Ratio <= 1.02))
+	}
 	if f := r.Serial; f != nil {
 		row("install wall time, steps forced serial", sec(f.Wall), "", nil)
 		row("serial install ÷ critical path", fmt.Sprintf("%.3f", f.Ratio), "", nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/blang/semver/v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,12 +107,48 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 // CSV; otherwise the step stops naming the plan and the command that
 // approves it (case B02 b).
 func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	handled := map[string]bool{} // InstallPlans already approved or inspected
+	// As soon as the Subscription names the CSV it resolved
+	// (status.currentCSV, written with the InstallPlan, long before the CSV
+	// succeeds), that CSV and its CRDs are waited for beside the
+	// Subscription: after OLM's last status write the step then ends on
+	// one watch event instead of three waits set up one after another.
+	var (
+		mu   sync.Mutex
+		spec *csvWait
+	)
+	speculate := func(obj *unstructured.Unstructured) {
+		name, _, _ := unstructured.NestedString(obj.Object, "status", "currentCSV")
+		mu.Lock()
+		defer mu.Unlock()
+		if name == "" || spec != nil {
+			return
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		w := startCSVWait(wctx, e, stepID, op, name)
+		w.cancel = wcancel
+		spec = w
+		go func() {
+			// A CSV that fails (phase Failed, below minVersion) ends the
+			// step at once, even while the Subscription still waits;
+			// unless the wait was dropped for another CSV.
+			<-w.done
+			if w.err != nil && wctx.Err() == nil {
+				cancel(w.err)
+			}
+		}()
+	}
 	var sub *unstructured.Unstructured
 	for {
+		progress := subscriptionProgress(handled)
 		subT := waiters.Target{
 			GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
-			Cond: subscriptionProgress(handled),
+			Cond: func(obj *unstructured.Unstructured) waiters.Result {
+				speculate(obj)
+				return progress(obj)
+			},
 			OnChange: func(r waiters.Result) {
 				if !r.Done {
 					e.progress(stepID, "waiting for Subscription %s/%s: %s", op.Namespace, op.Package, r.Status)
@@ -120,6 +157,9 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 		}
 		s, err := waiters.For(ctx, e.Clients, subT)
 		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
+				return cause // the CSV's failure ended the wait
+			}
 			return err
 		}
 		if subscriptionInstalled(s).Done {
@@ -131,35 +171,81 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 		}
 	}
 	csvName, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
-	csvT := waiters.Target{
-		GVK: csvGVK, Namespace: op.Namespace, Name: csvName, Cond: csvSucceeded,
-		OnChange: func(r waiters.Result) {
-			if !r.Done {
-				e.progress(stepID, "waiting for CSV %s: %s", csvName, r.Status)
-			}
-		},
+	mu.Lock()
+	w := spec
+	mu.Unlock()
+	if w == nil || w.name != csvName {
+		// Nothing resolved early, or OLM installed another CSV than the
+		// one it first named (an upgrade in flight): wait for this one.
+		if w != nil {
+			w.cancel()
+		}
+		w = startCSVWait(ctx, e, stepID, op, csvName)
 	}
-	csv, err := waiters.For(ctx, e.Clients, csvT)
-	if err != nil {
-		return err
-	}
-	if err := checkMinVersion(csv, op); err != nil {
-		return err
-	}
-	var crds []waiters.Target
-	for _, name := range ownedCRDs(csv) {
-		t := waiters.CRDEstablished(name)
-		crds = append(crds, t)
-	}
-	if len(crds) > 0 {
-		e.progress(stepID, "waiting for %d CRDs of %s to be Established", len(crds), csvName)
-	}
-	if err := waiters.All(ctx, e.Clients, crds...); err != nil {
-		return err
+	<-w.done
+	if w.err != nil {
+		return w.err
 	}
 	e.Clients.ResetMapper()
 	e.progress(stepID, "%s installed", csvName)
 	return nil
+}
+
+// csvWait is a wait, started by startCSVWait, for a CSV to succeed (at
+// least op's minVersion) and for the CRDs it owns to be Established.
+type csvWait struct {
+	name   string
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc // of a speculative wait
+}
+
+// startCSVWait waits in the background for CSV name to succeed and for its
+// owned CRDs to be Established; the CRD waits start as soon as the CSV is
+// seen (its spec lists them), beside the wait for its phase.
+func startCSVWait(ctx context.Context, e *Env, stepID string, op inventory.Operator, name string) *csvWait {
+	w := &csvWait{name: name, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		var (
+			once   sync.Once
+			crdErr = make(chan error, 1)
+		)
+		crds := func(csv *unstructured.Unstructured) {
+			var ts []waiters.Target
+			for _, n := range ownedCRDs(csv) {
+				ts = append(ts, waiters.CRDEstablished(n))
+			}
+			if len(ts) > 0 {
+				e.progress(stepID, "waiting for %d CRDs of %s to be Established", len(ts), name)
+			}
+			go func() { crdErr <- waiters.All(ctx, e.Clients, ts...) }()
+		}
+		csvT := waiters.Target{
+			GVK: csvGVK, Namespace: op.Namespace, Name: name,
+			Cond: func(obj *unstructured.Unstructured) waiters.Result {
+				once.Do(func() { crds(obj) })
+				return csvSucceeded(obj)
+			},
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(stepID, "waiting for CSV %s: %s", name, r.Status)
+				}
+			},
+		}
+		csv, err := waiters.For(ctx, e.Clients, csvT)
+		if err != nil {
+			w.err = err
+			return
+		}
+		if err := checkMinVersion(csv, op); err != nil {
+			w.err = err
+			return
+		}
+		once.Do(func() { crds(csv) })
+		w.err = <-crdErr
+	}()
+	return w
 }
 
 // subscriptionProgress is done when the Subscription installed its CSV, or

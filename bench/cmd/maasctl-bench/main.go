@@ -27,7 +27,7 @@ func main() {
 	flag.BoolVar(&o.InstallAnsible, "install-ansible", true, "apt-get install ansible and python3-kubernetes when missing (root only)")
 	flag.StringVar(&o.Playbook, "playbook", "bench/ansible/install.yaml", "the Ansible playbook")
 	flag.BoolVar(&o.Smoke, "smoke", false, "short mode: one control plane, serial install, no-op re-run, 2 models, no Ansible")
-	flag.StringVar(&figures, "figures", "install,serial,ansible,scale", "figure groups to measure: install (with detection latency and the no-op re-run), serial, ansible, scale")
+	flag.StringVar(&figures, "figures", "install,slow,serial,ansible,scale", "figure groups to measure: install (with detection latency and the no-op re-run), slow (the install with 10× longer delays), serial, ansible, scale")
 	flag.StringVar(&jsonPath, "json", "bench/results.json", "write the figures here as JSON")
 	flag.Parse()
 	for _, s := range strings.Split(models, ",") {
