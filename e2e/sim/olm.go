@@ -909,16 +909,18 @@ func sameCSVCondition(c any, phase, reason, msg string) bool {
 
 // operatorRunning reports whether the operator serving CRD crdName runs, so
 // that a simulated operator only acts while the real one would: when a CSV
-// owns the CRD, OLM must have installed the CSV's Deployments (phase
-// Installing or Succeeded) and every one of them must be Available. The
-// operator's pod then runs and its controllers act: OLM's olm-operator
-// reports Succeeded only after it has seen those Deployments Available
-// (InstallStrategyDeploymentInstaller.CheckInstalled), so on a real cluster
-// the operator starts (and its caches sync, and, for RHOAI, it creates the
-// default DSCInitialization) during the OLM install, before Succeeded; it
-// does not look at its CSV's phase. A CSV that went to Failed stops it
-// here (the stricter choice: the simulated failure stands for a pod that
-// never became healthy).
+// owns the CRD, the CSV must be Succeeded and every Deployment of its
+// install strategy Available. On a real cluster the operator's pod turns
+// Ready at the end of the minutes OLM takes (pulling the image and starting
+// the pod come last; olm-operator reports Succeeded as soon as it sees the
+// Deployments Available, InstallStrategyDeploymentInstaller.CheckInstalled),
+// whereas kwok makes the simulated Deployment Available within a second of
+// its creation, at any delay scale. Starting the operator then would put,
+// say, the RHCL operator's start before Istio exists at every scale but the
+// fastest (Kuadrant MissingDependency, case B01) although on the cluster
+// it is the other way round. The API server's watch caches of the
+// operator's kinds are warmed when their CRDs become Established
+// (crdChanged), as the operator's informers would have done.
 // A CRD that no CSV owns counts as served by a running operator when it
 // was installed by the test fixture (as on a cluster where the operator
 // came another way), and as not running when an InstallPlan installed it:
@@ -934,7 +936,7 @@ func (m *manager) operatorRunning(crdName string) bool {
 			if mstr(o.(map[string]any), "name") != crdName {
 				continue
 			}
-			if p := str(csv, "status", "phase"); p != "Succeeded" && p != "Installing" {
+			if str(csv, "status", "phase") != "Succeeded" {
 				return false
 			}
 			for _, d := range sliceOf(csv, "spec", "install", "spec", "deployments") {

@@ -204,9 +204,9 @@ func (r *rhoaiCtl) reconcileDSCI(ctx context.Context, k key) error {
 	}
 	// The namespaces are made at once; the status waits for the DSCI
 	// delay (hold), counted from the spec generation's first sight: the
-	// operator now creates default-dsci during the OLM install (see
-	// operatorRunning), and a client's later change of its spec is a new
-	// trigger whose Ready must not come sooner than the delay.
+	// operator creates default-dsci when it starts, and a client's later
+	// change of its spec (maasctl adopts and applies it) is a new trigger
+	// whose Ready must not come sooner than the delay.
 	ctx = m.hold(ctx, r.dsci, dsci, fmt.Sprintf("init|generation=%d", gen))
 	apps := str(dsci, "spec", "applicationsNamespace")
 	if apps == "" {
