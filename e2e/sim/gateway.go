@@ -116,10 +116,10 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	// its start (case B01: a Kuadrant operator pod that started before
 	// Istio existed), but early enough for its rollout through
 	// kube-controller-manager, kube-scheduler and kwok to fit inside it:
-	// istiodLead before the end. Accepted itself waits for the whole delay
+	// rolloutLead before the end. Accepted itself waits for the whole delay
 	// and for istiod to be Available.
 	left := m.delayLeft(g.class, gc, "accept")
-	if lead := istiodLead(m.opts.Delay[g.class.delayKey]); left > lead {
+	if lead := rolloutLead(m.opts.Delay[g.class.delayKey]); left > lead {
 		g.class.queue.AddAfter(k, left-lead)
 		return nil
 	}
@@ -148,10 +148,13 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	return m.updateStatus(ctx, gvrGatewayClass, gc, status)
 }
 
-// istiodLead is how long before the end of the gateway delay d istiod is
-// created: half the delay, at most one second (the time a Deployment takes
-// to become Available on a loaded local control plane).
-func istiodLead(d time.Duration) time.Duration {
+// rolloutLead is how long before the end of a delay d a simulator creates
+// a Deployment whose pod, on a cluster, starts only at the end of the work
+// the delay stands for (istiod at the end of the gateway delay, an
+// operator's Deployment at the end of the OLM delay): half the delay, at
+// most one second (the time a Deployment takes to become Available on a
+// loaded local control plane).
+func rolloutLead(d time.Duration) time.Duration {
 	return min(d/2, time.Second)
 }
 

@@ -713,6 +713,16 @@ func (o *olm) syncCSV(ctx context.Context, k key, csv *unstructured.Unstructured
 		}
 		return o.setCSVPhaseReqs(ctx, csv, "InstallReady", "RequirementsMet", "all requirements found, attempting install", reqs)
 	case "InstallReady":
+		// The operator's pod starts at the end of the minutes OLM takes
+		// (image pull and start come last), so its Deployment is created
+		// rolloutLead before the OLM delay ends; at once, kwok would have
+		// the pod running long before that at longer delays, and, say, the
+		// RHCL operator would start before Istio exists (case B01) where a
+		// cluster has it the other way round.
+		if left, lead := o.installHold(csv), rolloutLead(m.opts.Delay[OLM]); left > lead {
+			o.csv.queue.AddAfter(k, left-lead)
+			return nil, nil
+		}
 		if err := o.installDeployments(ctx, csv, deployments); err != nil {
 			return set("Failed", "ComponentFailed", fmt.Sprintf("install strategy failed: %v", err))
 		}
