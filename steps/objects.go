@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,18 +149,9 @@ func checkLiveFields(ctx context.Context, e *Env, objs []*unstructured.Unstructu
 	// the first problem in objs' order.
 	lives := make([]*unstructured.Unstructured, len(objs))
 	errs := make([]error, len(objs))
-	var wg sync.WaitGroup
-	workers := make(chan struct{}, observeWorkers)
-	for i, o := range objs {
-		wg.Add(1)
-		workers <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-workers }()
-			lives[i], errs[i] = e.Clients.Get(ctx, o)
-		}()
-	}
-	wg.Wait()
+	inParallel(len(objs), observeWorkers, func(i int) {
+		lives[i], errs[i] = e.Clients.Get(ctx, objs[i])
+	})
 	for i, o := range objs {
 		live, err := lives[i], errs[i]
 		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
@@ -265,23 +255,14 @@ func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, st
 		err        error
 	}
 	reads := make([]read, len(ts))
-	var wg sync.WaitGroup
-	workers := make(chan struct{}, observeWorkers)
-	for i, t := range ts {
-		wg.Add(1)
-		workers <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-workers }()
-			ri, _, err := e.Clients.Resource(t.GVK, t.Namespace)
-			if err != nil {
-				reads[i].mappingErr = err
-				return
-			}
-			reads[i].live, reads[i].err = ri.Get(ctx, t.Name, metav1.GetOptions{})
-		}()
-	}
-	wg.Wait()
+	inParallel(len(ts), observeWorkers, func(i int) {
+		ri, _, err := e.Clients.Resource(ts[i].GVK, ts[i].Namespace)
+		if err != nil {
+			reads[i].mappingErr = err
+			return
+		}
+		reads[i].live, reads[i].err = ri.Get(ctx, ts[i].Name, metav1.GetOptions{})
+	})
 	for i, t := range ts {
 		if err := reads[i].mappingErr; err != nil {
 			return false, t.String() + ": " + err.Error(), nil

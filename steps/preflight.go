@@ -655,15 +655,7 @@ var errOLMNotServed = errors.New("operators.coreos.com is not served")
 func eachConcurrently[T any](items []T, fn func(T) ([]Finding, error)) ([]Finding, error) {
 	fs := make([][]Finding, len(items))
 	errs := make([]error, len(items))
-	var wg sync.WaitGroup
-	for i, it := range items {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fs[i], errs[i] = fn(it)
-		}()
-	}
-	wg.Wait()
+	inParallel(len(items), len(items), func(i int) { fs[i], errs[i] = fn(items[i]) })
 	var out []Finding
 	for i := range items {
 		if errs[i] != nil {
@@ -1329,26 +1321,18 @@ func checkPermissions(ctx context.Context, e *Env) ([]Finding, error) {
 		err     error
 	}
 	results := make([]result, len(list))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	for i, a := range list {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
-				Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
-			}}}
-			got, err := e.Clients.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if err != nil {
-				results[i] = result{a: a, err: err}
-				return
-			}
-			results[i] = result{a: a, allowed: got.Status.Allowed, reason: got.Status.Reason}
-		}()
-	}
-	wg.Wait()
+	inParallel(len(list), 16, func(i int) {
+		a := list[i]
+		r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
+		}}}
+		got, err := e.Clients.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			results[i] = result{a: a, err: err}
+			return
+		}
+		results[i] = result{a: a, allowed: got.Status.Allowed, reason: got.Status.Reason}
+	})
 	var out []Finding
 	for _, r := range results {
 		switch {

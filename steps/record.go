@@ -435,18 +435,10 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 	// The reads are independent: observeWorkers at a time (a first run
 	// reads every object once; serially that was a fifth of a second on
 	// the local control plane). Entries are set in registry order below.
-	var wg sync.WaitGroup
-	workers := make(chan struct{}, observeWorkers)
-	for _, l := range looks {
-		wg.Add(1)
-		workers <- struct{}{}
-		go func(l *look) {
-			defer wg.Done()
-			defer func() { <-workers }()
-			l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
-		}(l)
-	}
-	wg.Wait()
+	inParallel(len(looks), observeWorkers, func(i int) {
+		l := looks[i]
+		l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
+	})
 	changed := false
 	for _, l := range looks {
 		if l.err != nil {
@@ -522,18 +514,10 @@ func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool
 	if len(looks) == 0 {
 		return nil
 	}
-	var wg sync.WaitGroup
-	workers := make(chan struct{}, observeWorkers)
-	for _, l := range looks {
-		wg.Add(1)
-		workers <- struct{}{}
-		go func(l *look) {
-			defer wg.Done()
-			defer func() { <-workers }()
-			l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
-		}(l)
-	}
-	wg.Wait()
+	inParallel(len(looks), observeWorkers, func(i int) {
+		l := looks[i]
+		l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
+	})
 	changed := false
 	for _, l := range looks {
 		if l.err != nil {
@@ -619,28 +603,20 @@ func (r *Record) Save(ctx context.Context) error {
 	for _, e := range r.Entries() {
 		byStep[e.Step] = append(byStep[e.Step], e)
 	}
+	stepErrs := make([]error, len(dirty))
+	inParallel(len(dirty), observeWorkers, func(i int) {
+		stepErrs[i] = r.saveStep(ctx, dirty[i], byStep[dirty[i]])
+	})
 	var (
-		wg      sync.WaitGroup
-		errMu   sync.Mutex
-		errs    []error
-		failed  []string
-		workers = make(chan struct{}, observeWorkers)
+		errs   []error
+		failed []string
 	)
-	for _, step := range dirty {
-		wg.Add(1)
-		workers <- struct{}{}
-		go func(step string) {
-			defer wg.Done()
-			defer func() { <-workers }()
-			if err := r.saveStep(ctx, step, byStep[step]); err != nil {
-				errMu.Lock()
-				errs = append(errs, err)
-				failed = append(failed, step)
-				errMu.Unlock()
-			}
-		}(step)
+	for i, err := range stepErrs {
+		if err != nil {
+			errs = append(errs, err)
+			failed = append(failed, dirty[i])
+		}
 	}
-	wg.Wait()
 	if len(errs) > 0 {
 		r.mu.Lock()
 		for _, step := range failed {

@@ -61,18 +61,7 @@ func (r *Runner) evaluate(ctx context.Context) ([]StepStatus, error) {
 		return nil, err
 	}
 	out := make([]StepStatus, len(order))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for i, s := range order {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] = r.stepStatus(ctx, s)
-		}()
-	}
-	wg.Wait()
+	inParallel(len(order), 4, func(i int) { out[i] = r.stepStatus(ctx, order[i]) })
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

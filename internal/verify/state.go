@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -143,19 +144,11 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	// which the MaaS policies name: snapshotWorkers at a time, in two
 	// rounds. mu guards the maps and recordMissing.
 	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		workers = make(chan struct{}, snapshotWorkers)
+		mu    sync.Mutex
+		reads errgroup.Group
 	)
-	async := func(f func()) {
-		wg.Add(1)
-		workers <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-workers }()
-			f()
-		}()
-	}
+	reads.SetLimit(snapshotWorkers)
+	async := func(f func()) { reads.Go(func() error { f(); return nil }) }
 	get := func(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
 		o, err := r.Get(ctx, gvk, ns, name)
 		if err != nil {
@@ -247,7 +240,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	if op := inv.Operator("rhcl"); op != nil {
 		async(func() { s.CSVs = list(CSVGVK, op.Namespace, "") })
 	}
-	wg.Wait()
+	_ = reads.Wait()
 	generated := map[string]bool{}
 	policies := func(owners []*unstructured.Unstructured, field, kind string, gvk schema.GroupVersionKind) {
 		for _, p := range owners {
@@ -262,7 +255,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	}
 	policies(s.AuthPolicies, "authPolicies", "AuthPolicy", AuthPolicyGVK)
 	policies(s.Subscriptions, "tokenRateLimitStatuses", "TokenRateLimitPolicy", TokenRateLimitPolicyGVK)
-	wg.Wait()
+	_ = reads.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
