@@ -644,7 +644,8 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 	return out, err
 }
 
-// errOLMNotServed ends checkCatalogSources: OLM's kinds are not served.
+// errOLMNotServed ends checkCatalogSources and checkOperatorGroups early:
+// OLM's kinds are not served.
 var errOLMNotServed = errors.New("operators.coreos.com is not served")
 
 // eachConcurrently runs fn for every item at the same time and returns
