@@ -130,7 +130,12 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		cond = Exists()
 	}
 	sel := fields.OneTermEqualSelector("metadata.name", t.Name).String()
-	lw := listThenWatch{&cache.ListWatch{
+	// A consistent watch-list (client-go's default), not ListThenWatch:
+	// a wait usually follows maasctl's own write of the object, and a LIST
+	// from the watch cache can still show the object from before that
+	// write (old spec, old status, matching old generation), which would
+	// end the wait on a stale state.
+	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return ri.List(ctx, o)
@@ -139,7 +144,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 			o.FieldSelector = sel
 			return ri.Watch(ctx, o)
 		},
-	}}
+	}
 	var obj *unstructured.Unstructured
 	// No precondition: with one, UntilWithSync first polls the informer's
 	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
@@ -178,18 +183,17 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	return obj, nil
 }
 
-// listThenWatch makes a wait's informer start with a LIST at
-// resourceVersion 0 (served by the apiserver's watch cache as it is) and
-// then WATCH from the LIST's resourceVersion, instead of a watch-list
-// stream (client-go WatchListClient, on by default since 1.35). A
-// watch-list's initial snapshot must be consistent: the apiserver answers
-// it only once its watch cache has caught up with etcd's current revision,
-// which after writes to other kinds takes the next etcd progress
-// notification (apiserver storage/cacher/progress requests one every
-// 100 ms). Measured here: up to 110 ms added to every wait, most of it on
-// waits whose object is already done. A wait needs no consistent snapshot:
-// the WATCH delivers every change after the LIST, so an object the cache
-// did not show yet arrives as an event (client-go Reflector: "initial list
+// listThenWatch makes an informer start with a LIST at resourceVersion 0
+// (served by the apiserver's watch cache as it is) and then WATCH from the
+// LIST's resourceVersion, instead of a watch-list stream (client-go
+// WatchListClient, on by default since 1.35). A watch-list's initial
+// snapshot must be consistent: the apiserver answers it only once its watch
+// cache has caught up with etcd's current revision, which after writes to
+// other kinds takes the next etcd progress notification (apiserver
+// storage/cacher/progress requests one every 100 ms; measured here: up to
+// 110 ms per informer). Only for watches that need no read-your-writes:
+// the WATCH delivers every change after the LIST, but the LIST itself can
+// trail maasctl's own last write (client-go Reflector: "initial list
 // performed by reflector uses 0 as resource version").
 type listThenWatch struct{ *cache.ListWatch }
 
@@ -198,8 +202,10 @@ type listThenWatch struct{ *cache.ListWatch }
 func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // ListThenWatch returns lw for watchtools.UntilWithSync and informers so
-// that they start with a LIST from the watch cache and then WATCH, like
-// the waits of For (see listThenWatch).
+// that they start with a LIST from the watch cache and then WATCH (see
+// listThenWatch): for watches of objects others write (Jobs, PVCs, pods,
+// CertificateRequests) or of a deletion, where a LIST that trails
+// maasctl's own writes is harmless.
 func ListThenWatch(lw *cache.ListWatch) cache.ListerWatcher { return listThenWatch{lw} }
 
 // All waits for every target in parallel. A terminal failure of one target

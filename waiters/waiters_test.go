@@ -12,18 +12,22 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/internal/kube"
 )
 
-// TestForListsThenWatches: a wait starts with a LIST at resourceVersion 0
-// (answered by the watch cache as it is), never with a watch-list stream
-// (sendInitialEvents), whose consistent snapshot the apiserver delays
-// until etcd's next progress notification; an object already done ends
-// the wait on the LIST alone.
-func TestForListsThenWatches(t *testing.T) {
+// TestListThenWatch: an UntilWithSync over ListThenWatch starts with a LIST
+// at resourceVersion 0 (answered by the watch cache as it is), never with
+// a watch-list stream (sendInitialEvents), whose consistent snapshot the
+// apiserver delays until etcd's next progress notification; an object
+// already done ends the wait on the LIST alone.
+func TestListThenWatch(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		requests []string
@@ -76,16 +80,36 @@ func TestForListsThenWatches(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ready := func(o *unstructured.Unstructured) Result {
-		v, _, _ := unstructured.NestedString(o.Object, "data", "ready")
-		return Result{Done: v == "yes", Status: "ready=" + v}
-	}
-	obj, err := For(ctx, c, Target{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespace: "ns", Name: "cm", Cond: ready})
+	ri, _, err := c.Resource(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "ns")
 	if err != nil {
-		t.Fatalf("For: %v", err)
+		t.Fatal(err)
+	}
+	sel := "metadata.name=cm"
+	lw := ListThenWatch(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	})
+	var obj *unstructured.Unstructured
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		obj = u
+		v, _, _ := unstructured.NestedString(u.Object, "data", "ready")
+		return v == "yes", nil
+	})
+	if err != nil {
+		t.Fatalf("UntilWithSync: %v", err)
 	}
 	if obj.GetName() != "cm" {
-		t.Errorf("For returned %v, want ConfigMap cm", obj)
+		t.Errorf("ended on %v, want ConfigMap cm", obj)
 	}
 	mu.Lock()
 	defer mu.Unlock()
