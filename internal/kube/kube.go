@@ -46,9 +46,13 @@ type Clients struct {
 	missMu sync.Mutex
 	missed map[schema.GroupVersionKind]time.Time
 	// resetMu serializes the discovery re-reads of Mapping; refreshed is
-	// when the last one finished (zero after ResetMapper).
-	resetMu   sync.Mutex
-	refreshed time.Time
+	// when the last one finished and refreshedGen the value of resetGen
+	// when it began. ResetMapper bumps resetGen without waiting for a
+	// re-read in flight: a re-read that began before it is not fresh.
+	resetMu      sync.Mutex
+	refreshed    time.Time
+	refreshedGen uint64
+	resetGen     atomic.Uint64
 }
 
 // NotServedTTL is how long Mapping trusts that a kind is not served after
@@ -71,10 +75,8 @@ func (c *Clients) ResetMapper() {
 	c.missMu.Lock()
 	c.missed = nil
 	c.missMu.Unlock()
-	c.resetMu.Lock()
-	c.refreshed = time.Time{}
+	c.resetGen.Add(1)
 	c.Mapper.Reset()
-	c.resetMu.Unlock()
 }
 
 // RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH; writes
@@ -188,13 +190,14 @@ func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error
 		return nil, &NotServedError{GVK: gvk, Err: err}
 	}
 	c.resetMu.Lock()
-	stale := time.Since(c.refreshed) >= FreshDiscovery
+	gen := c.resetGen.Load()
+	stale := c.refreshedGen != gen || time.Since(c.refreshed) >= FreshDiscovery
 	if stale {
 		c.Mapper.Reset()
 	}
 	m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if stale {
-		c.refreshed = time.Now()
+		c.refreshed, c.refreshedGen = time.Now(), gen
 	}
 	c.resetMu.Unlock()
 	if err != nil {
