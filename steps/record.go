@@ -408,16 +408,7 @@ func classify(prev *RecordEntry, exists bool, uid string, owned bool) (Origin, s
 // the install (the default DSCInitialization) counts as part of the
 // installation.
 func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
-	type look struct {
-		step   string
-		order  int
-		obj    *unstructured.Unstructured
-		exists bool
-		uid    string
-		owned  bool
-		err    error
-	}
-	var looks []*look
+	var looks []*recordLook
 	seen := map[string]bool{}
 	for _, s := range reg.Steps {
 		for i, o := range StepObjects(e, s.ID) {
@@ -426,15 +417,34 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 				continue // the first step that lists an object owns its entry
 			}
 			seen[k] = true
-			looks = append(looks, &look{step: s.ID, order: i, obj: o})
+			looks = append(looks, &recordLook{step: s.ID, order: i, obj: o})
 		}
 	}
+	return r.record(ctx, e, looks)
+}
+
+// recordLook is one object Snapshot or observe reads: the step and
+// position that list it, the entry it had (nil: none yet), and what the
+// read found.
+type recordLook struct {
+	step   string
+	order  int
+	obj    *unstructured.Unstructured
+	prev   *RecordEntry
+	exists bool
+	uid    string
+	owned  bool
+	err    error
+}
+
+// record reads looks, observeWorkers at a time (a first run reads every
+// object once; serially that was a fifth of a second on the local control
+// plane), sets the entries whose origin changed in looks' order, and saves
+// the shards that changed.
+func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error {
 	if len(looks) == 0 {
 		return nil
 	}
-	// The reads are independent: observeWorkers at a time (a first run
-	// reads every object once; serially that was a fifth of a second on
-	// the local control plane). Entries are set in registry order below.
 	inParallel(len(looks), observeWorkers, func(i int) {
 		l := looks[i]
 		l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
@@ -442,13 +452,16 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 	changed := false
 	for _, l := range looks {
 		if l.err != nil {
-			// Unreadable (forbidden, say): leave it unrecorded. The
+			// Unreadable (forbidden, say): leave it as it was. The
 			// step's own checks report the problem; an object without
 			// an entry is never deleted by uninstall.
 			r.skipped(e, l.obj, l.err)
 			continue
 		}
-		origin, uid := classify(nil, l.exists, l.uid, l.owned)
+		origin, uid := classify(l.prev, l.exists, l.uid, l.owned)
+		if l.prev != nil && origin == l.prev.Origin && uid == l.prev.UID {
+			continue
+		}
 		r.set(l.obj, l.step, l.order, origin, uid)
 		changed = true
 	}
@@ -489,16 +502,7 @@ func (r *Record) ObserveAbsent(ctx context.Context, e *Env, id string) error {
 const observeWorkers = 8
 
 func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool) error {
-	type look struct {
-		order  int
-		obj    *unstructured.Unstructured
-		prev   RecordEntry
-		exists bool
-		uid    string
-		owned  bool
-		err    error
-	}
-	var looks []*look
+	var looks []*recordLook
 	for i, o := range StepObjects(e, id) {
 		prev, ok := r.Lookup(o)
 		if !ok {
@@ -509,32 +513,9 @@ func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool
 		if onlyAbsent && prev.Origin != OriginAbsent {
 			continue
 		}
-		looks = append(looks, &look{order: i, obj: o, prev: prev})
+		looks = append(looks, &recordLook{step: id, order: i, obj: o, prev: &prev})
 	}
-	if len(looks) == 0 {
-		return nil
-	}
-	inParallel(len(looks), observeWorkers, func(i int) {
-		l := looks[i]
-		l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
-	})
-	changed := false
-	for _, l := range looks {
-		if l.err != nil {
-			r.skipped(e, l.obj, l.err)
-			continue
-		}
-		origin, uid := classify(&l.prev, l.exists, l.uid, l.owned)
-		if origin == l.prev.Origin && uid == l.prev.UID {
-			continue
-		}
-		r.set(l.obj, id, l.order, origin, uid)
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-	return r.Save(ctx)
+	return r.record(ctx, e, looks)
 }
 
 func (r *Record) skipped(e *Env, o *unstructured.Unstructured, err error) {
