@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -769,17 +767,7 @@ func waitOneGone(ctx context.Context, c *kube.Clients, t goneTarget) (*waiters.B
 	if err != nil {
 		return nil, err
 	}
-	sel := fields.OneTermEqualSelector("metadata.name", t.stub.GetName()).String()
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
-		},
-	})
+	lw := waiters.ListThenWatch(waiters.NameListWatch(ri, t.stub.GetName()))
 	var mu sync.Mutex
 	var last *unstructured.Unstructured
 	gone := func(obj *unstructured.Unstructured) bool {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -129,22 +130,12 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	if cond == nil {
 		cond = Exists()
 	}
-	sel := fields.OneTermEqualSelector("metadata.name", t.Name).String()
 	// A consistent watch-list (client-go's default), not ListThenWatch:
 	// a wait usually follows maasctl's own write of the object, and a LIST
 	// from the watch cache can still show the object from before that
 	// write (old spec, old status, matching old generation), which would
 	// end the wait on a stale state.
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
-		},
-	}
+	lw := NameListWatch(ri, t.Name)
 	var obj *unstructured.Unstructured
 	// No precondition: with one, UntilWithSync first polls the informer's
 	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
@@ -181,6 +172,22 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		return obj, fmt.Errorf("wait for %s: %w", t, err)
 	}
 	return obj, nil
+}
+
+// NameListWatch lists and watches the one object of ri named name (field
+// selector metadata.name), for watchtools.UntilWithSync.
+func NameListWatch(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	}
 }
 
 // listThenWatch makes an informer start with a LIST at resourceVersion 0

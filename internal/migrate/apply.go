@@ -15,9 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -361,17 +359,7 @@ func waitGone(ctx context.Context, c *kube.Clients, r ObjectRef) error {
 		return err
 	}
 	ri := resourceFor(c, m, r.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", r.Name).String()
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
-		},
-	})
+	lw := waiters.ListThenWatch(waiters.NameListWatch(ri, r.Name))
 	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
 		return len(store.List()) == 0, nil
 	}, func(ev watch.Event) (bool, error) {
