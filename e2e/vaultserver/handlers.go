@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Messages Vault puts in {"errors":[...]}.
@@ -21,10 +20,19 @@ const (
 	// capability below it (the vault CLI prints it for `vault kv get` on an
 	// unknown mount).
 	msgPreflight = "preflight capability check returned 403, please ensure client's policies grant access to path %q"
+	// KV v2 "Create/Update secret" on a mount or key with cas_required and
+	// a write without options.cas (vault-plugin-secrets-kv path_data.go;
+	// hashicorp/terraform-provider-vault#2472 quotes it).
+	msgCASRequired = "check-and-set parameter required for this call"
 	// Warning of a KV v2 mount for a path outside data/, metadata/ and the
-	// other versioned endpoints.
-	msgInvalidV2Path = "Invalid path for a versioned K/V secrets engine. See the API docs for the appropriate API endpoints to use."
+	// other versioned endpoints, answered with 404 and data null; %s is the
+	// vault CLI subcommand of the operation (get, put, list, delete), as
+	// vault-plugin-secrets-kv's pathInvalid renders it (hvac/hvac#179,
+	// rundeck-plugins/vault-storage#57 show the full text).
+	msgInvalidV2Path = "Invalid path for a versioned K/V secrets engine. See the API docs for the appropriate API endpoints to use. If using the Vault CLI, use 'vault kv %s' for this operation."
 	msgNoData        = "no data provided"
+	// Answer of delete/, undelete/ and destroy/ without versions.
+	msgNoVersions = "no version number provided"
 )
 
 // kvV1DefaultTTL is the lease_duration a KV v1 read reports when no ttl key
@@ -90,9 +98,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.kv2Data(w, r, m, strings.TrimPrefix(rel, "data/"), who)
 	case strings.HasPrefix(rel, "metadata/"):
 		s.kv2Metadata(w, r, m, strings.TrimPrefix(rel, "metadata/"), who)
+	case rel == "config":
+		s.kv2Config(w, r, m, who)
+	case strings.HasPrefix(rel, "delete/"), strings.HasPrefix(rel, "undelete/"), strings.HasPrefix(rel, "destroy/"):
+		op, key, _ := strings.Cut(rel, "/")
+		s.kv2Versions(w, r, m, op, key, who)
 	default:
-		writeEnvelope(w, http.StatusNotFound, envelope{Warnings: []string{msgInvalidV2Path}})
+		writeEnvelope(w, http.StatusNotFound, envelope{Warnings: []string{fmt.Sprintf(msgInvalidV2Path, cliVerb(r.Method))}})
 	}
+}
+
+// cliVerb is the `vault kv` subcommand the invalid-path warning suggests
+// for an HTTP method.
+func cliVerb(method string) string {
+	switch method {
+	case http.MethodPost, http.MethodPut:
+		return "put"
+	case http.MethodDelete:
+		return "delete"
+	case "LIST":
+		return "list"
+	}
+	return "get"
 }
 
 // findMount returns the mount with the longest path that p is below, and p
@@ -203,169 +230,6 @@ func mountInfo(m *mount) map[string]any {
 	}
 }
 
-// kv2Data: KV v2 read (GET, optional ?version=N) and create/update
-// (POST or PUT with {"data":{...},"options":{"cas":N}}).
-// Read: https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#read-secret-version
-// Write: https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#create-update-secret
-//
-// A missing key reads as 404 {"errors":[]}; a deleted or destroyed version
-// reads as 404 with data null and its metadata. A write needs "create" when
-// the key has no version yet and "update" otherwise; with options.cas it
-// succeeds only if cas equals the current version (0: the key does not
-// exist), else 400 with Vault's check-and-set message.
-func (s *Server) kv2Data(w http.ResponseWriter, r *http.Request, m *mount, path string, who *principal) {
-	path = strings.Trim(path, "/")
-	if path == "" {
-		writeErrors(w, http.StatusNotFound, "unsupported path")
-		return
-	}
-	apiPath := m.Path + "/data/" + path
-	switch r.Method {
-	case http.MethodGet:
-		if !who.can(apiPath, capRead) {
-			writeErrors(w, http.StatusForbidden, msgPermissionDenied)
-			return
-		}
-		want := 0
-		if q := r.URL.Query().Get("version"); q != "" {
-			n, err := strconv.Atoi(q)
-			if err != nil || n < 0 {
-				writeErrors(w, http.StatusBadRequest, fmt.Sprintf("error converting input %s for field %q: invalid version", q, "version"))
-				return
-			}
-			want = n
-		}
-		s.mu.Lock()
-		e := m.kv2[path]
-		if e == nil || len(e.versions) == 0 || want > len(e.versions) {
-			s.mu.Unlock()
-			writeErrors(w, http.StatusNotFound)
-			return
-		}
-		if want == 0 {
-			want = len(e.versions)
-		}
-		v := e.versions[want-1]
-		meta := versionMeta(v, want)
-		var data any
-		status := http.StatusOK
-		if v.deleted.IsZero() && !v.destroyed {
-			data = maps.Clone(v.data)
-		} else {
-			status = http.StatusNotFound
-		}
-		s.mu.Unlock()
-		writeEnvelope(w, status, envelope{Data: map[string]any{"data": data, "metadata": meta}})
-
-	case http.MethodPost, http.MethodPut:
-		body, ok := readBody(w, r)
-		if !ok {
-			return
-		}
-		data, ok := body["data"].(map[string]any)
-		if !ok {
-			writeErrors(w, http.StatusBadRequest, msgNoData)
-			return
-		}
-		cas, hasCAS, err := casOption(body["options"])
-		if err != nil {
-			writeErrors(w, http.StatusBadRequest, err.Error())
-			return
-		}
-
-		s.mu.Lock()
-		e := m.kv2[path]
-		current := 0
-		if e != nil {
-			current = len(e.versions)
-		}
-		need := capCreate
-		if current > 0 {
-			need = capUpdate
-		}
-		if !who.can(apiPath, need) {
-			s.mu.Unlock()
-			writeErrors(w, http.StatusForbidden, msgPermissionDenied)
-			return
-		}
-		if hasCAS && cas != current {
-			s.mu.Unlock()
-			writeErrors(w, http.StatusBadRequest, msgCASMismatch)
-			return
-		}
-		now := s.opts.Now().UTC()
-		if e == nil {
-			e = &entry{created: now}
-			m.kv2[path] = e
-		}
-		v := &version{data: data, created: now}
-		e.versions = append(e.versions, v)
-		e.updated = now
-		meta := versionMeta(v, len(e.versions))
-		s.mu.Unlock()
-		writeEnvelope(w, http.StatusOK, envelope{Data: meta})
-
-	default:
-		writeErrors(w, http.StatusMethodNotAllowed, "unsupported operation")
-	}
-}
-
-// kv2Metadata: GET /v1/<mount>/metadata/<path>, 404 {"errors":[]} when the
-// key does not exist.
-// https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#read-secret-metadata
-func (s *Server) kv2Metadata(w http.ResponseWriter, r *http.Request, m *mount, path string, who *principal) {
-	path = strings.Trim(path, "/")
-	if r.Method == http.MethodDelete && path != "" {
-		// DELETE /v1/<mount>/metadata/<path> removes every version and the
-		// metadata; 204 also when nothing is stored there.
-		// https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#delete-metadata-and-all-versions
-		if !who.can(m.Path+"/metadata/"+path, capDelete) {
-			writeErrors(w, http.StatusForbidden, msgPermissionDenied)
-			return
-		}
-		s.mu.Lock()
-		delete(m.kv2, path)
-		s.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if r.Method != http.MethodGet || path == "" {
-		writeErrors(w, http.StatusMethodNotAllowed, "unsupported operation")
-		return
-	}
-	if !who.can(m.Path+"/metadata/"+path, capRead) {
-		writeErrors(w, http.StatusForbidden, msgPermissionDenied)
-		return
-	}
-	s.mu.Lock()
-	e := m.kv2[path]
-	if e == nil {
-		s.mu.Unlock()
-		writeErrors(w, http.StatusNotFound)
-		return
-	}
-	versions := make(map[string]any, len(e.versions))
-	for i, v := range e.versions {
-		meta := versionMeta(v, i+1)
-		delete(meta, "version")
-		delete(meta, "custom_metadata")
-		versions[strconv.Itoa(i+1)] = meta
-	}
-	data := map[string]any{
-		"cas_required":         false,
-		"created_time":         stamp(e.created),
-		"current_version":      len(e.versions),
-		"custom_metadata":      nil,
-		"delete_version_after": "0s",
-		"max_versions":         0,
-		"oldest_version":       0,
-		"updated_time":         stamp(e.updated),
-		"versions":             versions,
-	}
-	s.mu.Unlock()
-	writeEnvelope(w, http.StatusOK, envelope{Data: data})
-}
-
 // kv1: KV v1 read (GET) and write (POST or PUT with the data as the body,
 // 204 No Content). A missing key reads as 404 {"errors":[]}.
 // Read: https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v1#read-secret
@@ -420,52 +284,6 @@ func (s *Server) kv1(w http.ResponseWriter, r *http.Request, m *mount, path stri
 	default:
 		writeErrors(w, http.StatusMethodNotAllowed, "unsupported operation")
 	}
-}
-
-// versionMeta is the per-version metadata KV v2 returns on reads and writes.
-func versionMeta(v *version, n int) map[string]any {
-	return map[string]any{
-		"created_time":    stamp(v.created),
-		"custom_metadata": nil,
-		"deletion_time":   stamp(v.deleted),
-		"destroyed":       v.destroyed,
-		"version":         n,
-	}
-}
-
-// stamp renders a time as Vault does: RFC 3339 with nanoseconds, "" for zero.
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// casOption reads options.cas; Vault accepts a JSON number or a numeric
-// string for int fields.
-func casOption(raw any) (cas int, ok bool, err error) {
-	opts, isMap := raw.(map[string]any)
-	if raw == nil || !isMap {
-		return 0, false, nil
-	}
-	v, present := opts["cas"]
-	if !present || v == nil {
-		return 0, false, nil
-	}
-	var s string
-	switch t := v.(type) {
-	case json.Number:
-		s = t.String()
-	case string:
-		s = t
-	default:
-		return 0, false, fmt.Errorf("invalid cas value %v", v)
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, false, fmt.Errorf("invalid cas value %q", s)
-	}
-	return n, true, nil
 }
 
 // readBody decodes a JSON object body; an empty body is an empty object.

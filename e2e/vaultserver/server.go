@@ -16,8 +16,11 @@
 //   - AppRole: auth/<mount>/role/<name>, .../role-id, .../secret-id, login
 //   - Kubernetes: auth/<mount>/config, auth/<mount>/role/<name>, login
 //     (validating the JWT with the configured kube-apiserver's TokenReview)
-//   - KV v2: GET, POST/PUT /v1/<mount>/data/<path> (options.cas),
-//     GET /v1/<mount>/metadata/<path>
+//   - KV v2: GET, POST/PUT (options.cas), DELETE /v1/<mount>/data/<path>;
+//     GET, POST/PUT, DELETE /v1/<mount>/metadata/<path>; POST
+//     /v1/<mount>/delete/<path>, undelete/<path>, destroy/<path>; GET, POST
+//     /v1/<mount>/config (cas_required, delete_version_after; max_versions
+//     is stored but no version is ever pruned)
 //   - KV v1: GET, POST/PUT /v1/<mount>/<path>
 //
 // Everything else answers 404 or 405 like Vault does for an unsupported path
@@ -126,20 +129,49 @@ type mount struct {
 	accessor string
 	kv1      map[string]map[string]any
 	kv2      map[string]*entry
+	// config is the KV v2 engine configuration (POST <mount>/config).
+	config kvSettings
 }
 
-// entry is one KV v2 key: its versions, oldest first (index i is version i+1).
+// kvSettings are the settings a KV v2 mount's config and a key's metadata
+// share ("Configure the KV engine", "Create/Update metadata":
+// https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#configure-the-kv-engine,
+// https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#create-update-metadata).
+type kvSettings struct {
+	// maxVersions is stored and reported only: this stand-in keeps every
+	// version (Vault prunes the oldest beyond it, default 10).
+	maxVersions        int
+	casRequired        bool
+	deleteVersionAfter time.Duration
+}
+
+// entry is one KV v2 key: its versions, oldest first (index i is version
+// i+1). An entry with no versions is metadata written before the first
+// version (`vault kv metadata put`).
 type entry struct {
-	versions []*version
-	created  time.Time
-	updated  time.Time
+	versions       []*version
+	created        time.Time
+	updated        time.Time
+	settings       kvSettings
+	customMetadata map[string]any
 }
 
 type version struct {
-	data      map[string]any
-	created   time.Time
+	data    map[string]any
+	created time.Time
+	// deleted is the deletion_time: set by a soft delete (then now) or, with
+	// delete_version_after, at creation (then in the future); the version
+	// reads as deleted once it is not after the server's clock.
 	deleted   time.Time
 	destroyed bool
+}
+
+// gone reports whether a read of v at now answers 404 with data null: it is
+// destroyed, or its deletion_time has come
+// (https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#read-secret-version;
+// hashicorp/vault#7644 for delete_version_after).
+func (v *version) gone(now time.Time) bool {
+	return v.destroyed || (!v.deleted.IsZero() && !v.deleted.After(now))
 }
 
 // New returns a Server for opts. It panics on an invalid mount (empty path,
@@ -356,7 +388,7 @@ func (s *Server) Data(mountPath, path string) map[string]string {
 	if m.Version == 1 {
 		raw = m.kv1[path]
 	} else if e := m.kv2[path]; e != nil && len(e.versions) > 0 {
-		if v := e.versions[len(e.versions)-1]; v.deleted.IsZero() && !v.destroyed {
+		if v := e.versions[len(e.versions)-1]; !v.gone(s.opts.Now()) {
 			raw = v.data
 		}
 	}
@@ -389,7 +421,7 @@ func (s *Server) DeleteLatest(mountPath, path string) bool {
 		return false
 	}
 	v := e.versions[len(e.versions)-1]
-	if !v.deleted.IsZero() {
+	if v.gone(s.opts.Now()) {
 		return false
 	}
 	v.deleted = s.opts.Now().UTC()
