@@ -66,6 +66,13 @@ type Database struct {
 	VaultPath string `json:"vaultPath"`
 	// PasswordLength is the length of a generated password, ≥ 32. Default 40.
 	PasswordLength int `json:"passwordLength"`
+	// VaultAllowUnprotectedKVv1 accepts a KV v1 mount at VaultPath. KV v1
+	// has no check-and-set, so a write always overwrites: maasctl cannot
+	// create the password only if it is absent, and two runs at once may
+	// store two different passwords. Without it (the default, false)
+	// maasctl refuses a KV v1 mount before writing; with it, preflight
+	// warns. Use a KV v2 mount instead where you can.
+	VaultAllowUnprotectedKVv1 bool `json:"vaultAllowUnprotectedKVv1,omitempty"`
 }
 
 // Operator is one OLM Subscription with its Namespace and OperatorGroup.

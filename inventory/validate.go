@@ -269,6 +269,10 @@ func (v *validator) database(p *field.Path, d *Database) {
 		v.add(field.Invalid(p.Child("passwordLength"), d.PasswordLength, fmt.Sprintf("must be at least %d characters", minPasswordLength)))
 	}
 	v.vaultPath(p.Child("vaultPath"), d.VaultPath)
+	if parts := strings.Split(d.VaultPath, "/"); d.VaultAllowUnprotectedKVv1 && len(parts) >= 3 && parts[1] == "data" {
+		v.add(field.Invalid(p.Child("vaultAllowUnprotectedKVv1"), true, fmt.Sprintf(
+			"database.vaultPath %s is a KV v2 API path (data/ after the mount), and KV v2 needs no KV v1 allowance: remove vaultAllowUnprotectedKVv1, or give the KV v1 path without data/", d.VaultPath)))
+	}
 }
 
 // vaultPath checks a KV path "mount/path...". Both the logical path and

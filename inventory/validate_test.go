@@ -65,6 +65,9 @@ func TestValidateRules(t *testing.T) {
 		{"vault path without path", func(i *Inventory) { i.Database.VaultPath = "kv" }, []string{"database.vaultPath"}, "needs a mount and a path"},
 		{"vault path empty segment", func(i *Inventory) { i.Database.VaultPath = "kv//x" }, []string{"database.vaultPath"}, "empty segment"},
 		{"vault path with metadata/", func(i *Inventory) { i.Database.VaultPath = "kv/metadata/cloudnativepg/maas-postgres" }, []string{"database.vaultPath"}, "give the logical path kv/cloudnativepg/maas-postgres"},
+		{"KV v1 allowance with a KV v2 data/ path", func(i *Inventory) {
+			i.Database.VaultPath, i.Database.VaultAllowUnprotectedKVv1 = "kv/data/cloudnativepg/maas-postgres", true
+		}, []string{"database.vaultAllowUnprotectedKVv1"}, "is a KV v2 API path"},
 		{"vault auth method unknown", func(i *Inventory) { i.Vault.Auth.Method = "ldap" }, []string{"vault.auth.method"}, "supported values"},
 		{"vault kubernetes auth without role", func(i *Inventory) { i.Vault.Auth.Method = "kubernetes" }, []string{"vault.auth.role"}, "Vault role"},
 		{"vault token auth with a role", func(i *Inventory) { i.Vault.Auth.Role = "maasctl" }, []string{"vault.auth.role"}, "only to methods kubernetes and approle"},

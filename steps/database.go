@@ -122,6 +122,11 @@ func DBConnectionURL(inv *inventory.Inventory, password string) string {
 // message never contains the value.
 func dbPassword(ctx context.Context, e *Env) (string, error) {
 	pw, err := e.Secrets.DBPassword(ctx)
+	if n, ok := e.Secrets.(interface{ TakeNotes() []string }); ok {
+		for _, msg := range n.TakeNotes() { // a lost check-and-set race, KV v1 (case B10)
+			e.progress("database/secret", "%s", msg)
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("database password from Vault %s: %w", e.Inv.Database.VaultPath, err)
 	}

@@ -1145,15 +1145,23 @@ func (v *VaultSecrets) PreflightVault(ctx context.Context) ([]Finding, error) {
 			return []Finding{errorf("grant the token this policy: "+pe.PolicyStanza(),
 				"Vault denies reading the database secret %s at API path %s (a KV v2 policy must name the data/ path; a policy on the logical path matches nothing): %v", p, pe.APIPath, err)}, nil
 		}
+		if errors.Is(err, vault.ErrSecretDeleted) { // case N11: deleted is not "no password"
+			return []Finding{errorf("undelete the version in Vault, or rotate the password explicitly", "%v", err)}, nil
+		}
 		return []Finding{errorf("check database.vaultPath and the Vault mount", "cannot read the database secret %s from Vault: %v", p, err)}, nil
 	}
 	var out []Finding
 	out = append(out, v.tokenTTLFindings(ctx)...)
+	loc, err := v.Client.Resolve(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if loc.KVVersion == 1 && !v.Inv.Database.VaultAllowUnprotectedKVv1 { // case B10: KV v1 has no check-and-set
+		out = append(out, errorf("use a KV v2 mount, or set "+vault.KVv1OptIn+": true", "%v", &vault.KVv1Error{Location: loc}))
+	} else if loc.KVVersion == 1 {
+		out = append(out, warnf("", "Vault mount %s/ is KV v1: the database password at %s has no write protection (no check-and-set)", loc.Mount, p))
+	}
 	if !found {
-		loc, err := v.Client.Resolve(ctx, p)
-		if err != nil {
-			return nil, err
-		}
 		caps, err := v.Client.API().Sys().CapabilitiesSelfWithContext(ctx, loc.DataPath())
 		switch {
 		case err != nil:

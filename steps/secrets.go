@@ -33,7 +33,18 @@ type VaultSecrets struct {
 	Inv    *inventory.Inventory
 
 	mu       sync.Mutex
-	password string // the value read or generated in this run
+	password string   // the value read or generated in this run
+	notes    []string // vault.EnsureResult.Notes not yet reported
+}
+
+// TakeNotes returns and forgets what the Vault write reported for the user
+// (a lost check-and-set race, a KV v1 mount without write protection).
+func (v *VaultSecrets) TakeNotes() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := v.notes
+	v.notes = nil
+	return n
 }
 
 // DBPassword implements Secrets.
@@ -44,17 +55,18 @@ func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 		return v.password, nil
 	}
 	d := v.Inv.Database
-	data, _, err := v.Client.EnsureSecret(ctx, d.VaultPath, func() (map[string]string, error) {
+	res, err := v.Client.EnsureSecretWith(ctx, d.VaultPath, func() (map[string]string, error) {
 		pw, err := vault.GeneratePassword(d.PasswordLength)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]string{"username": d.Owner, "password": pw}, nil
-	})
+	}, vault.WriteOptions{AllowKVv1: d.VaultAllowUnprotectedKVv1})
 	if err != nil {
 		return "", err
 	}
-	pw := data["password"]
+	v.notes = append(v.notes, res.Notes...)
+	pw := res.Data["password"]
 	switch {
 	case pw == "":
 		return "", fmt.Errorf("Vault secret %s has no key \"password\": add it, or delete the secret to let maasctl generate one", d.VaultPath)

@@ -23,9 +23,10 @@ var (
 	ErrUnreachable = errors.New("vault unreachable")
 	// ErrPermissionDenied marks a *PermissionError (HTTP 403 from Vault).
 	ErrPermissionDenied = errors.New("vault permission denied")
-	// ErrSecretDeleted means the latest KV v2 version of a secret is
-	// soft-deleted or destroyed, so the stored password is gone but the
-	// version history is not; EnsureSecret refuses to guess what to do.
+	// ErrSecretDeleted marks a *DeletedError: the latest KV v2 version of
+	// a secret is soft-deleted or destroyed, so the stored password cannot
+	// be read but the version history says it existed; EnsureSecret
+	// refuses to generate a new one over it (case N11).
 	ErrSecretDeleted = errors.New("latest version of the secret is deleted")
 	// ErrLoginConfig means the auth method is misconfigured or its
 	// credentials (role ID, secret ID, service account token) cannot be read;
@@ -332,6 +333,10 @@ func (c *Client) wrap(err error, context string, secrets ...string) error {
 		base = err
 	}
 	msg := describeAny(base)
+	var we *warnedError
+	if errors.As(err, &we) {
+		msg += "; vault warned: " + strings.Join(we.warnings, "; ")
+	}
 	if context != "" {
 		msg = context + ": " + msg
 	}

@@ -2,9 +2,7 @@ package vault
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"strings"
 
@@ -21,6 +19,10 @@ type Location struct {
 	Path string
 	// KVVersion is 1 or 2.
 	KVVersion int
+
+	// Assumed says why KVVersion was assumed rather than read from Vault,
+	// for messages; empty when Vault named the mount's version.
+	Assumed string
 }
 
 // String is the logical path, mount/path.
@@ -59,7 +61,8 @@ func (l Location) MetadataPath() string {
 // a "data/" right after the mount is accepted and removed, so
 // "kv/data/cloudnativepg/maas-postgres" and "kv/cloudnativepg/maas-postgres"
 // resolve to the same secret (a KV v2 secret whose own path starts with
-// "data/" cannot be addressed).
+// "data/" cannot be addressed). When the lookup answers 404, a path with
+// "data/" after its first segment is taken for that KV v2 API path.
 //
 // Errors: a malformed path, *PermissionError (the lookup answers 403 when the
 // token has no capability below the mount, and also when the mount does not
@@ -90,8 +93,19 @@ func (c *Client) resolve(ctx context.Context, logicalPath string) (Location, err
 	}
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
-			first, _, _ := strings.Cut(clean, "/")
-			return locate(clean, first, 1)
+			// No lookup: KV v1, as the vault CLI assumes, unless the path
+			// names the KV v2 API path (data/ right after the first
+			// segment), which is what the warning of a KV v2 mount read
+			// as KV v1 advises (InvalidPathError).
+			first, rest, _ := strings.Cut(clean, "/")
+			if strings.HasPrefix(rest, "data/") {
+				loc, err := locate(clean, first, 2)
+				loc.Assumed = "GET /v1/" + lookup + " answered 404 and the path names data/ after the mount"
+				return loc, err
+			}
+			loc, err := locate(clean, first, 1)
+			loc.Assumed = "GET /v1/" + lookup + " answered 404, which the vault CLI also takes for KV v1"
+			return loc, err
 		}
 		if isForbidden(err) {
 			guess, gerr := locate(clean, firstSegment(clean), 2)
@@ -203,202 +217,4 @@ func underMount(clean, mount string) (string, bool) {
 		return rest, true
 	}
 	return "", false
-}
-
-// ReadSecret reads the secret at logicalPath (see Resolve for the path
-// rules). found is false when nothing is stored there. On KV v2 it reads the
-// latest version.
-//
-// Errors: those of Resolve, *PermissionError naming "read" on
-// Location.DataPath(), ErrSecretDeleted when the latest KV v2 version is
-// deleted or destroyed, or a non-string value in the secret.
-func (c *Client) ReadSecret(ctx context.Context, logicalPath string) (data map[string]string, found bool, err error) {
-	err = c.withAuth(ctx, "read", func() error {
-		loc, err := c.resolve(ctx, logicalPath)
-		if err != nil {
-			return err
-		}
-		data, found, err = c.read(ctx, loc)
-		return err
-	})
-	return data, found, err
-}
-
-func (c *Client) read(ctx context.Context, loc Location) (map[string]string, bool, error) {
-	var raw map[string]any
-	switch loc.KVVersion {
-	case 2:
-		s, err := c.api.KVv2(loc.Mount).Get(ctx, loc.Path)
-		if errors.Is(err, api.ErrSecretNotFound) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, c.readError(err, loc)
-		}
-		if s.Data == nil {
-			v := 0
-			if s.VersionMetadata != nil {
-				v = s.VersionMetadata.Version
-			}
-			return nil, false, fmt.Errorf("read %s: version %d of %s: %w; restore it with `vault kv undelete -versions=%d %s`, or remove all versions with `vault kv metadata delete %s` so a new password is generated",
-				loc, v, loc.DataPath(), ErrSecretDeleted, v, loc, loc)
-		}
-		raw = s.Data
-	default:
-		s, err := c.api.KVv1(loc.Mount).Get(ctx, loc.Path)
-		if errors.Is(err, api.ErrSecretNotFound) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, c.readError(err, loc)
-		}
-		raw = s.Data
-	}
-	data, err := toStrings(raw)
-	if err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", loc, err)
-	}
-	return data, true, nil
-}
-
-func (c *Client) readError(err error, loc Location) error {
-	if isForbidden(err) {
-		return c.permission(err, &PermissionError{
-			Op:          "read",
-			LogicalPath: loc.String(),
-			APIPath:     loc.DataPath(),
-			PolicyPath:  loc.DataPath(),
-			Capability:  "read",
-			Needed:      []string{"create", "read"},
-			Hint:        pathHint(loc),
-		})
-	}
-	return c.wrap(err, "read "+loc.String())
-}
-
-// pathHint explains case B11: a KV v2 policy written for the logical path
-// matches nothing the API uses.
-func pathHint(loc Location) string {
-	if loc.KVVersion != 2 {
-		return ""
-	}
-	return fmt.Sprintf("KV v2 policies must name %s, not %s", loc.DataPath(), loc)
-}
-
-// toStrings converts KV data to strings. Values are never put in the error.
-func toStrings(raw map[string]any) (map[string]string, error) {
-	out := make(map[string]string, len(raw))
-	for k, v := range raw {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("value of key %q is a %T, want a string", k, v)
-		}
-		out[k] = s
-	}
-	return out, nil
-}
-
-// EnsureSecret returns the secret at logicalPath, creating it first with
-// generate if nothing is stored there. created is true only when this call's
-// generated data is what Vault now holds.
-//
-// On KV v2 the write uses check-and-set 0 ("write only if the key does not
-// exist", https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2#create-update-secret),
-// so two runs racing on an absent secret store exactly one version: the loser
-// gets HTTP 400 "check-and-set parameter did not match the current version",
-// re-reads and returns the winner's data with created=false.
-//
-// KV v1 (https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v1) has
-// no check-and-set: EnsureSecret writes, re-reads and returns what is stored
-// then. Two racing runs on KV v1 can each get a different password; use KV v2.
-//
-// The content of existing data is returned as is; validating it (for example
-// a password with a trailing newline, case B07) is the caller's job.
-//
-// Errors: those of Resolve and ReadSecret, *PermissionError naming "create"
-// on Location.DataPath() when the write is denied (nothing is written then),
-// an error from generate, or an empty generated map. No token or secret
-// value appears in an error.
-func (c *Client) EnsureSecret(ctx context.Context, logicalPath string, generate func() (map[string]string, error)) (data map[string]string, created bool, err error) {
-	err = c.withAuth(ctx, "ensure", func() error {
-		data, created, err = c.ensureSecret(ctx, logicalPath, generate)
-		return err
-	})
-	return data, created, err
-}
-
-func (c *Client) ensureSecret(ctx context.Context, logicalPath string, generate func() (map[string]string, error)) (data map[string]string, created bool, err error) {
-	loc, err := c.resolve(ctx, logicalPath)
-	if err != nil {
-		return nil, false, err
-	}
-	data, found, err := c.read(ctx, loc)
-	if err != nil || found {
-		return data, false, err
-	}
-
-	gen, err := generate()
-	if err != nil {
-		return nil, false, fmt.Errorf("generate secret for %s: %w", loc, err)
-	}
-	if len(gen) == 0 {
-		return nil, false, fmt.Errorf("generate secret for %s: no keys", loc)
-	}
-	values := make([]string, 0, len(gen))
-	payload := make(map[string]any, len(gen))
-	for k, v := range gen {
-		if k == "" {
-			return nil, false, fmt.Errorf("generate secret for %s: empty key", loc)
-		}
-		if !publicKeys[k] {
-			values = append(values, v)
-		}
-		payload[k] = v
-	}
-
-	switch loc.KVVersion {
-	case 2:
-		_, err = c.api.KVv2(loc.Mount).Put(ctx, loc.Path, payload, api.WithCheckAndSet(0))
-		if err == nil {
-			return maps.Clone(gen), true, nil
-		}
-		if !isCASMismatch(err) {
-			return nil, false, c.writeError(err, loc, values)
-		}
-		// Another run created it first (or our own write was applied and
-		// its answer lost, then retried): the stored data wins.
-	default:
-		if err := c.api.KVv1(loc.Mount).Put(ctx, loc.Path, payload); err != nil {
-			return nil, false, c.writeError(err, loc, values)
-		}
-	}
-
-	stored, found, err := c.read(ctx, loc)
-	if err != nil {
-		return nil, false, err
-	}
-	if !found {
-		return nil, false, fmt.Errorf("write %s: the secret is absent right after the write", loc)
-	}
-	return stored, maps.Equal(stored, gen), nil
-}
-
-// publicKeys are keys whose values EnsureSecret does not scrub from error
-// messages: a user name such as "maas" is no secret, and redacting every
-// occurrence of a short common word would garble paths and messages.
-var publicKeys = map[string]bool{"username": true, "user": true}
-
-func (c *Client) writeError(err error, loc Location, secrets []string) error {
-	if isForbidden(err) {
-		return c.permission(err, &PermissionError{
-			Op:          "create",
-			LogicalPath: loc.String(),
-			APIPath:     loc.DataPath(),
-			PolicyPath:  loc.DataPath(),
-			Capability:  "create",
-			Needed:      []string{"create", "read"},
-			Hint:        pathHint(loc),
-		}, secrets...)
-	}
-	return c.wrap(err, "write "+loc.String(), secrets...)
 }

@@ -712,14 +712,24 @@ func TestEnsureSecretKVv1(t *testing.T) {
 		t.Fatalf("Resolve = %+v (data path %q), want KV v1 at %q", loc, loc.DataPath(), logical)
 	}
 
+	// KV v1 has no check-and-set: only with the explicit allowance
+	// (TestKVv1RefusedWithoutOptIn shows the refusal).
 	var g passwordGenerator
-	first, created, err := c.EnsureSecret(ctx, logical, g.generate)
+	allow := WriteOptions{AllowKVv1: true}
+	r1, err := c.EnsureSecretWith(ctx, logical, g.generate, allow)
+	first, created := r1.Data, r1.Created
 	if err != nil || !created {
 		t.Fatalf("first EnsureSecret: created=%v err=%v", created, err)
 	}
-	second, created, err := c.EnsureSecret(ctx, logical, g.generate)
+	r2, err := c.EnsureSecretWith(ctx, logical, g.generate, allow)
+	second, created := r2.Data, r2.Created
 	if err != nil || created {
 		t.Fatalf("second EnsureSecret: created=%v err=%v", created, err)
+	}
+	for _, r := range []EnsureResult{r1, r2} {
+		if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "no write protection") || r.LostRace {
+			t.Errorf("notes %q lostRace=%v, want one note on the missing write protection", r.Notes, r.LostRace)
+		}
 	}
 	if !cmp.Equal(first, second) {
 		t.Error("second EnsureSecret returned different data")
