@@ -4,7 +4,11 @@
 // (renewal, or a new login at its max TTL), tells an expired or revoked
 // token from a policy that lacks a rule, finds out whether a logical path
 // lives on a KV v1 or KV v2 mount, stores generated secrets exactly once
-// with check-and-set, and renders least-privilege policies.
+// with check-and-set (always sent, so cas_required mounts work; a lost race
+// is reported and the winner's value used), tells "never written" from a
+// deleted or destroyed latest KV v2 version, refuses KV v1 (no write
+// protection) unless the caller allows it, treats a 404 that carries only
+// warnings as the error it is, and renders least-privilege policies.
 //
 // Everything goes through github.com/hashicorp/vault/api and its auth
 // helper modules (api/auth/approle, api/auth/kubernetes). Tokens,

@@ -12,7 +12,11 @@ import (
 // `vault kv metadata delete`); on KV v1 the key, through
 // DELETE /v1/<mount>/<path>
 // (https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v1#delete-secret).
-// Deleting a secret that does not exist succeeds, as in Vault.
+// Deleting a secret that does not exist succeeds, as in Vault. This is
+// not `vault kv delete`, which only soft-deletes the latest version (it
+// can be undeleted, and EnsureSecret then refuses to generate over it);
+// nor `vault kv destroy`, which removes a version's data but keeps the
+// metadata and current_version.
 //
 // The token needs "delete" on <mount>/metadata/<path> (KV v2) or on
 // <mount>/<path> (KV v1). Errors: those of Resolve, or the delete request's
