@@ -92,6 +92,9 @@ type Options struct {
 	// not wait for the default ServiceAccount. (Controllers are on by
 	// default; the field is negative so that the zero value means default.)
 	NoControllers bool
+	// NoPostgres skips the PostgreSQL server (postgres.go); it is also
+	// not started with NoControllers.
+	NoPostgres bool
 	// Detach starts the components in their own session without a
 	// parent-death signal, so they outlive the calling process; used by
 	// `testenv up`. Without it (tests), every component is killed when the
@@ -116,6 +119,7 @@ type Env struct {
 	stopOnce     sync.Once
 	stopErr      error
 	startElapsed time.Duration
+	pg           *PostgresServer // nil without one
 }
 
 // Kubeconfig returns the path of the admin kubeconfig
@@ -143,6 +147,10 @@ func (e *Env) LogFile(component string) string {
 	return filepath.Join(e.stateDir, component+".log")
 }
 
+// Postgres returns the control plane's PostgreSQL server, nil when it was
+// started with NoPostgres or NoControllers.
+func (e *Env) Postgres() *PostgresServer { return e.pg }
+
 // StartDuration is how long [Start] took from launching etcd until the
 // control plane was ready (zero for an Env from [Load]).
 func (e *Env) StartDuration() time.Duration { return e.startElapsed }
@@ -160,6 +168,9 @@ func (e *Env) Stop() error {
 
 func (e *Env) stop() error {
 	var errs []error
+	if err := e.pg.stop(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range []string{Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
 		p := e.proc(name)
 		if p == nil {
@@ -229,6 +240,13 @@ func (e *Env) Components() []ComponentStatus {
 		}
 		out = append(out, s)
 	}
+	if e.pg != nil {
+		s := ComponentStatus{Name: Postgres, Log: e.LogFile(Postgres)}
+		if e.pg.proc != nil {
+			s.PID, s.Running = e.pg.proc.pid, e.pg.proc.alive()
+		}
+		out = append(out, s)
+	}
 	return out
 }
 
@@ -260,6 +278,9 @@ func Load(stateDir string) (*Env, error) {
 		if p != nil {
 			e.procs = append(e.procs, p)
 		}
+	}
+	if e.pg, err = loadPostgres(abs); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(e.kubeconfig); err == nil {
 		cfg, err := restConfigFromKubeconfig(e.kubeconfig)
