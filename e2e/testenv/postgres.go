@@ -266,6 +266,11 @@ func startPostgres(ctx context.Context, stateDir string, port int, detach bool) 
 		_ = pg.stop()
 		return nil, fmt.Errorf("write postgres.json: %w", err)
 	}
+	// For scripts (make demo: maasctl-sim --postgres-admin); no secret in it.
+	if err := os.WriteFile(filepath.Join(stateDir, Postgres+"-admin.conn"), []byte(pg.AdminConnString()+"\n"), 0o600); err != nil {
+		_ = pg.stop()
+		return nil, fmt.Errorf("write postgres-admin.conn: %w", err)
+	}
 	return pg, nil
 }
 
