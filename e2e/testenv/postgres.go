@@ -85,7 +85,8 @@ type PostgresServer struct {
 	// CertFile is the server's self-signed certificate (PEM).
 	CertFile string `json:"certFile"`
 
-	proc *process
+	proc   *process
+	ownDir string // StartPostgres's folder, removed by Stop
 }
 
 // Addr is the TCP address clients dial, "127.0.0.1:<port>".
@@ -414,9 +415,9 @@ func writeSelfSignedCert(certFile, keyFile string) error {
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: "maas-postgres-rw"},
 		NotBefore:    now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:        true, BasicConstraintsValid: true,
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		DNSNames:    []string{"localhost", "maas-postgres-rw", "maas-postgres-rw.rhoai-maas-db.svc", "maas-postgres-rw.rhoai-maas-db.svc.cluster.local"},
 	}
@@ -482,4 +483,35 @@ func (s *postgresStart) abandon() {
 	if pg, err := s.wait(); err == nil && pg != nil {
 		_ = pg.stop()
 	}
+}
+
+// StartPostgres starts a PostgreSQL server alone, without a control plane
+// (unit tests of code that talks to the database), in a new temporary
+// folder that Stop removes. The error wraps ErrNoPostgres when the server
+// is not installed.
+func StartPostgres(ctx context.Context) (*PostgresServer, error) {
+	dir, err := os.MkdirTemp("", "maasctl-pg-")
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err == nil {
+		var pg *PostgresServer
+		if pg, err = startPostgres(ctx, dir, ports[0], false); err == nil {
+			pg.ownDir = dir
+			return pg, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, err
+}
+
+// Stop stops a server from StartPostgres and removes its folder. (A
+// server of [Start] is stopped by [Env.Stop].)
+func (p *PostgresServer) Stop() error {
+	err := p.stop()
+	if p.ownDir != "" && err == nil {
+		err = os.RemoveAll(p.ownDir)
+	}
+	return err
 }

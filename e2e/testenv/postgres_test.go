@@ -22,27 +22,16 @@ func startTestPostgres(t *testing.T) *PostgresServer {
 		}
 		t.Skipf("skipping: %v", err)
 	}
-	// Not t.TempDir: its parent is 0700, which the server's OS user (as
-	// root: postgres) cannot pass through.
-	dir, err := os.MkdirTemp("", "maasctl-pg-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ports, err := freePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	pg, err := startPostgres(ctx, dir, ports[0], false)
+	pg, err := StartPostgres(ctx)
 	if err != nil {
 		t.Fatalf("start PostgreSQL: %v", err)
 	}
 	t.Logf("%s ready on %s after %d ms", pg.Version, pg.Addr(), time.Since(t0).Milliseconds())
 	t.Cleanup(func() {
-		if err := pg.stop(); err != nil {
+		if err := pg.Stop(); err != nil {
 			t.Errorf("stop PostgreSQL: %v", err)
 		}
 	})
