@@ -111,6 +111,22 @@ type Options struct {
 	Now func() time.Time
 }
 
+// DefaultDBHost is the host:port of the default inventory's
+// DB_CONNECTION_URL: the -rw Service of CNPG Cluster maas-postgres in
+// namespace rhoai-maas-db. In the tests it is the stand-in's name for the
+// test's PostgreSQL; see DBHostsFor.
+const DefaultDBHost = "maas-postgres-rw.rhoai-maas-db.svc:5432"
+
+// DBHostsFor is the Options.DBHosts of a test whose PostgreSQL listens on
+// addr (testenv PostgresServer.Addr): DefaultDBHost, and its
+// .cluster.local form, map to addr. Nothing is resolved through DNS.
+func DBHostsFor(addr string) map[string]string {
+	return map[string]string{
+		DefaultDBHost: addr,
+		"maas-postgres-rw.rhoai-maas-db.svc.cluster.local:5432": addr,
+	}
+}
+
 // ForCluster returns the Reader and TokenReview Authenticator for the
 // cluster of cfg.
 func ForCluster(cfg *rest.Config) (verify.Reader, Authenticator, error) {

@@ -30,9 +30,13 @@ import (
 // postgresql, 15 on bookworm), one per [Start], standing in for the
 // database the CloudNativePG Cluster of the inventory runs on OpenShift.
 //
-// Layout (StateDir/postgres, owned by the server's OS user, mode 0700):
-// data/ (initdb), sock/ (the unix socket), server.crt and server.key (a
-// self-signed ECDSA P-256 certificate made here). The server listens on
+// Layout: the log and pid are StateDir/postgres.log and postgres.pid; the
+// cluster lives in its own folder $TMPDIR/maasctl-pg-* (owned by the
+// server's OS user, mode 0700, removed when the server stops): data/
+// (initdb), sock/ (the unix socket), server.crt and server.key (a
+// self-signed ECDSA P-256 certificate made here). It is not under StateDir
+// because the server's OS user (as root: postgres) must be able to reach
+// it, and StateDir's parents are often private (t.TempDir, bench folders). The server listens on
 // 127.0.0.1:<free port> and on the unix socket, with ssl=on and this
 // pg_hba.conf (PostgreSQL docs, "The pg_hba.conf File"):
 //
@@ -84,6 +88,9 @@ type PostgresServer struct {
 	DataDir string `json:"dataDir"`
 	// CertFile is the server's self-signed certificate (PEM).
 	CertFile string `json:"certFile"`
+	// BaseDir is the folder holding DataDir, SocketDir and the TLS files;
+	// it is removed when the server stops.
+	BaseDir string `json:"baseDir"`
 
 	proc   *process
 	ownDir string // StartPostgres's folder, removed by Stop
@@ -179,22 +186,20 @@ func startPostgres(ctx context.Context, stateDir string, port int, detach bool) 
 	if err != nil {
 		return nil, fmt.Errorf("postgres --version: %w", err)
 	}
-	base := filepath.Join(stateDir, "postgres")
-	pg := &PostgresServer{
+	base, err := os.MkdirTemp("", "maasctl-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("create the PostgreSQL folder: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(base)
+		}
+	}()
+	pg := &PostgresServer{BaseDir: base,
 		Version: strings.TrimSpace(string(out)), BinDir: binDir, Port: port,
 		SocketDir: filepath.Join(base, "sock"), DataDir: filepath.Join(base, "data"),
 		CertFile: filepath.Join(base, "server.crt"),
-	}
-	if cred != nil {
-		// The server user must reach StateDir/postgres: allow it to pass
-		// through StateDir (search only; StateDir's files stay 0600).
-		st, err := os.Stat(stateDir)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.Chmod(stateDir, st.Mode().Perm()|0o011); err != nil {
-			return nil, fmt.Errorf("let the postgres user pass through %s: %w", stateDir, err)
-		}
 	}
 	for _, d := range []string{base, pg.SocketDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -272,6 +277,7 @@ func startPostgres(ctx context.Context, stateDir string, port int, detach bool) 
 		_ = pg.stop()
 		return nil, fmt.Errorf("write postgres-admin.conn: %w", err)
 	}
+	ok = true
 	return pg, nil
 }
 
@@ -308,10 +314,20 @@ func (p *PostgresServer) waitReady(ctx context.Context) error {
 // terminated, PostgreSQL docs "Shutting Down the Server"), SIGKILL after
 // postgresStopGrace. A server that is gone already is not an error.
 func (p *PostgresServer) stop() error {
-	if p == nil || p.proc == nil {
+	if p == nil {
 		return nil
 	}
-	return stopPostgresProcess(p.proc)
+	if p.proc != nil {
+		if err := stopPostgresProcess(p.proc); err != nil {
+			return err
+		}
+	}
+	if p.BaseDir != "" {
+		if err := os.RemoveAll(p.BaseDir); err != nil {
+			return fmt.Errorf("remove the PostgreSQL folder: %w", err)
+		}
+	}
+	return nil
 }
 
 func stopPostgresProcess(pr *process) error {

@@ -22,7 +22,7 @@ const maxPortAttempts = 3
 // ownedStateFiles are removed from a reused StateDir before a start.
 var ownedStateFiles = []string{
 	"etcd", "certs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
-	Postgres, Postgres + ".json", Postgres + "-admin.conn", Postgres + ".log", Postgres + ".pid",
+	Postgres + ".json", Postgres + "-admin.conn", Postgres + ".log", Postgres + ".pid",
 }
 
 // resolved is Options with defaults filled in and paths made absolute.
