@@ -43,9 +43,10 @@ import (
 // maas-api once its pooled connections are recycled.
 //
 // One difference in what a client sees, chosen so that tests can tell why
-// without pod logs: a failed statement's 500 carries, beside maas-api's own
-// "error" text, a "cause" with the line maas-api writes to its log
-// (database, host and the server's message; never the password).
+// without pod logs: a failed statement's 500 carries, before maas-api's own
+// "error" text, a "cause" with what maas-api writes to its log (database,
+// host and the server's message, short enough to survive verify's
+// 120-character snippet; never the password).
 //
 // Hosts: the URL's host:port (maas-postgres-rw.rhoai-maas-db.svc:5432 for
 // the default inventory) is the CNPG -rw Service in the cluster. The
@@ -155,7 +156,7 @@ func (s *Server) instance(ctx context.Context) (*maasAPIInstance, error) {
 func (st *maasAPIState) fail(e *dbError) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.log = append(st.log, e.Cause)
+	st.log = append(st.log, e.Error())
 	return e
 }
 
@@ -181,7 +182,7 @@ func (s *Server) connConfig(raw string) (*pgx.ConnConfig, string, error) {
 		return nil, "", errors.New("failed to open PostgreSQL connection: the URL cannot be parsed (check its user, password and host are URL-encoded)")
 	}
 	hostport := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	target := fmt.Sprintf("database %q on %s as user %q", cfg.Database, hostport, cfg.User)
+	target := fmt.Sprintf("database %q on %s", cfg.Database, hostport)
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 10*time.Second {
 		cfg.ConnectTimeout = 10 * time.Second
 	}
@@ -212,7 +213,7 @@ func (s *Server) connConfig(raw string) (*pgx.ConnConfig, string, error) {
 func (in *maasAPIInstance) connect(ctx context.Context, public string) (*pgx.Conn, error) {
 	c, err := pgx.ConnectConfig(ctx, in.cfg)
 	if err != nil {
-		return nil, &dbError{Public: public, Cause: "failed to connect to PostgreSQL " + in.target + ": " + describe(err)}
+		return nil, &dbError{Public: public, Cause: in.target + ": " + describe(err)}
 	}
 	return c, nil
 }

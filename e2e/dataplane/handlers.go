@@ -200,9 +200,9 @@ func dbFailure(w http.ResponseWriter, err error) {
 		de = &dbError{Public: "internal error", Cause: err.Error()}
 	}
 	writeJSON(w, http.StatusInternalServerError, struct {
-		Error string `json:"error"`
 		Cause string `json:"cause"`
-	}{de.Public, de.Cause})
+		Error string `json:"error"`
+	}{de.Cause, de.Public})
 }
 
 // caller authenticates the OpenShift token of a maas-api call and returns

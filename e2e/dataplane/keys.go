@@ -117,7 +117,7 @@ func (s *Server) query(ctx context.Context, in *maasAPIInstance, public string, 
 	if err == nil {
 		defer c.Close(context.WithoutCancel(ctx))
 		if err = f(c); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			err = &dbError{Public: public, Cause: "statement failed on PostgreSQL " + in.target + ": " + describe(err)}
+			err = &dbError{Public: public, Cause: in.target + ": " + describe(err)}
 		}
 	}
 	var de *dbError
