@@ -2,9 +2,7 @@ package dataplane
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -33,11 +31,12 @@ import (
 //   - once started, the API keys live in api_keys; a statement that fails
 //     answers 500 ({"error": "Failed to create API key"} and the like).
 //
-// The stand-in's maas-api instance is the (Deployment UID, generation,
-// DB_CONNECTION_URL) it last saw: a rollout or a new URL starts a new
-// instance, which connects and migrates again. A start that fails is
-// retried on the next request (the kubelet's restart, without its
-// back-off). Stricter than maas-api's pool (5 idle connections, 300 s
+// The stand-in's maas-api instance is the Deployment (UID, generation) it
+// last saw: a rollout starts a new instance, which reads the Secret,
+// connects and migrates again; a running instance keeps the URL it read
+// at start even if the Secret changes or goes away, as maas-api does. A
+// start that fails is retried on the next request (the kubelet's restart,
+// without its back-off). Stricter than maas-api's pool (5 idle connections, 300 s
 // lifetime): every request opens a new connection, so a password changed
 // in the database behind the Secret fails the next request, as it does for
 // maas-api once its pooled connections are recycled.
@@ -126,19 +125,21 @@ func (s *Server) instance(ctx context.Context) (*maasAPIInstance, error) {
 	if d == nil {
 		return nil, &dbError{Public: "maas-api is not running", Cause: "deployment maas-api not found"}
 	}
-	raw, err := s.dbURL(ctx)
-	if err != nil {
-		return nil, s.api.fail(&dbError{Public: "maas-api is not running", Cause: err.Error()})
-	}
-	sum := sha256.Sum256([]byte(raw))
-	key := fmt.Sprintf("%s/%d/%s", d.GetUID(), d.GetGeneration(), hex.EncodeToString(sum[:8]))
+	key := fmt.Sprintf("%s/%d", d.GetUID(), d.GetGeneration())
 	s.api.mu.Lock()
 	defer s.api.mu.Unlock()
 	if in := s.api.inst; in != nil && in.key == key && in.started {
 		return in, nil
 	}
+	// A (re)start reads the Secret again.
 	in := &maasAPIInstance{key: key}
 	s.api.inst = in
+	raw, err := s.dbURL(ctx)
+	if err != nil {
+		in.err = &dbError{Public: "maas-api is not running", Cause: err.Error()}
+		s.api.log = append(s.api.log, in.err.Error())
+		return nil, in.err
+	}
 	if in.cfg, in.target, err = s.connConfig(raw); err != nil {
 		in.err = &dbError{Public: "maas-api is not running", Cause: "failed to initialize token store: " + err.Error()}
 		s.api.log = append(s.api.log, in.err.Cause)

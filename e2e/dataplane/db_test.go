@@ -176,6 +176,25 @@ func TestDatabaseFailures(t *testing.T) {
 	if log := c.s.MaaSAPILog(); !strings.Contains(log[len(log)-1], "lookup maas-postgres-rw: no such host") {
 		t.Errorf("last log line = %q, want a failed lookup", log[len(log)-1])
 	}
+	// The Secret goes away: the running maas-api keeps the URL it read at
+	// start; a restart cannot load it.
+	setURL(r, "postgresql://maas:unit-test-pw@"+dbHost+"/maas?sslmode=require")
+	setDeploymentGeneration(r, 5)
+	if st, _ := c.do(http.MethodGet, "/maas-api/health", "", nil); st != http.StatusOK {
+		t.Fatalf("health after a restart with a good URL: HTTP %d", st)
+	}
+	r.Remove(verify.SecretGVK, "redhat-ai-gateway-infra", "maas-db-config")
+	if st, b := c.do(http.MethodGet, "/maas-api/health", "", nil); st != http.StatusOK {
+		t.Errorf("health of a running maas-api after its Secret was deleted: HTTP %d %s", st, b)
+	}
+	c.mint(aliceToken, sub)
+	setDeploymentGeneration(r, 6)
+	if st, _ := c.do(http.MethodGet, "/maas-api/health", "", nil); st != http.StatusServiceUnavailable {
+		t.Errorf("health after a restart without its Secret: HTTP %d", st)
+	}
+	if log := c.s.MaaSAPILog(); !strings.Contains(log[len(log)-1], "failed to load database URL: secret redhat-ai-gateway-infra/maas-db-config not found") {
+		t.Errorf("last log line = %q", log[len(log)-1])
+	}
 }
 
 func setDeploymentGeneration(r *verify.StaticReader, gen int64) {
