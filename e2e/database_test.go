@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
 )
 
 // TestDatabasePasswordMismatchFailsForReal is case B08 on the real
