@@ -117,7 +117,9 @@ func TestDatabasePasswordMismatchFailsForReal(t *testing.T) {
 	rep, r := verifyRun(t, c, p)
 	outputs = append(outputs, r)
 	expectVerifyFails(t, rep, r, verify.CodeMintKey, "password authentication failed")
-	mustContain(t, "verify's "+verify.CodeMintKey+" check", checkText(rep, verify.CodeMintKey), `database \"`+d.Name+`\"`, dbHost)
+	mint := checkText(rep, verify.CodeMintKey)
+	t.Logf("verify with the role's password changed behind the Secret:\n%s", mint)
+	mustContain(t, "verify's "+verify.CodeMintKey+" check", mint, `database \"`+d.Name+`\"`, dbHost)
 
 	// maas-api restarts (a rollout): it cannot connect at start and exits,
 	// so even /health has no healthy upstream.
@@ -128,6 +130,7 @@ func TestDatabasePasswordMismatchFailsForReal(t *testing.T) {
 	rep, r = verifyRun(t, c, p)
 	outputs = append(outputs, r)
 	expectVerifyFails(t, rep, r, verify.CodeHealth, string(verify.ClassUnavailable))
+	t.Logf("verify after maas-api restarted:\n%s", checkText(rep, verify.CodeHealth))
 	if log := strings.Join(p.MaaSAPILog(), "\n"); !strings.Contains(log, "failed to initialize token store") || !strings.Contains(log, d.Name) {
 		t.Errorf("maas-api's log does not say it could not start on its database:\n%s", log)
 	}
