@@ -3,7 +3,9 @@
 // kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake
 // node), all on 127.0.0.1 and on ports picked at start, loaded with the CRDs
 // a fresh OpenShift 4.22 cluster with cert-manager serves and with a fixture
-// that makes it look like such a cluster meeting maasctl's prerequisites.
+// that makes it look like such a cluster meeting maasctl's prerequisites;
+// beside it a real PostgreSQL server (Debian's, postgres.go) for the
+// database the CNPG Cluster of the inventory stands for.
 //
 // The binaries are built by `make testenv` into <repo>/bin/testenv; the way
 // they are run follows /work/shared/testenv/RECIPE.md (§3, §5, §8).
@@ -155,7 +157,8 @@ func (e *Env) Postgres() *PostgresServer { return e.pg }
 // control plane was ready (zero for an Env from [Load]).
 func (e *Env) StartDuration() time.Duration { return e.startElapsed }
 
-// Stop stops the components in dependency order: kwok, kube-scheduler,
+// Stop stops the components in dependency order: PostgreSQL (SIGINT, a
+// fast shutdown; its cluster folder is removed), kwok, kube-scheduler,
 // kube-controller-manager, then kube-apiserver (waiting until it exited, so
 // it does not outlive etcd), then etcd. Each gets SIGTERM and, after 10 s,
 // SIGKILL. A temporary StateDir created by Start is removed afterwards.
