@@ -258,6 +258,10 @@ func startPostgres(ctx context.Context, stateDir string, port int, detach bool) 
 		"-c", "full_page_writes=off",
 		"-c", "shared_buffers=16MB",
 		"-c", "max_connections=50",
+		// A failed CREATE/ALTER ROLE ... PASSWORD would otherwise be logged
+		// with its text (log_min_error_statement=error): no statement text
+		// in postgres.log, so no password either.
+		"-c", "log_min_error_statement=panic",
 	)
 	if err != nil {
 		return nil, err
