@@ -77,6 +77,13 @@ func TestPostgresTLSAndPasswords(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "28P01" {
 		t.Errorf("wrong password: want SQLSTATE 28P01, got %v", err)
 	}
+	// A failed statement carrying a password is not logged with its text.
+	if _, err := admin.Exec(ctx, `CREATE ROLE app LOGIN PASSWORD 'logged-if-leaky'`); err == nil {
+		t.Error("CREATE ROLE of an existing role succeeded")
+	}
+	if logContains(pg.proc.logFile, "logged-if-leaky") {
+		t.Errorf("%s holds the text of a failed statement with a password", pg.proc.logFile)
+	}
 	var method string
 	if err := admin.QueryRow(ctx, `SELECT left(rolpassword, 13) FROM pg_authid WHERE rolname = 'app'`).Scan(&method); err != nil || method != "SCRAM-SHA-256" {
 		t.Errorf("password not stored as SCRAM-SHA-256: %q %v", method, err)
