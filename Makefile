@@ -29,8 +29,13 @@ $(BIN)/vault-test-server: $(GO_SOURCES)
 $(BIN)/testenv-ctl: $(GO_SOURCES)
 	$(GOBUILD) -o $@ ./e2e/cmd/testenv
 
-## testenv: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok built from Go modules (once; cached in bin/testenv)
-testenv: $(TESTENV)/etcd $(K8S_BINS) $(TESTENV)/kwok
+## testenv: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok built from Go modules (once; cached in bin/testenv);
+## Debian's PostgreSQL server (initdb, pg_ctl, postgres), installed with apt-get when missing and run as root
+testenv: $(TESTENV)/etcd $(K8S_BINS) $(TESTENV)/kwok postgresql
+
+.PHONY: postgresql
+postgresql:
+	@./e2e/testenv/postgres.sh
 
 $(TESTENV)/etcd: e2e/testenv/etcd/go.mod e2e/testenv/etcd/go.sum e2e/testenv/etcd/main.go
 	mkdir -p $(TESTENV)

@@ -98,7 +98,7 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		c.stop()
 		return nil, err
 	}
-	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: o.delays, Logger: logger})
+	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: o.delays, Logger: logger, Postgres: te.Postgres().AdminConnString()})
 	if err != nil {
 		cancel()
 		closeLog()

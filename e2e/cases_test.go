@@ -106,7 +106,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{RHOAIVersion: o.rhoai, Delay: o.delay, Faults: o.faults, Logger: logger})
+		h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{RHOAIVersion: o.rhoai, Delay: o.delay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()})
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)
 		}

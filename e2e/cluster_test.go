@@ -133,6 +133,16 @@ func (c *cluster) restConfig() *rest.Config {
 	return c.env.RESTConfig()
 }
 
+// postgresAdmin is the superuser connection string of the local control
+// plane's PostgreSQL, for the simulated CNPG's initdb; empty on an
+// external cluster (its own CNPG runs the database).
+func (c *cluster) postgresAdmin() string {
+	if c.env == nil || c.env.Postgres() == nil {
+		return ""
+	}
+	return c.env.Postgres().AdminConnString()
+}
+
 // kubeconfigPath is the kubeconfig maasctl runs with.
 func (c *cluster) kubeconfigPath() string {
 	if c.kubeconfig != "" {
@@ -260,7 +270,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sim.Start(ctx, simCfg, sim.Options{Delay: o.simDelay, Logger: logger})
+		h, err := sim.Start(ctx, simCfg, sim.Options{Delay: o.simDelay, Logger: logger, Postgres: c.postgresAdmin()})
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)
 		}

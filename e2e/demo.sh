@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: start the local control plane (etcd, kube-apiserver, kcm,
-# scheduler, kwok), the Vault-API test server and the simulated operators;
+# scheduler, kwok, PostgreSQL), the Vault-API test server and the simulated operators;
 # run `maasctl install` with the embedded default inventory twice (the second
 # run must change nothing); then stop everything it started.
 set -euo pipefail
@@ -34,7 +34,7 @@ export VAULT_TOKEN
 VAULT_TEST_SERVER_TOKEN=$VAULT_TOKEN "$BIN/vault-test-server" --listen 127.0.0.1:0 --addr-file "$STATE/vault.addr" >"$STATE/vault.log" 2>&1 &
 pids+=($!)
 # shellcheck disable=SC2086
-"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
+"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$STATE/vault.addr" ] && break; sleep 0.1; done
 VAULT_ADDR=$(cat "$STATE/vault.addr")

@@ -131,7 +131,7 @@ func newTiersCluster(t *testing.T, simDelay map[string]time.Duration) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{Delay: simDelay, Logger: logger})
+	h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{Delay: simDelay, Logger: logger, Postgres: env.Postgres().AdminConnString()})
 	if err != nil {
 		t.Fatalf("start simulators: %v", err)
 	}

@@ -54,7 +54,13 @@ func startPlane(t *testing.T, c *cluster) *plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: auth, Hosts: []string{appsHost}})
+	pg := c.env.Postgres()
+	if pg == nil {
+		t.Fatal("the local control plane runs no PostgreSQL for maas-api's database")
+	}
+	// maas-api's DB_CONNECTION_URL names the CNPG -rw Service; the
+	// stand-in sends it to this control plane's PostgreSQL.
+	s, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: auth, Hosts: []string{appsHost}, DBHosts: dataplane.DBHostsFor(pg.Addr())})
 	if err != nil {
 		t.Fatalf("start data plane: %v", err)
 	}
@@ -68,6 +74,16 @@ func startPlane(t *testing.T, c *cluster) *plane {
 		t.Fatal(err)
 	}
 	return &plane{Server: s, ca: ca, token: c.env.RESTConfig().BearerToken, hc: hc}
+}
+
+// keys returns maas-api's stored keys (its api_keys table).
+func (p *plane) keys(t *testing.T) []*dataplane.Key {
+	t.Helper()
+	k, err := p.Keys(context.Background())
+	if err != nil {
+		t.Fatalf("read maas-api's keys: %v", err)
+	}
+	return k
 }
 
 // call sends one request to the data plane.
@@ -273,7 +289,7 @@ func TestVerifyDoctorGather(t *testing.T) {
 		}
 		// The probe key and the verify key were revoked, and proven
 		// revoked: each DELETE is followed by a 401.
-		keys := p.Keys()
+		keys := p.keys(t)
 		if len(keys) != 2 {
 			t.Errorf("verify minted %d keys, want 2 (verify key and probe key)", len(keys))
 		}
@@ -316,7 +332,7 @@ func TestVerifyDoctorGather(t *testing.T) {
 	}
 
 	t.Run("install verifies the request path", func(t *testing.T) {
-		before := len(p.Keys())
+		before := len(p.keys(t))
 		r := installVerify(t)
 		if r.exit != 0 {
 			t.Fatalf("install --verify-endpoint: exit %d\n%s\n%s", r.exit, r.stdout, r.stderr)
@@ -331,7 +347,7 @@ func TestVerifyDoctorGather(t *testing.T) {
 		if !chat {
 			t.Errorf("no %s progress from the verify step", verify.CodeChat)
 		}
-		keys := p.Keys()
+		keys := p.keys(t)
 		if len(keys) != before+1 || keys[0].Status != "revoked" {
 			t.Errorf("install's verify key: %d keys (was %d), newest %+v", len(keys), before, keys[0])
 		}

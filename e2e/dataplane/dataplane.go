@@ -101,8 +101,30 @@ type Options struct {
 	BodyLimit int
 	// Hosts are extra DNS names for the serving certificate.
 	Hosts []string
+	// DBHosts maps the host:port of maas-api's DB_CONNECTION_URL (for the
+	// default inventory maas-postgres-rw.rhoai-maas-db.svc:5432, the CNPG
+	// -rw Service) to the loopback address of the PostgreSQL serving it
+	// (testenv PostgresServer.Addr). The stand-in resolves no DNS: an
+	// unmapped host fails as an unknown name (db.go).
+	DBHosts map[string]string
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
+}
+
+// DefaultDBHost is the host:port of the default inventory's
+// DB_CONNECTION_URL: the -rw Service of CNPG Cluster maas-postgres in
+// namespace rhoai-maas-db. In the tests it is the stand-in's name for the
+// test's PostgreSQL; see DBHostsFor.
+const DefaultDBHost = "maas-postgres-rw.rhoai-maas-db.svc:5432"
+
+// DBHostsFor is the Options.DBHosts of a test whose PostgreSQL listens on
+// addr (testenv PostgresServer.Addr): DefaultDBHost, and its
+// .cluster.local form, map to addr. Nothing is resolved through DNS.
+func DBHostsFor(addr string) map[string]string {
+	return map[string]string{
+		DefaultDBHost: addr,
+		"maas-postgres-rw.rhoai-maas-db.svc.cluster.local:5432": addr,
+	}
 }
 
 // ForCluster returns the Reader and TokenReview Authenticator for the
@@ -123,7 +145,8 @@ type Server struct {
 	caPEM     []byte
 	srv       *http.Server
 	ln        net.Listener
-	keys      *keyStore
+	api       maasAPIState
+	issued    issuedKeys
 	limits    *limiter
 	modelDown atomic.Bool
 	bodyLimit atomic.Int64
@@ -161,8 +184,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{
 		o: o, inv: o.Inventory, caPEM: caPEM, ln: ln,
-		url:  "https://" + ln.Addr().String(),
-		keys: newKeyStore(), limits: newLimiter(), done: make(chan struct{}),
+		url:    "https://" + ln.Addr().String(),
+		limits: newLimiter(), done: make(chan struct{}),
 	}
 	s.bodyLimit.Store(int64(o.BodyLimit))
 	s.srv = &http.Server{
@@ -218,13 +241,20 @@ func (s *Server) SetBodyLimit(n int) { s.bodyLimit.Store(int64(n)) }
 // IssuedKeys returns the plaintext of every key minted so far, for tests
 // that search outputs and archives for leaked keys.
 func (s *Server) IssuedKeys() []string {
-	s.keys.mu.Lock()
-	defer s.keys.mu.Unlock()
-	return append([]string(nil), s.keys.issued...)
+	s.issued.mu.Lock()
+	defer s.issued.mu.Unlock()
+	return append([]string(nil), s.issued.list...)
 }
 
-// Keys returns the stored records of every key, newest first.
-func (s *Server) Keys() []*Key { return s.keys.list("", s.o.Now()) }
+// Keys returns the rows of maas-api's api_keys table, newest first. The
+// error says why maas-api or its database cannot answer.
+func (s *Server) Keys(ctx context.Context) ([]*Key, error) {
+	in, err := s.instance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.listKeys(ctx, in, "", s.o.Now())
+}
 
 // Requests returns the requests answered so far, in order.
 func (s *Server) Requests() []Request {

@@ -70,6 +70,7 @@ func start(t *testing.T, r *verify.StaticReader, o Options) *client {
 	t.Cleanup(cancel)
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	o.Reader, o.Auth, o.Now = r, identities, clk.now
+	o.DBHosts = freshDatabase(t)
 	s, err := Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -166,6 +167,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, noHealthyUpstream)
 		return
 	}
+	// maas-api's /health itself checks nothing, but a maas-api that could
+	// not connect to its database at start has exited (db.go): no
+	// healthy upstream.
+	if _, err := s.instance(r.Context()); err != nil {
+		writeText(w, http.StatusServiceUnavailable, noHealthyUpstream)
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
 }
 
@@ -184,46 +192,76 @@ func unauthorized(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusUnauthorized)
 }
 
-// caller authenticates the OpenShift token of a maas-api call.
-func (s *Server) caller(w http.ResponseWriter, r *http.Request) (verify.Identity, bool) {
+// dbFailure is maas-api's 500 for a failed statement (db.go: "error" is
+// maas-api's text, "cause" its log line).
+func dbFailure(w http.ResponseWriter, err error) {
+	var de *dbError
+	if !errors.As(err, &de) {
+		de = &dbError{Public: "internal error", Cause: err.Error()}
+	}
+	writeJSON(w, http.StatusInternalServerError, struct {
+		Cause string `json:"cause"`
+		Error string `json:"error"`
+	}{de.Cause, de.Public})
+}
+
+// caller authenticates the OpenShift token of a maas-api call and returns
+// the running maas-api instance.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request) (verify.Identity, *maasAPIInstance, bool) {
 	if !s.authServiceUp(r.Context()) {
 		authFailure(w)
-		return verify.Identity{}, false
+		return verify.Identity{}, nil, false
 	}
 	tok := bearer(r)
 	if tok == "" || strings.HasPrefix(tok, KeyPrefix) {
 		// Keys are minted with the OpenShift/OIDC token, never with a key
 		// (api-key-management.md FAQ).
 		unauthorized(w)
-		return verify.Identity{}, false
+		return verify.Identity{}, nil, false
 	}
 	id, err := s.o.Auth.Authenticate(r.Context(), tok)
 	if err != nil {
 		unauthorized(w)
-		return verify.Identity{}, false
+		return verify.Identity{}, nil, false
 	}
 	if !s.maasAPIUp(r.Context()) {
 		writeText(w, http.StatusServiceUnavailable, noHealthyUpstream)
-		return verify.Identity{}, false
+		return verify.Identity{}, nil, false
 	}
-	return id, true
+	in, err := s.instance(r.Context())
+	if err != nil {
+		// maas-api exited at start (its database): no healthy upstream.
+		writeText(w, http.StatusServiceUnavailable, noHealthyUpstream)
+		return verify.Identity{}, nil, false
+	}
+	return id, in, true
 }
 
 func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request, body []byte) {
-	id, ok := s.caller(w, r)
+	id, in, ok := s.caller(w, r)
 	if !ok {
 		return
 	}
+	ctx := r.Context()
 	now := s.o.Now()
 	p := r.URL.Path
 	switch {
 	case p == "/maas-api/v1/api-keys" && r.Method == http.MethodPost:
-		s.mint(w, r, id, body)
+		s.mint(w, r, in, id, body)
 	case (p == "/maas-api/v1/api-keys" && r.Method == http.MethodGet) || (p == "/maas-api/v1/api-keys/search" && r.Method == http.MethodPost):
-		writeJSON(w, http.StatusOK, map[string]any{"data": s.keys.list(id.User, now)})
+		keys, err := s.listKeys(ctx, in, id.User, now)
+		if err != nil {
+			dbFailure(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"data": keys})
 	case strings.HasPrefix(p, "/maas-api/v1/api-keys/"):
 		kid := strings.TrimPrefix(p, "/maas-api/v1/api-keys/")
-		k := s.keys.get(kid, now)
+		k, err := s.getKey(ctx, in, kid, now)
+		if err != nil {
+			dbFailure(w, err)
+			return
+		}
 		// Non-admins see and revoke only their own keys.
 		if k == nil || k.Username != id.User {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "api key not found"})
@@ -233,8 +271,16 @@ func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request, body []byte) {
 		case http.MethodGet:
 			writeJSON(w, http.StatusOK, k)
 		case http.MethodDelete:
-			s.keys.revoke(kid)
-			writeJSON(w, http.StatusOK, s.keys.get(kid, now))
+			if err := s.revokeKey(ctx, in, kid); err != nil {
+				dbFailure(w, err)
+				return
+			}
+			k, err := s.getKey(ctx, in, kid, now)
+			if err != nil || k == nil {
+				dbFailure(w, &dbError{Public: "Key revoked but failed to retrieve metadata", Cause: fmt.Sprint(err)})
+				return
+			}
+			writeJSON(w, http.StatusOK, k)
 		default:
 			w.WriteHeader(http.StatusMethodNotAllowed)
 		}
@@ -248,7 +294,7 @@ func (s *Server) apiKeys(w http.ResponseWriter, r *http.Request, body []byte) {
 // "expiresAt", "ephemeral"} (api-key-management.md). The subscription must
 // exist and be owned by the caller; omitted, the highest-priority owned
 // subscription is chosen.
-func (s *Server) mint(w http.ResponseWriter, r *http.Request, id verify.Identity, body []byte) {
+func (s *Server) mint(w http.ResponseWriter, r *http.Request, in *maasAPIInstance, id verify.Identity, body []byte) {
 	var req struct {
 		Name         string `json:"name"`
 		Description  string `json:"description"`
@@ -283,9 +329,9 @@ func (s *Server) mint(w http.ResponseWriter, r *http.Request, id verify.Identity
 	}
 	k := &Key{Name: req.Name, Description: req.Description, Username: id.User, Groups: append([]string(nil), id.Groups...), Subscription: sub.GetName()}
 	now := s.o.Now()
-	plain, err := s.keys.mint(k, now, ttl)
+	plain, err := s.mintKey(r.Context(), in, k, now, ttl)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "key generation failed"})
+		dbFailure(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{
@@ -346,8 +392,16 @@ func (s *Server) keyIdentity(w http.ResponseWriter, r *http.Request) (*Key, bool
 		unauthorized(w)
 		return nil, false
 	}
-	k, _ := s.keys.lookup(tok, s.o.Now())
-	if k == nil {
+	// Authorino asks maas-api's /internal/v1/api-keys/validate; when
+	// maas-api is down or its database fails, the call fails and the
+	// request is denied.
+	in, err := s.instance(r.Context())
+	if err != nil {
+		unauthorized(w)
+		return nil, false
+	}
+	k, _, err := s.lookupKey(r.Context(), in, tok, s.o.Now())
+	if err != nil || k == nil {
 		unauthorized(w)
 		return nil, false
 	}

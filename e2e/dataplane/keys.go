@@ -1,16 +1,19 @@
 package dataplane
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"regexp"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The API key store of the simulated maas-api. Upstream
@@ -43,20 +46,13 @@ type Key struct {
 	Revoked      bool      `json:"-"`
 	Status       string    `json:"status"`
 	Ephemeral    bool      `json:"ephemeral"`
-	hash         string
 }
 
-type keyStore struct {
-	mu     sync.Mutex
-	byHash map[string]*Key
-	byID   map[string]*Key
-	// issued keeps plaintexts only so leak tests can search outputs for
-	// them (IssuedKeys); the real maas-api cannot do this.
-	issued []string
-}
-
-func newKeyStore() *keyStore {
-	return &keyStore{byHash: map[string]*Key{}, byID: map[string]*Key{}}
+// issuedKeys keeps plaintexts only so leak tests can search outputs for
+// them (IssuedKeys); the real maas-api cannot do this.
+type issuedKeys struct {
+	mu   sync.Mutex
+	list []string
 }
 
 func hashKey(k string) string {
@@ -90,9 +86,50 @@ func randomUUID() (string, error) {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
 }
 
-// mint stores a new key for k (ID, hash and times are filled in) and
-// returns the plaintext.
-func (s *keyStore) mint(k *Key, now time.Time, ttl time.Duration) (string, error) {
+// The key store is maas-api's table api_keys in the real database (db.go):
+// one new connection per call. Errors are *dbError with maas-api's
+// public text for the call.
+
+const keyColumns = `id, username, name, coalesce(description, ''), user_groups, subscription, created_at, expires_at, last_used_at, status, ephemeral`
+
+func scanKey(row pgx.Row) (*Key, error) {
+	k := &Key{}
+	var expires, lastUsed *time.Time
+	var status string
+	if err := row.Scan(&k.ID, &k.Username, &k.Name, &k.Description, &k.Groups, &k.Subscription, &k.Created, &expires, &lastUsed, &status, &k.Ephemeral); err != nil {
+		return nil, err
+	}
+	k.Created = k.Created.UTC()
+	if expires != nil {
+		k.Expires = expires.UTC()
+	}
+	if lastUsed != nil {
+		k.LastUsed = lastUsed.UTC()
+	}
+	k.Revoked = status == "revoked"
+	return k, nil
+}
+
+// query runs f on a new connection of in; failures become a *dbError
+// with public text and are written to maas-api's log.
+func (s *Server) query(ctx context.Context, in *maasAPIInstance, public string, f func(c *pgx.Conn) error) error {
+	c, err := in.connect(ctx, public)
+	if err == nil {
+		defer c.Close(context.WithoutCancel(ctx))
+		if err = f(c); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			err = &dbError{Public: public, Cause: in.target + ": " + describe(err)}
+		}
+	}
+	var de *dbError
+	if errors.As(err, &de) {
+		s.api.fail(de)
+	}
+	return err
+}
+
+// mintKey stores a new key for k (ID and times are filled in) and returns
+// the plaintext; only its SHA-256 hash is stored.
+func (s *Server) mintKey(ctx context.Context, in *maasAPIInstance, k *Key, now time.Time, ttl time.Duration) (string, error) {
 	secret, err := randomString(48)
 	if err != nil {
 		return "", fmt.Errorf("generate key: %w", err)
@@ -102,43 +139,70 @@ func (s *keyStore) mint(k *Key, now time.Time, ttl time.Duration) (string, error
 		return "", fmt.Errorf("generate key id: %w", err)
 	}
 	plain := KeyPrefix + secret
-	k.ID, k.hash, k.Created, k.Expires = id, hashKey(plain), now, now.Add(ttl)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byHash[k.hash] = k
-	s.byID[k.ID] = k
-	s.issued = append(s.issued, plain)
+	k.ID, k.Created, k.Expires = id, now.UTC(), now.Add(ttl).UTC()
+	groups := k.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	err = s.query(ctx, in, "Failed to create API key", func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `INSERT INTO api_keys (id, username, name, description, key_hash, status, user_groups, created_at, expires_at, subscription, ephemeral)
+VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10)`, k.ID, k.Username, k.Name, k.Description, hashKey(plain), groups, k.Created, k.Expires, k.Subscription, k.Ephemeral)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	s.issued.mu.Lock()
+	s.issued.list = append(s.issued.list, plain)
+	s.issued.mu.Unlock()
 	return plain, nil
 }
 
-// lookup validates a presented key: known, not revoked, not expired (the
-// /internal/v1/api-keys/validate call Authorino makes).
-func (s *keyStore) lookup(plain string, now time.Time) (*Key, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.byHash[hashKey(plain)]
+// lookupKey validates a presented key: known, not revoked, not expired (the
+// /internal/v1/api-keys/validate call Authorino makes). A nil key with a
+// nil error is an invalid key; why says which.
+func (s *Server) lookupKey(ctx context.Context, in *maasAPIInstance, plain string, now time.Time) (k *Key, why string, err error) {
+	err = s.query(ctx, in, "validation failed", func(c *pgx.Conn) error {
+		var err error
+		k, err = scanKey(c.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE key_hash = $1`, hashKey(plain)))
+		if err != nil {
+			return err
+		}
+		if !k.Revoked && now.Before(k.Expires) {
+			_, err = c.Exec(ctx, `UPDATE api_keys SET last_used_at = $2 WHERE id = $1`, k.ID, now.UTC())
+		}
+		return err
+	})
 	switch {
-	case k == nil:
-		return nil, "unknown key"
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, "unknown key", nil
+	case err != nil:
+		return nil, "", err
 	case k.Revoked:
-		return nil, "revoked"
+		return nil, "revoked", nil
 	case !now.Before(k.Expires):
-		return nil, "expired"
+		return nil, "expired", nil
 	}
-	k.LastUsed = now
-	c := *k
-	return &c, ""
+	k.LastUsed = now.UTC()
+	return k, "", nil
 }
 
-// snapshot returns a copy of key id with its status computed at now.
-func (s *keyStore) get(id string, now time.Time) *Key {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.byID[id]
-	if k == nil {
-		return nil
+// getKey returns key id with its status computed at now; nil, nil when
+// there is none.
+func (s *Server) getKey(ctx context.Context, in *maasAPIInstance, id string, now time.Time) (*Key, error) {
+	var k *Key
+	err := s.query(ctx, in, "Failed to retrieve API key", func(c *pgx.Conn) error {
+		var err error
+		k, err = scanKey(c.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, id))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
 	}
-	return withStatus(*k, now)
+	if err != nil {
+		return nil, err
+	}
+	return withStatus(*k, now), nil
 }
 
 func withStatus(k Key, now time.Time) *Key {
@@ -153,29 +217,32 @@ func withStatus(k Key, now time.Time) *Key {
 	return &k
 }
 
-func (s *keyStore) revoke(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.byID[id]
-	if k == nil {
-		return false
-	}
-	k.Revoked = true
-	return true
+func (s *Server) revokeKey(ctx context.Context, in *maasAPIInstance, id string) error {
+	return s.query(ctx, in, "Failed to revoke API key", func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `UPDATE api_keys SET status = 'revoked' WHERE id = $1`, id)
+		return err
+	})
 }
 
-// list returns copies of every key (of user, when not empty), newest first.
-func (s *keyStore) list(user string, now time.Time) []*Key {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// listKeys returns every key (of user, when not empty), newest first.
+func (s *Server) listKeys(ctx context.Context, in *maasAPIInstance, user string, now time.Time) ([]*Key, error) {
 	var out []*Key
-	for _, k := range s.byID {
-		if user == "" || k.Username == user {
+	err := s.query(ctx, in, "Failed to search API keys", func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE $1 = '' OR username = $1 ORDER BY created_at DESC`, user)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			k, err := scanKey(rows)
+			if err != nil {
+				return err
+			}
 			out = append(out, withStatus(*k, now))
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
-	return out
+		return rows.Err()
+	})
+	return out, err
 }
 
 var durationPart = regexp.MustCompile(`(\d+(?:\.\d+)?)([dhms])`)

@@ -153,6 +153,14 @@ func (c *cnpg) reconcile(ctx context.Context, k key) error {
 		}
 		return notReady(cnpgReasonNotReady, cnpgPhaseSettingUp)
 	}
+	// initdb: the owner role and the database in the real PostgreSQL,
+	// once per Cluster (cnpg_db.go).
+	if err := c.bootstrapDatabase(ctx, cl, owner, secretName); err != nil {
+		if serr := notReady(cnpgReasonNotReady, cnpgPhaseSettingUp); serr != nil {
+			return serr
+		}
+		return err // retried with backoff
+	}
 	primary := k.Name + "-1"
 	status := map[string]any{
 		"phase":               cnpgPhaseHealthy,

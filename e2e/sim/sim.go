@@ -100,6 +100,13 @@ type Options struct {
 	// Logger receives the simulators' logs. Default: a no-op logger. Logs
 	// never contain Secret data.
 	Logger *zap.Logger
+	// Postgres is a superuser connection string of the real PostgreSQL
+	// server the simulated CNPG Clusters run on (the local control plane's:
+	// testenv PostgresServer.AdminConnString). When set, a Cluster's
+	// bootstrap creates its owner role and database there (cnpg_db.go).
+	// Empty: no database is created (an external cluster, or tests of the
+	// Kubernetes side only).
+	Postgres string
 }
 
 // Faults are failure modes a test can switch on. They mirror failures seen in

@@ -22,6 +22,7 @@ const maxPortAttempts = 3
 // ownedStateFiles are removed from a reused StateDir before a start.
 var ownedStateFiles = []string{
 	"etcd", "certs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
+	Postgres + ".json", Postgres + "-admin.conn", Postgres + ".log", Postgres + ".pid",
 }
 
 // resolved is Options with defaults filled in and paths made absolute.
@@ -133,7 +134,7 @@ func prepareStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state folder: %w", err)
 	}
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, Postgres} {
 		p, err := loadProcess(dir, name)
 		if err != nil {
 			return err
@@ -216,6 +217,14 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			if serr := env.stop(); serr != nil {
 				err = errors.Join(err, serr)
 			}
+		}
+	}()
+
+	// PostgreSQL starts beside the control plane (initdb takes about 1 s).
+	pgs := beginPostgres(mctx, o)
+	defer func() {
+		if err != nil {
+			pgs.abandon()
 		}
 	}()
 
@@ -350,6 +359,9 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		}); err != nil {
 			return nil, fmt.Errorf("wait for Node %s Ready: %w", NodeName, cause(err))
 		}
+	}
+	if env.pg, err = pgs.wait(); err != nil {
+		return nil, fmt.Errorf("start PostgreSQL (log %s): %w", env.LogFile(Postgres), err)
 	}
 	env.startElapsed = time.Since(t0)
 	o.logf("local control plane ready after %d ms; KUBECONFIG=%s", env.startElapsed.Milliseconds(), env.kubeconfig)

@@ -3,7 +3,9 @@
 // kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake
 // node), all on 127.0.0.1 and on ports picked at start, loaded with the CRDs
 // a fresh OpenShift 4.22 cluster with cert-manager serves and with a fixture
-// that makes it look like such a cluster meeting maasctl's prerequisites.
+// that makes it look like such a cluster meeting maasctl's prerequisites;
+// beside it a real PostgreSQL server (Debian's, postgres.go) for the
+// database the CNPG Cluster of the inventory stands for.
 //
 // The binaries are built by `make testenv` into <repo>/bin/testenv; the way
 // they are run follows /work/shared/testenv/RECIPE.md (§3, §5, §8).
@@ -92,6 +94,9 @@ type Options struct {
 	// not wait for the default ServiceAccount. (Controllers are on by
 	// default; the field is negative so that the zero value means default.)
 	NoControllers bool
+	// NoPostgres skips the PostgreSQL server (postgres.go); it is also
+	// not started with NoControllers.
+	NoPostgres bool
 	// Detach starts the components in their own session without a
 	// parent-death signal, so they outlive the calling process; used by
 	// `testenv up`. Without it (tests), every component is killed when the
@@ -116,6 +121,7 @@ type Env struct {
 	stopOnce     sync.Once
 	stopErr      error
 	startElapsed time.Duration
+	pg           *PostgresServer // nil without one
 }
 
 // Kubeconfig returns the path of the admin kubeconfig
@@ -143,11 +149,16 @@ func (e *Env) LogFile(component string) string {
 	return filepath.Join(e.stateDir, component+".log")
 }
 
+// Postgres returns the control plane's PostgreSQL server, nil when it was
+// started with NoPostgres or NoControllers.
+func (e *Env) Postgres() *PostgresServer { return e.pg }
+
 // StartDuration is how long [Start] took from launching etcd until the
 // control plane was ready (zero for an Env from [Load]).
 func (e *Env) StartDuration() time.Duration { return e.startElapsed }
 
-// Stop stops the components in dependency order: kwok, kube-scheduler,
+// Stop stops the components in dependency order: PostgreSQL (SIGINT, a
+// fast shutdown; its cluster folder is removed), kwok, kube-scheduler,
 // kube-controller-manager, then kube-apiserver (waiting until it exited, so
 // it does not outlive etcd), then etcd. Each gets SIGTERM and, after 10 s,
 // SIGKILL. A temporary StateDir created by Start is removed afterwards.
@@ -160,6 +171,9 @@ func (e *Env) Stop() error {
 
 func (e *Env) stop() error {
 	var errs []error
+	if err := e.pg.stop(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range []string{Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
 		p := e.proc(name)
 		if p == nil {
@@ -229,6 +243,13 @@ func (e *Env) Components() []ComponentStatus {
 		}
 		out = append(out, s)
 	}
+	if e.pg != nil {
+		s := ComponentStatus{Name: Postgres, Log: e.LogFile(Postgres)}
+		if e.pg.proc != nil {
+			s.PID, s.Running = e.pg.proc.pid, e.pg.proc.alive()
+		}
+		out = append(out, s)
+	}
 	return out
 }
 
@@ -260,6 +281,9 @@ func Load(stateDir string) (*Env, error) {
 		if p != nil {
 			e.procs = append(e.procs, p)
 		}
+	}
+	if e.pg, err = loadPostgres(abs); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(e.kubeconfig); err == nil {
 		cfg, err := restConfigFromKubeconfig(e.kubeconfig)

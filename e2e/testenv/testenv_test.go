@@ -207,7 +207,7 @@ func TestDetachedLoadStop(t *testing.T) {
 		}
 		names = append(names, c.Name)
 	}
-	if want := []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok}; !slices.Equal(names, want) {
+	if want := []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, Postgres}; !slices.Equal(names, want) {
 		t.Errorf("components %v, want %v", names, want)
 	}
 	if err := loaded.Ready(t.Context()); err != nil {
@@ -231,6 +231,11 @@ func TestDetachedLoadStop(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err != nil {
 		t.Errorf("Load+Stop must keep the state folder: %v", err)
+	}
+	if pg := loaded.Postgres(); pg == nil || pg.BaseDir == "" {
+		t.Error("Load found no PostgreSQL")
+	} else if _, err := os.Stat(pg.BaseDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("PostgreSQL folder %s still exists after Stop (err %v)", pg.BaseDir, err)
 	}
 	for _, p := range env.procs {
 		select {

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay olm=20s ...] [-v]
+//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay olm=20s ...] [--postgres-admin CONNSTRING] [-v]
 package main
 
 import (
@@ -62,6 +62,7 @@ func run(args []string) error {
 	crds := fs.String("crds", "", "folder of upstream CRDs (default $MAASCTL_CRDS or ../shared/crds beside the repository)")
 	version := fs.String("rhoai-version", sim.RHOAI35, "simulated RHOAI release: 3.3, 3.4 or 3.5")
 	verbose := fs.Bool("v", false, "debug logging")
+	postgres := fs.String("postgres-admin", "", "superuser connection string of the PostgreSQL the simulated CNPG Clusters run on (testenv writes it to STATE/postgres-admin.conn); empty: no database is created")
 	delays := delayFlag{}
 	fs.Var(delays, "delay", "per-controller delay name=duration, repeatable; names: "+strings.Join(sim.ControllerNames(), ", "))
 	if err := fs.Parse(args); err != nil {
@@ -91,7 +92,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log.Info("starting simulated operators", zap.String("rhoai", *version), zap.Any("delays", map[string]time.Duration(delays)))
-	err = sim.Run(ctx, cfg, sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log})
+	err = sim.Run(ctx, cfg, sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log, Postgres: *postgres})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

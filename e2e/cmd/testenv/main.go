@@ -60,7 +60,8 @@ func newUpCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "up",
 		Short: "Start the local control plane detached and print the KUBECONFIG export",
 		Long: `Start etcd, kube-apiserver and (unless --controllers=false) kube-controller-manager,
-kube-scheduler and kwok with one Ready fake node, all on 127.0.0.1 on free ports, in
+kube-scheduler, kwok with one Ready fake node and PostgreSQL (TLS; its superuser
+connection string in STATE/postgres-admin.conn), all on 127.0.0.1 on free ports, in
 their own session so they outlive this command. Installs the platform CRDs and (unless
 --no-fixture) the fresh-OpenShift fixture. Pids and logs go to STATE/*.pid and
 STATE/*.log. Returns 0 once ready and prints: export KUBECONFIG=STATE/kubeconfig`,
