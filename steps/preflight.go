@@ -298,18 +298,18 @@ func Preflight(ctx context.Context, e *Env) *PreflightReport {
 func preflightSteps(*inventory.Inventory) []*Step {
 	return []*Step{{
 		ID: PreflightStepID, Title: "preflight: prerequisites, conflicts and permissions",
-		Apply: func(ctx context.Context, e *Env) error {
+		Apply: func(ctx context.Context, e *Env, s *Step) error {
 			rep := Preflight(ctx, e)
 			for _, w := range rep.Warnings() {
 				kind := "warning"
 				if w.Ignored {
 					kind = "ignored error"
 				}
-				e.progress(PreflightStepID, "%s %s", kind, w)
+				e.progress(s.ID, "%s %s", kind, w)
 			}
 			return rep.Err()
 		},
-		Check: func(ctx context.Context, e *Env) (bool, string, error) {
+		Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
 			if err := Preflight(ctx, e).Err(); err != nil {
 				return false, err.Error(), nil
 			}
@@ -317,16 +317,6 @@ func preflightSteps(*inventory.Inventory) []*Step {
 		},
 		HashExtra: func(e *Env) string { return "ignore:" + strings.Join(e.Policy.IgnorePreflight, ",") },
 	}}
-}
-
-// afterPreflight makes every root step depend on the preflight step.
-func afterPreflight(list []*Step) []*Step {
-	for _, s := range list {
-		if s.ID != PreflightStepID && len(s.After) == 0 {
-			s.After = []string{PreflightStepID}
-		}
-	}
-	return list
 }
 
 // Kinds the checks read.
@@ -1191,91 +1181,18 @@ func (v *VaultSecrets) tokenTTLFindings(ctx context.Context) []Finding {
 	return nil
 }
 
-// access is one SelfSubjectAccessReview question.
-type access struct {
-	verb, group, resource, namespace, name string
-}
-
-func (a access) String() string {
-	r := a.resource
-	if a.group != "" {
-		r += "." + a.group
-	}
-	switch {
-	case a.name != "" && a.namespace == "":
-		return fmt.Sprintf("%s %s %s", a.verb, r, a.name)
-	case a.namespace == "":
-		return fmt.Sprintf("%s %s (cluster-wide)", a.verb, r)
-	}
-	return fmt.Sprintf("%s %s in namespace %s", a.verb, r, a.namespace)
-}
-
-// plannedAccess lists every permission the rendered plan uses: get, create
-// and patch (server-side apply creates through patch, which the apiserver
-// also authorizes as create) on every object, list and watch where steps
-// wait, and the extra calls steps make (Secrets built from Vault, the
-// Kuadrant operator restart, the maas-api restart, InstallPlan approval,
-// OLM and CRD reads, the CNPG Job and PVC inspection).
+// plannedAccess lists every permission the plan uses: the union of every
+// step's Access (ObjectAccess of its objects and the extra calls it makes).
+// An inventory the registry rejects plans nothing (Validate reports it).
 func plannedAccess(e *Env, resource func(schema.GroupVersionKind) string) []access {
+	reg, err := NewRegistry(e.Inv)
+	if err != nil {
+		return nil
+	}
 	set := map[access]bool{}
-	add := func(a access) { set[a] = true }
-	for id, objs := range e.Objects {
-		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			res := resource(gvk)
-			ns := o.GetNamespace()
-			if gvk.Kind == "Namespace" && gvk.Group == "" {
-				add(access{"get", "", "namespaces", "", o.GetName()})
-				add(access{"create", "", "namespaces", "", ""})
-				if id == "models/prepare" {
-					add(access{"patch", "", "namespaces", "", o.GetName()})
-				}
-				continue
-			}
-			for _, v := range []string{"get", "patch", "list", "watch"} {
-				add(access{v, gvk.Group, res, ns, ""})
-			}
-			// The Authorino Service and CR, and the model API-key Secrets,
-			// exist before maasctl patches them; everything else may be
-			// created by the apply.
-			if id != "platform/authorino-tls" && !(id == "models/prepare" && gvk.Kind == "Secret") {
-				add(access{"create", gvk.Group, res, ns, ""})
-			}
-		}
-	}
-	inv := e.Inv
-	secret := func(ns string) {
-		for _, v := range []string{"get", "create", "patch"} {
-			add(access{v, "", "secrets", ns, ""})
-		}
-	}
-	secret(inv.Database.Namespace)
-	for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(inv) {
-		secret(ns)
-	}
-	for _, v := range []string{"get", "list", "watch"} {
-		add(access{v, "apiextensions.k8s.io", "customresourcedefinitions", "", ""})
-		add(access{v, "", "secrets", inv.Gateway.Namespace, ""})
-		add(access{v, "", "secrets", inv.Kuadrant.Namespace, ""})
-		add(access{v, "apps", "deployments", istiodNamespace, ""})
-		add(access{v, "apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(inv), ""})
-		add(access{v, "", "pods", inv.Kuadrant.OperatorNamespace, ""})
-	}
-	add(access{"deletecollection", "", "pods", inv.Kuadrant.OperatorNamespace, ""})
-	add(access{"patch", "apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(inv), ""})
-	for _, v := range []string{"list", "watch"} {
-		add(access{v, "batch", "jobs", inv.Database.Namespace, ""})
-		add(access{v, "", "persistentvolumeclaims", inv.Database.Namespace, ""})
-	}
-	ops := append([]inventory.Operator{inv.Database.Operator}, inv.Operators...)
-	for _, op := range ops {
-		for _, r := range []string{"subscriptions", "installplans", "clusterserviceversions", "operatorgroups"} {
-			for _, v := range []string{"get", "list", "watch"} {
-				add(access{v, "operators.coreos.com", r, op.Namespace, ""})
-			}
-		}
-		if e.Policy.ApproveInstallPlans {
-			add(access{"patch", "operators.coreos.com", "installplans", op.Namespace, ""})
+	for _, s := range reg.Steps {
+		for _, a := range s.access(e, resource) {
+			set[a] = true
 		}
 	}
 	out := make([]access, 0, len(set))
@@ -1325,7 +1242,7 @@ func checkPermissions(ctx context.Context, e *Env) ([]Finding, error) {
 	inParallel(len(list), 16, func(i int) {
 		a := list[i]
 		r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
-			Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource, Namespace: a.Namespace, Name: a.Name,
 		}}}
 		got, err := e.Clients.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {

@@ -311,45 +311,6 @@ func (r *Record) Lookup(obj *unstructured.Unstructured) (RecordEntry, bool) {
 	return *e, true
 }
 
-// StepObjects returns stubs or rendered copies of every object step id
-// writes: its rendered objects and the Secrets the step builds from Vault
-// data at apply time (named here without their data).
-func StepObjects(e *Env, id string) []*unstructured.Unstructured {
-	out := append([]*unstructured.Unstructured(nil), e.objects(id)...)
-	secret := func(ns, name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("v1")
-		u.SetKind("Secret")
-		u.SetNamespace(ns)
-		u.SetName(name)
-		return u
-	}
-	switch id {
-	case "database/secret":
-		out = append(out, secret(e.Inv.Database.Namespace, e.Inv.Database.SecretName))
-	case "dbsecret/maas-db-config":
-		// One copy per namespace the RHOAI release reads it from; the step
-		// creates those namespaces when missing.
-		for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
-			if ns != e.Inv.DBConfig.Namespace {
-				out = append(out, namespaceObject(ns))
-			}
-			out = append(out, secret(ns, e.Inv.DBConfig.Name))
-		}
-	case "rhoai/dsci":
-		// The RHOAI operator creates the namespaces the DSCInitialization
-		// names; when they were not there before, the install brought them.
-		for _, ns := range []string{e.Inv.RHOAI.ApplicationsNamespace, e.Inv.RHOAI.MonitoringNamespace} {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("v1")
-			u.SetKind("Namespace")
-			u.SetName(ns)
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
 // liveState reads obj: exists, its UID and whether a controller owns it.
 // A kind that is not served means the object does not exist.
 func liveState(ctx context.Context, c *kube.Clients, obj *unstructured.Unstructured) (exists bool, uid string, owned bool, err error) {
@@ -411,7 +372,7 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 	var looks []*recordLook
 	seen := map[string]bool{}
 	for _, s := range reg.Steps {
-		for i, o := range StepObjects(e, s.ID) {
+		for i, o := range s.objects(e) {
 			k := recordKeyOf(o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
 			if _, ok := r.Lookup(o); ok || seen[k] {
 				continue // the first step that lists an object owns its entry
@@ -471,17 +432,17 @@ func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error 
 	return r.Save(ctx)
 }
 
-// Observe re-reads the objects of step id after it ran (whether it
+// Observe re-reads the objects of step s after it ran (whether it
 // succeeded or not) and records those it brought into existence. It writes
 // only the shards whose entries changed.
-func (r *Record) Observe(ctx context.Context, e *Env, id string) error {
-	return r.observe(ctx, e, id, false)
+func (r *Record) Observe(ctx context.Context, e *Env, s *Step) error {
+	return r.observe(ctx, e, s, false)
 }
 
 // HasAbsent reports whether an object of step id is recorded absent
 // (OriginAbsent). It reads nothing from the cluster.
-func (r *Record) HasAbsent(e *Env, id string) bool {
-	for _, o := range StepObjects(e, id) {
+func (r *Record) HasAbsent(e *Env, s *Step) bool {
+	for _, o := range s.objects(e) {
 		if prev, ok := r.Lookup(o); ok && prev.Origin == OriginAbsent {
 			return true
 		}
@@ -494,16 +455,16 @@ func (r *Record) HasAbsent(e *Env, id string) bool {
 // done, whose objects an operator may have created since, or whose Apply
 // was cut short (killed) before its Observe ran. No absent entry: no
 // request.
-func (r *Record) ObserveAbsent(ctx context.Context, e *Env, id string) error {
-	return r.observe(ctx, e, id, true)
+func (r *Record) ObserveAbsent(ctx context.Context, e *Env, s *Step) error {
+	return r.observe(ctx, e, s, true)
 }
 
 // observeWorkers bounds the concurrent GETs of one Observe.
 const observeWorkers = 8
 
-func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool) error {
+func (r *Record) observe(ctx context.Context, e *Env, s *Step, onlyAbsent bool) error {
 	var looks []*recordLook
-	for i, o := range StepObjects(e, id) {
+	for i, o := range s.objects(e) {
 		prev, ok := r.Lookup(o)
 		if !ok {
 			// Snapshot could not read it before the step ran, so whether
@@ -513,7 +474,7 @@ func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool
 		if onlyAbsent && prev.Origin != OriginAbsent {
 			continue
 		}
-		looks = append(looks, &recordLook{step: id, order: i, obj: o, prev: &prev})
+		looks = append(looks, &recordLook{step: s.ID, order: i, obj: o, prev: &prev})
 	}
 	return r.record(ctx, e, looks)
 }

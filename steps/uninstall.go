@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
-	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
@@ -101,106 +101,30 @@ type UninstallReport struct {
 	Orphans []string        `json:"orphans,omitempty"`
 }
 
-// uninstallRank places phases in the order of the "Remove" section of
-// reference/DEPLOYMENT.md: subscriptions and auth policies, model objects,
-// DSC and DSCI, Gateway, Route and Kuadrant, the database, then the
-// operators. It only breaks ties; dependencies always win.
-var uninstallRank = map[string]int{
-	"verify": 0, "access": 1, "models": 2, "rhoai": 3, "platform": 4,
-	"dbsecret": 5, "database": 6, "operators": 7, "preflight": 8,
-}
-
-func rankOf(id string) int {
-	if id == "database/operator" {
-		return uninstallRank["operators"] // an operator like the others
+// removal is the Removal of step id; zero for a step of the record the
+// registry does not have.
+func (u *uninstaller) removal(id string) Removal {
+	if s := u.reg.Get(id); s != nil {
+		return s.Removal
 	}
-	p, _, _ := strings.Cut(id, "/")
-	if r, ok := uninstallRank[p]; ok {
-		return r
-	}
-	return uninstallRank["platform"]
-}
-
-// UninstallOrder derives the uninstall order from the registry in reverse:
-// a step is removed only after every step that depends on it, so custom
-// resources go while the operators that finalise them still run (case
-// B20). Among steps that are free at the same time, the documented phase
-// order decides, then reverse registry order. extra are step IDs found in
-// the record but not in the registry (an older inventory); they have no
-// dependencies.
-func UninstallOrder(reg *Registry, extra []string) []string {
-	index := map[string]int{}
-	var ids []string
-	for i, s := range reg.Steps {
-		index[s.ID] = i
-		ids = append(ids, s.ID)
-	}
-	for _, id := range extra {
-		if _, ok := index[id]; !ok {
-			index[id] = len(index)
-			ids = append(ids, id)
-		}
-	}
-	dependents := map[string]int{}
-	for _, s := range reg.Steps {
-		for _, d := range s.After {
-			dependents[d]++
-		}
-	}
-	done := map[string]bool{}
-	var out []string
-	for len(out) < len(ids) {
-		var best string
-		for _, id := range ids {
-			if done[id] || dependents[id] > 0 {
-				continue
-			}
-			if best == "" || rankOf(id) < rankOf(best) || rankOf(id) == rankOf(best) && index[id] > index[best] {
-				best = id
-			}
-		}
-		if best == "" { // a cycle; NewRegistry rejects those
-			for _, id := range ids {
-				if !done[id] {
-					best = id
-					break
-				}
-			}
-		}
-		done[best] = true
-		out = append(out, best)
-		if s := reg.Get(best); s != nil {
-			for _, d := range s.After {
-				dependents[d]--
-			}
-		}
-	}
-	return out
-}
-
-// dataSteps hold the database and its data; they are kept unless
-// DeleteData.
-var dataSteps = map[string]string{
-	"database/cluster":  "the database Cluster and its data",
-	"database/secret":   "the database credentials",
-	"database/operator": "the database's operator",
+	return Removal{}
 }
 
 type uninstaller struct {
-	o       UninstallOptions
-	c       *kube.Clients
-	reg     *Registry
-	rec     *Record
-	cps     *Checkpoints
-	emit    func(Event)
-	crds    map[string]bool // CRDs of removed operators, for PurgeCRDs
-	kept    []string
-	crdsMu  sync.Mutex
-	summary Summary
+	o      UninstallOptions
+	c      *kube.Clients
+	reg    *Registry
+	rec    *Record
+	cps    *Checkpoints
+	emit   func(Event)
+	crds   map[string]bool // CRDs of removed operators, for PurgeCRDs
+	kept   []string
+	crdsMu sync.Mutex
 }
 
 // Uninstall removes what maasctl's install created, in the order derived
-// from the registry in reverse (UninstallOrder), following the "Remove"
+// from the registry in reverse (Registry.RemovalOrder), on the same
+// schedule as install run backward, following the "Remove"
 // section of reference/DEPLOYMENT.md and case B20:
 //
 //   - only objects the record marks as created are deleted; adopted ones
@@ -279,17 +203,9 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 		return rep, nil
 	}
 	start := time.Now()
-	var emitMu sync.Mutex
-	total := len(plan)
-	u.emit = func(ev Event) {
-		ev.Time = time.Now()
-		ev.Total = total
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		o.Emit(ev)
-	}
-	u.emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("uninstall in %d steps", total)})
-	runErr := u.run(ctx, plan)
+	u.emit = emitter(o.Emit, len(plan))
+	u.emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("uninstall in %d steps", len(plan))})
+	sum, runErr := u.run(ctx, plan)
 	if runErr == nil {
 		rep.Orphans, err = u.finish(ctx, &lock)
 		if err != nil {
@@ -297,12 +213,10 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 		}
 	}
 	rep.Kept = u.kept
-	u.summary.Duration = time.Since(start)
-	u.summary.Reads = clients.Requests.Reads() - reads0
-	u.summary.Writes = clients.Requests.Writes() - writes0
-	sort.Strings(u.summary.Done)
-	sort.Strings(u.summary.Unchanged)
-	u.emit(Event{Type: EventRunDone, Duration: u.summary.Duration, Summary: &u.summary})
+	sum.Duration = time.Since(start)
+	sum.Reads = clients.Requests.Reads() - reads0
+	sum.Writes = clients.Requests.Writes() - writes0
+	u.emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
 	return rep, runErr
 }
 
@@ -320,7 +234,7 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 	var out []UninstallStep
 	keptNS := map[string]bool{}
 	var namespaces []RecordEntry
-	for _, id := range UninstallOrder(u.reg, extra) {
+	for _, id := range u.reg.RemovalOrder(extra) {
 		st := UninstallStep{ID: id, Title: "remove: " + id}
 		if s := u.reg.Get(id); s != nil {
 			st.Title = "remove: " + s.Title
@@ -349,11 +263,12 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 			}
 			st.Actions = append(st.Actions, acts...)
 		}
-		if id == "database/secret" && u.o.DeleteData {
+		rm := u.removal(id)
+		if rm.VaultSecret != nil && u.o.DeleteData {
 			st.Actions = append(st.Actions, UninstallAction{Verb: ActionDelete, kind: "vault",
-				Object: "Vault secret " + u.o.Inventory.Database.VaultPath, Reason: "the database password"})
+				Object: "Vault secret " + rm.VaultSecret(u.o.Inventory), Reason: "the database password"})
 		}
-		if _, isData := dataSteps[id]; isData && !u.o.DeleteData && len(st.Actions) > 0 {
+		if rm.Data != "" && !u.o.DeleteData && len(st.Actions) > 0 {
 			st.Kept = true
 		}
 		out = append(out, st)
@@ -365,7 +280,7 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 		switch {
 		case e.Origin == OriginAdopted:
 			a.Verb, a.Reason = ActionKeep, "adopted: it existed before maasctl"
-		case keptNS[e.Name] || (!u.o.DeleteData && dataNamespace(u.o.Inventory, e.Name, byStep)):
+		case keptNS[e.Name] || (!u.o.DeleteData && u.dataNamespace(e.Name, byStep)):
 			a.Verb, a.Reason = ActionKeep, "holds objects that are kept"
 			ns.Kept = true
 		}
@@ -375,16 +290,23 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 	return out, nil
 }
 
-// dataNamespace reports whether ns holds a database object of the record.
-func dataNamespace(inv *inventory.Inventory, ns string, byStep map[string][]RecordEntry) bool {
-	for id := range dataSteps {
-		for _, e := range byStep[id] {
+// dataNamespace reports whether ns holds a created object of a step that
+// holds data, or is the DataNamespace of such a step with recorded objects.
+func (u *uninstaller) dataNamespace(ns string, byStep map[string][]RecordEntry) bool {
+	for _, s := range u.reg.Steps {
+		if s.Removal.Data == "" {
+			continue
+		}
+		for _, e := range byStep[s.ID] {
 			if e.Kind != "Namespace" && e.Namespace == ns && e.Origin == OriginCreated {
 				return true
 			}
 		}
+		if f := s.Removal.DataNamespace; f != nil && f(u.o.Inventory) == ns && len(byStep[s.ID]) > 0 {
+			return true
+		}
 	}
-	return ns == inv.Database.Namespace && len(byStep["database/cluster"]) > 0
+	return false
 }
 
 // actionsFor decides what happens to one recorded object of step id.
@@ -400,8 +322,9 @@ func (u *uninstaller) actionsFor(ctx context.Context, id string, e RecordEntry) 
 		a.Verb, a.Reason = ActionKeep, "owned by another object: removed with its owner"
 		return []UninstallAction{a}, nil
 	}
-	if what, isData := dataSteps[id]; isData && !u.o.DeleteData {
-		a.Verb, a.Reason = ActionKeep, what+"; --delete-data removes it (every API key is lost)"
+	rm := u.removal(id)
+	if rm.Data != "" && !u.o.DeleteData {
+		a.Verb, a.Reason = ActionKeep, rm.Data+"; --delete-data removes it (every API key is lost)"
 		return []UninstallAction{a}, nil
 	}
 	live, err := u.c.Get(ctx, e.Object())
@@ -426,13 +349,8 @@ func (u *uninstaller) actionsFor(ctx context.Context, id string, e RecordEntry) 
 			a.Verb, a.Reason = ActionKeep, "still used by "+strings.Join(users, ", ")
 		}
 		return []UninstallAction{a}, nil
-	case id == "platform/monitoring" && e.Kind == "ConfigMap":
-		raw, _, _ := unstructured.NestedString(live.Object, "data", "config.yaml")
-		cfg := map[string]any{}
-		_ = yaml.Unmarshal([]byte(raw), &cfg)
-		if len(cfg) != 1 || cfg["enableUserWorkload"] != true || len(live.Object["data"].(map[string]any)) != 1 {
-			a.Verb, a.Reason = ActionKeep, "it now holds other monitoring settings"
-		}
+	case rm.Keep != nil && rm.Keep(e, live) != "":
+		a.Verb, a.Reason = ActionKeep, rm.Keep(e, live)
 		return []UninstallAction{a}, nil
 	case e.Kind == "Subscription" && e.GVK().Group == "operators.coreos.com":
 		out := []UninstallAction{a}
@@ -500,40 +418,64 @@ func (u *uninstaller) gatewaysOfClass(ctx context.Context, class string) ([]stri
 	return out, nil
 }
 
-func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) error {
+// run removes the plan's steps on the install schedule run backward: a
+// step's dependencies are the steps that depend on it in the registry
+// (the Namespaces step waits for every other), one step at a time in
+// removal order, and the first failure blocks every step not started. It
+// returns the summary and the failed step's *StepError.
+func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) (*Summary, error) {
+	sc := &schedule{deps: map[string][]string{}, serial: true, stopOnFailure: true}
+	byID := map[string]UninstallStep{}
+	index := map[string]int{}
+	dependents := u.reg.Dependents()
 	for i, st := range plan {
-		idx := i + 1
-		deletes := 0
-		for _, a := range st.Actions {
-			if a.Verb == ActionDelete {
-				deletes++
-			}
-		}
-		if deletes == 0 {
-			for _, a := range st.Actions {
-				u.keep(a)
-				u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: "keeping " + a.Object + ": " + a.Reason})
-			}
-			u.emit(Event{Type: EventSkipped, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
-			u.summary.Unchanged = append(u.summary.Unchanged, st.ID)
-			u.afterStep(ctx, st)
-			continue
-		}
-		t0 := time.Now()
-		u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
-		if err := u.runStep(ctx, st, idx); err != nil {
-			u.emit(Event{Type: EventFailed, Step: st.ID, Title: st.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
-			u.summary.Failed = append(u.summary.Failed, st.ID)
-			for _, rest := range plan[i+1:] {
-				u.summary.Blocked = append(u.summary.Blocked, rest.ID)
-			}
-			return &StepError{Step: st.ID, Err: err}
-		}
-		u.afterStep(ctx, st)
-		u.emit(Event{Type: EventDone, Step: st.ID, Title: st.Title, Index: idx, Duration: time.Since(t0)})
-		u.summary.Done = append(u.summary.Done, st.ID)
+		sc.ids = append(sc.ids, st.ID)
+		byID[st.ID], index[st.ID] = st, i+1
+		sc.deps[st.ID] = dependents[st.ID]
 	}
-	return nil
+	sc.deps[NamespacesStepID] = slices.DeleteFunc(slices.Clone(sc.ids), func(id string) bool { return id == NamespacesStepID })
+	sc.run = func(id string, _ func()) (EventType, error) { return u.removeStep(ctx, byID[id], index[id]) }
+	sc.blocked = func(id, cause string) {
+		st := byID[id]
+		u.emit(Event{Type: EventBlocked, Step: id, Title: st.Title, Index: index[id], Message: "not removed because " + cause + " failed"})
+	}
+	results := sc.execute()
+	sum, _ := summarize(sc.ids, results)
+	for _, id := range sc.ids {
+		if r := results[id]; r.err != nil {
+			return sum, &StepError{Step: id, Err: r.err}
+		}
+	}
+	return sum, nil
+}
+
+// removeStep removes one step of the plan and emits its events: keeps
+// only (unchanged), or deletes and waits (done or failed).
+func (u *uninstaller) removeStep(ctx context.Context, st UninstallStep, idx int) (EventType, error) {
+	deletes := 0
+	for _, a := range st.Actions {
+		if a.Verb == ActionDelete {
+			deletes++
+		}
+	}
+	if deletes == 0 {
+		for _, a := range st.Actions {
+			u.keep(a)
+			u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: "keeping " + a.Object + ": " + a.Reason})
+		}
+		u.emit(Event{Type: EventSkipped, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
+		u.afterStep(ctx, st)
+		return EventSkipped, nil
+	}
+	t0 := time.Now()
+	u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
+	if err := u.runStep(ctx, st, idx); err != nil {
+		u.emit(Event{Type: EventFailed, Step: st.ID, Title: st.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+		return EventFailed, err
+	}
+	u.afterStep(ctx, st)
+	u.emit(Event{Type: EventDone, Step: st.ID, Title: st.Title, Index: idx, Duration: time.Since(t0)})
+	return EventDone, nil
 }
 
 func (u *uninstaller) keep(a UninstallAction) {
@@ -579,10 +521,11 @@ func (u *uninstaller) runStep(ctx context.Context, st UninstallStep, idx int) er
 		}
 		switch a.kind {
 		case "vault":
-			if err := u.o.Vault.DeleteSecret(ctx, u.o.Inventory.Database.VaultPath); err != nil {
+			path := u.removal(st.ID).VaultSecret(u.o.Inventory)
+			if err := u.o.Vault.DeleteSecret(ctx, path); err != nil {
 				return fmt.Errorf("delete the database password in Vault: %w", err)
 			}
-			progress("deleted Vault secret %s", u.o.Inventory.Database.VaultPath)
+			progress("deleted Vault secret %s", path)
 			continue
 		case "csv":
 			if u.o.PurgeCRDs {
@@ -609,9 +552,9 @@ func (u *uninstaller) runStep(ctx context.Context, st UninstallStep, idx int) er
 			}
 		}
 	}
-	if st.ID == "rhoai/dsc" && u.o.PurgeCRDs {
+	if crds := u.removal(st.ID).CRDs; crds != nil && u.o.PurgeCRDs {
 		u.crdsMu.Lock()
-		for _, c := range MaaSCRDs {
+		for _, c := range crds() {
 			u.crds[c] = true
 		}
 		u.crdsMu.Unlock()
@@ -888,7 +831,7 @@ func (u *uninstaller) finish(ctx context.Context, lock **Lock) ([]string, error)
 		if e.Origin != OriginAdopted {
 			continue
 		}
-		if _, isData := dataSteps[e.Step]; isData && !u.o.DeleteData {
+		if u.removal(e.Step).Data != "" && !u.o.DeleteData {
 			continue
 		}
 		u.unlabel(ctx, e.Object(), progress)
