@@ -1185,7 +1185,7 @@ func (v *VaultSecrets) tokenTTLFindings(ctx context.Context) []Finding {
 // step's Access (ObjectAccess of its objects and the extra calls it makes).
 // An inventory the registry rejects plans nothing (Validate reports it).
 func plannedAccess(e *Env, resource func(schema.GroupVersionKind) string) []access {
-	reg, err := NewRegistry(e.Inv)
+	reg, err := registryFor(e.Registry, e.Inv)
 	if err != nil {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -227,6 +228,31 @@ func (r *Registry) RemovalOrder(extra []string) []string {
 		}
 	}
 	return out
+}
+
+// registryFor returns reg, or the registry of inv when reg is nil.
+func registryFor(reg *Registry, inv *inventory.Inventory) (*Registry, error) {
+	if reg != nil {
+		return reg, nil
+	}
+	return NewRegistry(inv)
+}
+
+// render renders the objects of every step: the embedded manifests
+// (assets.Render), and for a step with Manifests, what that returns.
+func (r *Registry) render(inv *inventory.Inventory, f assets.Facts) (assets.Rendered, error) {
+	objs, err := assets.Render(inv, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range r.Steps {
+		if s.Manifests != nil {
+			if objs[s.ID], err = s.Manifests(inv, f); err != nil {
+				return nil, fmt.Errorf("render step %s: %w", s.ID, err)
+			}
+		}
+	}
+	return objs, nil
 }
 
 // UninstallOrder is reg.RemovalOrder(extra).

@@ -55,10 +55,16 @@ func OfflineFacts(inv *inventory.Inventory) (assets.Facts, error) {
 //
 // README.md lists the files and the Secrets to provide.
 func RenderManifests(inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, error) {
+	return RenderManifestsOf(nil, inv, f)
+}
+
+// RenderManifestsOf is RenderManifests for the steps of reg (nil: the
+// inventory's registry).
+func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, error) {
 	if err := inv.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
 	}
-	reg, err := NewRegistry(inv)
+	reg, err := registryFor(reg, inv)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +72,7 @@ func RenderManifests(inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, 
 	if err != nil {
 		return nil, err
 	}
-	objs, err := assets.Render(inv, f)
+	objs, err := reg.render(inv, f)
 	if err != nil {
 		return nil, err
 	}

@@ -187,7 +187,7 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 // was observed after the Apply it stands for; a SIGKILL before the Put
 // leaves no done checkpoint, so the next run applies the step again (server-
 // side apply of the same objects: no object changes) and observes it.
-// EventDone (EventSkipped) is emitted only after the bookkeeping, so a done
+// EventDone (EventUnchanged) is emitted only after the bookkeeping, so a done
 // event also means the checkpoint is written; a bookkeeping error makes
 // the step failed (EventFailed instead) although its dependents may be
 // running already.
@@ -208,8 +208,8 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 					return EventFailed, err
 				}
 			}
-			emit(Event{Type: EventSkipped, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
-			return EventSkipped, nil
+			emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
+			return EventUnchanged, nil
 		}
 		if err != nil {
 			msg = "check failed: " + err.Error()

@@ -47,7 +47,7 @@ type schedule struct {
 // nodeResult is how a node ended.
 type nodeResult struct {
 	state nodeState
-	event EventType // EventDone, EventSkipped, EventFailed or EventBlocked
+	event EventType // EventDone, EventUnchanged, EventFailed or EventBlocked
 	err   error
 }
 
@@ -200,7 +200,7 @@ func summarize(ids []string, results map[string]nodeResult) (*Summary, *RunError
 		case r.err != nil:
 			sum.Failed = append(sum.Failed, id)
 			runErr.Failed = append(runErr.Failed, &StepError{Step: id, Err: r.err})
-		case r.event == EventSkipped:
+		case r.event == EventUnchanged:
 			sum.Unchanged = append(sum.Unchanged, id)
 		default:
 			sum.Done = append(sum.Done, id)

@@ -49,6 +49,9 @@ type Env struct {
 	Policy Policy
 	// Verify configures the data path of the verify step (verify.go).
 	Verify VerifyOptions
+	// Registry is the registry the Env was rendered for (nil: the
+	// inventory's).
+	Registry *Registry
 }
 
 // Step is one unit of the install with every verb of its own. Only ID and
@@ -77,6 +80,10 @@ type Step struct {
 	// Default: every rendered object exists, holds the fields maasctl sets
 	// and is ready by the step's readiness.
 	Check func(ctx context.Context, e *Env, s *Step) (ok bool, msg string, err error)
+	// Manifests renders the step's objects, for a step whose manifests are
+	// not among the embedded ones (assets.Render). Default: assets.Render's
+	// entry for the step's ID.
+	Manifests func(inv *inventory.Inventory, f assets.Facts) ([]*unstructured.Unstructured, error)
 	// HashExtra adds inputs that are not among the rendered objects (never a
 	// secret value) to the step's input hash.
 	HashExtra func(e *Env) string

@@ -63,6 +63,9 @@ type UninstallOptions struct {
 	WaitTimeout   time.Duration
 	LeaseDuration time.Duration
 	Identity      string
+	// Registry is the steps whose objects are removed; nil means
+	// NewRegistry(Inventory).
+	Registry *Registry
 }
 
 // Uninstall actions.
@@ -168,7 +171,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 	if err != nil {
 		return nil, err
 	}
-	reg, err := NewRegistry(o.Inventory)
+	reg, err := registryFor(o.Registry, o.Inventory)
 	if err != nil {
 		return nil, err
 	}
@@ -463,9 +466,9 @@ func (u *uninstaller) removeStep(ctx context.Context, st UninstallStep, idx int)
 			u.keep(a)
 			u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: "keeping " + a.Object + ": " + a.Reason})
 		}
-		u.emit(Event{Type: EventSkipped, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
+		u.emit(Event{Type: EventUnchanged, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
 		u.afterStep(ctx, st)
-		return EventSkipped, nil
+		return EventUnchanged, nil
 	}
 	t0 := time.Now()
 	u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
