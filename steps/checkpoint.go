@@ -14,13 +14,14 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/names"
 )
 
 // StateNamespace holds maasctl's own state: the checkpoints ConfigMap and the
 // run Lease.
 const (
-	StateNamespace       = "maasctl"
-	CheckpointsConfigMap = "maasctl-checkpoints"
+	StateNamespace       = names.StateNamespace
+	CheckpointsConfigMap = names.CheckpointsConfigMap
 )
 
 // Checkpoint is what maasctl records after a step succeeded. It is a hint

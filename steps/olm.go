@@ -72,7 +72,7 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 	}
 	var names []string
 	for _, it := range list.Items {
-		if it.GetName() == op.OperatorGroup && it.GetLabels()["app.kubernetes.io/managed-by"] == "maasctl" {
+		if it.GetName() == op.OperatorGroup && it.GetLabels()[assets.ManagedByLabel] == assets.ManagedByValue {
 			// Our own from an earlier run: re-apply it.
 			return "", nil
 		}

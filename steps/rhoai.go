@@ -19,6 +19,7 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/names"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -172,7 +173,7 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 func namespaceObject(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace",
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/managed-by": "maasctl"}},
+		"metadata": map[string]any{"name": name, "labels": map[string]any{names.ManagedByLabel: names.ManagedByValue}},
 	}}
 }
 
