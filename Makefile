@@ -58,7 +58,7 @@ test: build testenv
 
 ## unit: the pure packages only (no control plane)
 unit:
-	go test -count=1 ./inventory/ ./assets/ ./vault/ ./waiters/ ./steps/
+	go test -count=1 ./inventory/ ./assets/ ./vault/ ./waiters/ ./steps/...
 
 ## bench: benchmarks against fresh local control planes with simulated operators (about 15 minutes):
 ## install ÷ critical path (parallel, with 10× longer delays, serial), detection latency, no-op re-run, Ansible, scale, RSS.

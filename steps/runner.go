@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/steps/engine"
 )
 
 // Runner executes a Registry: independent steps run in parallel, each step
@@ -45,32 +46,6 @@ type Runner struct {
 	// Benchmarks use it to show what running independent steps in
 	// parallel saves.
 	Serial bool
-}
-
-// StepError is a step's failure.
-type StepError struct {
-	Step string
-	Err  error
-}
-
-func (e *StepError) Error() string { return fmt.Sprintf("step %s: %v", e.Step, e.Err) }
-func (e *StepError) Unwrap() error { return e.Err }
-
-// RunError lists the steps that failed or were blocked.
-type RunError struct {
-	Failed  []*StepError
-	Blocked []string
-}
-
-func (e *RunError) Error() string {
-	msg := fmt.Sprintf("%d step(s) failed", len(e.Failed))
-	for _, f := range e.Failed {
-		msg += "\n  " + f.Error()
-	}
-	if len(e.Blocked) > 0 {
-		msg += fmt.Sprintf("\n  not run because a dependency failed: %v", e.Blocked)
-	}
-	return msg
 }
 
 // InputHash is the hash of a step's inputs: tool version, the step's
@@ -108,7 +83,7 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := r.checkDependencies(ctx, selected); err != nil {
 		return nil, err
 	}
-	emit := emitter(r.Emit, len(selected))
+	emit := engine.Emitter(r.Emit, len(selected))
 	index, title := map[string]int{}, map[string]string{}
 	for i, s := range selected {
 		index[s.ID], title[s.ID] = i+1, s.Title
@@ -120,18 +95,18 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	reads0, writes0 := r.Env.Clients.Requests.Reads(), r.Env.Clients.Requests.Writes()
 
 	sc := r.forward(ctx, selected, emit, index)
-	results := sc.execute()
+	results := sc.Execute()
 	var ids []string
 	for _, s := range selected {
 		ids = append(ids, s.ID)
 	}
-	sum, runErr := summarize(ids, results)
+	sum, runErr := engine.Summarize(ids, results)
 	sum.Duration = time.Since(start)
 	sum.Reads = r.Env.Clients.Requests.Reads() - reads0
 	sum.Writes = r.Env.Clients.Requests.Writes() - writes0
 	emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
-	if snap, ok := results[snapshotNode]; ok && snap.err != nil {
-		return sum, snap.err
+	if snap, ok := results[snapshotNode]; ok && snap.Err != nil {
+		return sum, snap.Err
 	}
 	if runErr != nil {
 		return sum, runErr
@@ -144,20 +119,20 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 // (Record.Snapshot) must be saved before any step writes; preflight only
 // reads, so it runs meanwhile and every other step waits for the snapshot
 // too (the snapshot node).
-func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event), index map[string]int) *schedule {
-	sc := &schedule{deps: map[string][]string{}, serial: r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"}
+func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event), index map[string]int) *engine.Schedule {
+	sc := &engine.Schedule{Deps: map[string][]string{}, Serial: r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"}
 	if r.Record != nil {
-		sc.ids = append(sc.ids, snapshotNode)
+		sc.IDs = append(sc.IDs, snapshotNode)
 	}
 	for _, s := range selected {
-		sc.ids = append(sc.ids, s.ID)
-		sc.deps[s.ID] = s.After
+		sc.IDs = append(sc.IDs, s.ID)
+		sc.Deps[s.ID] = s.After
 		if s.ID != PreflightStepID && r.Record != nil {
-			sc.deps[s.ID] = append(slices.Clone(s.After), snapshotNode)
+			sc.Deps[s.ID] = append(slices.Clone(s.After), snapshotNode)
 		}
 	}
 	var snapFailed atomic.Bool
-	sc.run = func(id string, release func()) (EventType, error) {
+	sc.Run = func(id string, release func()) (EventType, error) {
 		if id == snapshotNode {
 			if err := r.Record.Snapshot(ctx, r.Env, r.Registry); err != nil {
 				snapFailed.Store(true)
@@ -167,7 +142,7 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 		}
 		return r.runStep(ctx, r.Registry.Get(id), index[id], emit, release)
 	}
-	sc.blocked = func(id, cause string) {
+	sc.Blocked = func(id, cause string) {
 		s := r.Registry.Get(id)
 		msg := "a dependency failed"
 		if cause == snapshotNode || snapFailed.Load() {

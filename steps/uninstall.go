@@ -25,6 +25,7 @@ import (
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -206,7 +207,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 		return rep, nil
 	}
 	start := time.Now()
-	u.emit = emitter(o.Emit, len(plan))
+	u.emit = engine.Emitter(o.Emit, len(plan))
 	u.emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("uninstall in %d steps", len(plan))})
 	sum, runErr := u.run(ctx, plan)
 	if runErr == nil {
@@ -427,26 +428,26 @@ func (u *uninstaller) gatewaysOfClass(ctx context.Context, class string) ([]stri
 // removal order, and the first failure blocks every step not started. It
 // returns the summary and the failed step's *StepError.
 func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) (*Summary, error) {
-	sc := &schedule{deps: map[string][]string{}, serial: true, stopOnFailure: true}
+	sc := &engine.Schedule{Deps: map[string][]string{}, Serial: true, StopOnFailure: true}
 	byID := map[string]UninstallStep{}
 	index := map[string]int{}
 	dependents := u.reg.Dependents()
 	for i, st := range plan {
-		sc.ids = append(sc.ids, st.ID)
+		sc.IDs = append(sc.IDs, st.ID)
 		byID[st.ID], index[st.ID] = st, i+1
-		sc.deps[st.ID] = dependents[st.ID]
+		sc.Deps[st.ID] = dependents[st.ID]
 	}
-	sc.deps[NamespacesStepID] = slices.DeleteFunc(slices.Clone(sc.ids), func(id string) bool { return id == NamespacesStepID })
-	sc.run = func(id string, _ func()) (EventType, error) { return u.removeStep(ctx, byID[id], index[id]) }
-	sc.blocked = func(id, cause string) {
+	sc.Deps[NamespacesStepID] = slices.DeleteFunc(slices.Clone(sc.IDs), func(id string) bool { return id == NamespacesStepID })
+	sc.Run = func(id string, _ func()) (EventType, error) { return u.removeStep(ctx, byID[id], index[id]) }
+	sc.Blocked = func(id, cause string) {
 		st := byID[id]
 		u.emit(Event{Type: EventBlocked, Step: id, Title: st.Title, Index: index[id], Message: "not removed because " + cause + " failed"})
 	}
-	results := sc.execute()
-	sum, _ := summarize(sc.ids, results)
-	for _, id := range sc.ids {
-		if r := results[id]; r.err != nil {
-			return sum, &StepError{Step: id, Err: r.err}
+	results := sc.Execute()
+	sum, _ := engine.Summarize(sc.IDs, results)
+	for _, id := range sc.IDs {
+		if r := results[id]; r.Err != nil {
+			return sum, &StepError{Step: id, Err: r.Err}
 		}
 	}
 	return sum, nil
@@ -501,7 +502,7 @@ func (u *uninstaller) afterStep(ctx context.Context, st UninstallStep) {
 		return
 	}
 	if _, ok := u.cps.Get(st.ID); ok {
-		patch := fmt.Sprintf(`{"data":{%q:null}}`, checkpointKey(st.ID))
+		patch := fmt.Sprintf(`{"data":{%q:null}}`, engine.CheckpointKey(st.ID))
 		_, err := u.c.Kube.CoreV1().ConfigMaps(StateNamespace).Patch(ctx, CheckpointsConfigMap, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
 		if err != nil && !apierrors.IsNotFound(err) {
 			u.o.Log.Warn("drop checkpoint", zap.String("step", st.ID), zap.Error(err))

@@ -1,4 +1,4 @@
-package steps
+package engine
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -173,8 +174,11 @@ func ensureStateNamespace(ctx context.Context, kc kubernetes.Interface) error {
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read Namespace %s: %w", StateNamespace, err)
 	}
-	ns := &corev1Namespace
-	_, err = kc.CoreV1().Namespaces().Create(ctx, ns.DeepCopy(), metav1.CreateOptions{FieldManager: names.FieldManager})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   StateNamespace,
+		Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
+	}}
+	_, err = kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: names.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Namespace %s: %w", StateNamespace, err)
 	}
