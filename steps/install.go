@@ -110,10 +110,13 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	env.Policy = o.Policy
 	env.Verify = o.Verify
 	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion, Steps: sel, Record: rec}
+	// Lease renewals during the run are counted apart; the writes that
+	// took the Lease came before the run's count started.
+	lockWrites0 := lock.Writes()
 	sum, err := r.Run(ctx)
 	if sum != nil {
 		sum.LockWrites = lock.Writes()
-		sum.Writes -= lock.Writes()
+		sum.Writes -= lock.Writes() - lockWrites0
 	}
 	return sum, err
 }
