@@ -1077,7 +1077,7 @@ func checkAccessPairing(ctx context.Context, e *Env) ([]Finding, error) {
 	for _, s := range e.Inv.Subscriptions {
 		for _, m := range s.ModelRefs {
 			for _, l := range m.TokenRateLimits {
-				if l.Limit < minUsefulTokenLimit {
+				if l.Limit < inventory.MinUsefulTokenLimit {
 					out = append(out, warnf("raise subscriptions[].modelRefs[].tokenRateLimits[].limit",
 						"MaaSSubscription %s allows %d tokens per %s for %s/%s: a single chat completion can use that up, and callers then get 429", s.Name, l.Limit, l.Window, m.Namespace, m.Name))
 				}
@@ -1086,10 +1086,6 @@ func checkAccessPairing(ctx context.Context, e *Env) ([]Finding, error) {
 	}
 	return out, nil
 }
-
-// minUsefulTokenLimit is the token budget below which one request can
-// exhaust a subscription window.
-const minUsefulTokenLimit = 1000
 
 // VaultPreflighter is implemented by Secrets that can check, without
 // writing, that their store is reachable and the secret usable.
