@@ -16,9 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/assets"
@@ -220,16 +218,7 @@ func applyCluster(ctx context.Context, e *Env, s *Step) error {
 func watchClusterJobs(ctx context.Context, e *Env, id, sel string, failed chan<- error) {
 	ns := e.Inv.Database.Namespace
 	jobs := e.Clients.Kube.BatchV1().Jobs(ns)
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return jobs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return jobs.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(jobs.List, jobs.Watch, sel)
 	_, _ = watchtools.UntilWithSync(ctx, lw, &batchv1.Job{}, nil, func(ev watch.Event) (bool, error) {
 		j, ok := ev.Object.(*batchv1.Job)
 		if !ok || ev.Type == watch.Deleted {
@@ -257,16 +246,7 @@ type pvcTracker struct {
 
 func (p *pvcTracker) watch(ctx context.Context, e *Env, id, sel string) {
 	pvcs := e.Clients.Kube.CoreV1().PersistentVolumeClaims(e.Inv.Database.Namespace)
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return pvcs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return pvcs.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(pvcs.List, pvcs.Watch, sel)
 	_, _ = watchtools.UntilWithSync(ctx, lw, &corev1.PersistentVolumeClaim{}, nil, func(ev watch.Event) (bool, error) {
 		c, ok := ev.Object.(*corev1.PersistentVolumeClaim)
 		if !ok {

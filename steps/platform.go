@@ -269,16 +269,7 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k.OperatorSelector}); err != nil {
 		return fmt.Errorf("restart Kuadrant operator (delete pods %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
 	}
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = k.OperatorSelector
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = k.OperatorSelector
-			return pods.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(pods.List, pods.Watch, k.OperatorSelector)
 	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && !old[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning, nil

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -272,12 +271,7 @@ func waitAnyDSCI(ctx context.Context, e *Env) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, adoptWait)
 	defer cancel()
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(ri.List, ri.Watch, "")
 	_, err = watchtools.UntilWithSync(wctx, lw, &unstructured.Unstructured{}, func(s cache.Store) (bool, error) {
 		return len(s.List()) > 0, nil
 	}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Added, nil })

@@ -308,3 +308,21 @@ func servesKind(crd *unstructured.Unstructured, gvk schema.GroupVersionKind) boo
 	}
 	return false
 }
+
+// SelectorListWatch lists and watches, with list and watch of a typed or
+// dynamic client, the objects that match a label selector ("" for all),
+// starting with a LIST from the watch cache (ListThenWatch): for watches of
+// objects others write (Jobs, PVCs, pods) where a LIST that trails
+// maasctl's own writes is harmless.
+func SelectorListWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string) cache.ListerWatcher {
+	return ListThenWatch(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return watchFn(ctx, o)
+		},
+	})
+}

@@ -59,119 +59,128 @@ type NodeResult struct {
 
 // Execute runs the schedule to the end and returns every node's result.
 func (sc *Schedule) Execute() map[string]NodeResult {
-	in := map[string]bool{}
+	x := &execution{sc: sc, in: map[string]bool{}, state: map[string]NodeState{}, results: map[string]NodeResult{},
+		finished: make(chan struct{}, len(sc.IDs))}
 	for _, id := range sc.IDs {
-		in[id] = true
+		x.in[id] = true
 	}
-	var (
-		mu       sync.Mutex
-		state    = map[string]NodeState{}
-		results  = map[string]NodeResult{}
-		finished = make(chan struct{}, len(sc.IDs))
-		wg       sync.WaitGroup
-		running  int
-		failed   string
-	)
-	// depsOf says whether id may start now, or which dependency blocks it.
-	depsOf := func(id string) (ready bool, cause string) {
-		if failed != "" && sc.StopOnFailure {
-			return false, failed
-		}
-		ready = true
-		for _, d := range sc.Deps[id] {
-			if !in[d] {
-				continue
-			}
-			switch state[d] {
-			case NodeReleased, NodeDone:
-			case NodeFailed, NodeBlocked:
-				return false, d
-			default:
-				ready = false
-			}
-		}
-		return ready, ""
+	x.mu.Lock()
+	for x.launch() {
 	}
-	start := func(id string) {
-		state[id] = NodeRunning
-		running++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var once sync.Once
-			signal := func(st NodeState) {
-				once.Do(func() {
-					mu.Lock()
-					state[id] = st
-					mu.Unlock()
-					finished <- struct{}{}
-				})
-			}
-			release := func() {
-				if !sc.Serial {
-					signal(NodeReleased)
-				}
-			}
-			ev, err := sc.Run(id, release)
-			res := NodeResult{State: NodeDone, Event: ev, Err: err}
-			if err != nil {
-				res.State = NodeFailed
-			}
-			mu.Lock()
-			results[id] = res
-			if err != nil && failed == "" {
-				failed = id
-			}
-			mu.Unlock()
-			// A failure after the release (bookkeeping) keeps the node
-			// released for scheduling: its dependents already started.
-			signal(res.State)
-		}()
-	}
-	// launch starts or blocks what it can; it reports whether anything
-	// changed, so blocked nodes can block their dependents in turn.
-	launch := func() bool {
-		changed := false
-		for _, id := range sc.IDs {
-			if state[id] != NodePending {
-				continue
-			}
-			ready, cause := depsOf(id)
-			if cause != "" {
-				state[id] = NodeBlocked
-				results[id] = NodeResult{State: NodeBlocked, Event: event.Blocked}
-				if sc.Blocked != nil {
-					sc.Blocked(id, cause)
-				}
-				changed = true
-				continue
-			}
-			if !ready {
-				continue
-			}
-			if sc.Serial && running > 0 {
-				return changed
-			}
-			start(id)
-			changed = true
-		}
-		return changed
-	}
-	mu.Lock()
-	for launch() {
-	}
-	for running > 0 {
-		mu.Unlock()
-		<-finished
-		mu.Lock()
-		running--
-		for launch() {
+	for x.running > 0 {
+		x.mu.Unlock()
+		<-x.finished
+		x.mu.Lock()
+		x.running--
+		for x.launch() {
 		}
 	}
-	mu.Unlock()
+	x.mu.Unlock()
 	// Every node's bookkeeping is over before the schedule ends.
-	wg.Wait()
-	return results
+	x.wg.Wait()
+	return x.results
+}
+
+// execution is one Execute; mu guards everything but sc, in and wg.
+type execution struct {
+	sc       *Schedule
+	in       map[string]bool
+	mu       sync.Mutex
+	state    map[string]NodeState
+	results  map[string]NodeResult
+	finished chan struct{}
+	wg       sync.WaitGroup
+	running  int
+	failed   string // the first node that failed
+}
+
+// ready says whether id may start now, or which node blocks it.
+func (x *execution) ready(id string) (ready bool, cause string) {
+	if x.failed != "" && x.sc.StopOnFailure {
+		return false, x.failed
+	}
+	ready = true
+	for _, d := range x.sc.Deps[id] {
+		if !x.in[d] {
+			continue
+		}
+		switch x.state[d] {
+		case NodeReleased, NodeDone:
+		case NodeFailed, NodeBlocked:
+			return false, d
+		default:
+			ready = false
+		}
+	}
+	return ready, ""
+}
+
+// launch starts or blocks what it can; it reports whether anything
+// changed, so blocked nodes can block their dependents in turn.
+func (x *execution) launch() bool {
+	changed := false
+	for _, id := range x.sc.IDs {
+		if x.state[id] != NodePending {
+			continue
+		}
+		ready, cause := x.ready(id)
+		if cause != "" {
+			x.state[id] = NodeBlocked
+			x.results[id] = NodeResult{State: NodeBlocked, Event: event.Blocked}
+			if x.sc.Blocked != nil {
+				x.sc.Blocked(id, cause)
+			}
+			changed = true
+			continue
+		}
+		if !ready {
+			continue
+		}
+		if x.sc.Serial && x.running > 0 {
+			return changed
+		}
+		x.start(id)
+		changed = true
+	}
+	return changed
+}
+
+// start runs node id in its own goroutine.
+func (x *execution) start(id string) {
+	x.state[id] = NodeRunning
+	x.running++
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		var once sync.Once
+		signal := func(st NodeState) {
+			once.Do(func() {
+				x.mu.Lock()
+				x.state[id] = st
+				x.mu.Unlock()
+				x.finished <- struct{}{}
+			})
+		}
+		release := func() {
+			if !x.sc.Serial {
+				signal(NodeReleased)
+			}
+		}
+		ev, err := x.sc.Run(id, release)
+		res := NodeResult{State: NodeDone, Event: ev, Err: err}
+		if err != nil {
+			res.State = NodeFailed
+		}
+		x.mu.Lock()
+		x.results[id] = res
+		if err != nil && x.failed == "" {
+			x.failed = id
+		}
+		x.mu.Unlock()
+		// A failure after the release (bookkeeping) keeps the node
+		// released for scheduling: its dependents already started.
+		signal(res.State)
+	}()
 }
 
 // Emitter stamps events with the time and the run's total and passes them
