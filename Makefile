@@ -63,16 +63,16 @@ test: build testenv
 
 ## unit: the pure packages only (no control plane)
 unit:
-	go test -count=1 ./inventory/ ./assets/ ./vault/ ./waiters/ ./steps/
+	go test -count=1 ./inventory/ ./assets/ ./vault/ ./waiters/ ./steps/...
 
 ## bench: benchmarks against fresh local control planes with simulated operators (about 15 minutes):
 ## install ÷ critical path (parallel, with 10× longer delays, serial), detection latency, no-op re-run, Ansible, scale, RSS.
-## Prints a table and writes bench/results.json. Installs Debian's ansible and python3-kubernetes for the
+## Prints a table and writes e2e/bench/results.json. Installs Debian's ansible and python3-kubernetes for the
 ## Ansible figures when missing (as root), or reports them skipped with the reason. BENCH_FLAGS adds flags
 ## (e.g. BENCH_FLAGS='-models 1,10,100 -figures install,serial').
 bench: build testenv
-	$(GOBUILD) -o $(BIN)/maasctl-bench ./bench/cmd/maasctl-bench
-	$(BIN)/maasctl-bench -maasctl $(BIN)/maasctl -playbook bench/ansible/install.yaml -json bench/results.json $(BENCH_FLAGS)
+	$(GOBUILD) -o $(BIN)/maasctl-bench ./e2e/bench/cmd/maasctl-bench
+	$(BIN)/maasctl-bench -maasctl $(BIN)/maasctl -playbook e2e/bench/ansible/install.yaml -json e2e/bench/results.json $(BENCH_FLAGS)
 
 vet:
 	go vet ./...

@@ -20,16 +20,18 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/maasctl/maasctl/internal/names"
 	"github.com/maasctl/maasctl/inventory"
 )
 
 //go:embed manifests
 var manifests embed.FS
 
-// ManagedByLabel marks every object maasctl creates.
+// ManagedByLabel (value ManagedByValue) marks every object maasctl
+// creates (internal/names).
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "maasctl"
+	ManagedByLabel = names.ManagedByLabel
+	ManagedByValue = names.ManagedByValue
 )
 
 // Facts are values read from the cluster that rendering needs.

@@ -251,6 +251,15 @@ type AuthPolicy struct {
 	ModelRefs []ModelRef `json:"modelRefs"`
 }
 
+// MinUsefulTokenLimit is the smallest per-user token limit that is not
+// flagged: below it one or two chat completions use up the window and
+// every later request gets 429 until it resets (the default 3.x
+// subscription limit of 1000 tokens per hour is used up by one chat: case
+// B17; rhoai-maas-guide 10-post-upgrade-troubleshooting, issue 9).
+// Preflight warns about such a limit in the inventory and doctor about one
+// in the cluster; both read this one number.
+const MinUsefulTokenLimit = 2000
+
 // TokenRateLimit is a token budget per user per window.
 type TokenRateLimit struct {
 	// Limit is the number of tokens, ≥ 1.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,9 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/assets"
@@ -31,56 +30,96 @@ const cnpgCRD = "clusters.postgresql.cnpg.io"
 
 func databaseSteps(inv *inventory.Inventory) []*Step {
 	op := inv.Database.Operator
+	d := inv.Database
 	return []*Step{
 		{
 			ID: "database/operator", Title: "CloudNativePG operator (OLM, unless postgresql.cnpg.io is served)",
-			Apply: func(ctx context.Context, e *Env) error {
+			Serves: []string{"postgresql.cnpg.io"},
+			Apply: func(ctx context.Context, e *Env, s *Step) error {
 				if served, err := crdEstablished(ctx, e, cnpgCRD); err != nil || served {
 					if served {
-						e.progress("database/operator", "%s already served: not installing CNPG", cnpgCRD)
+						e.progress(s.ID, "%s already served: not installing CNPG", cnpgCRD)
 					}
 					return err
 				}
-				return olmInstall(ctx, e, "database/operator", op)
+				return olmInstall(ctx, e, s, op)
 			},
-			Check: func(ctx context.Context, e *Env) (bool, string, error) {
+			Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
 				served, err := crdEstablished(ctx, e, cnpgCRD)
 				if err != nil || !served {
 					return false, cnpgCRD + " not served", err
 				}
 				return true, "", nil
 			},
+			Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
+				if served, err := crdEstablished(ctx, e, cnpgCRD); err != nil || served {
+					return nil, err // the step installs nothing then
+				}
+				return olmDesired(ctx, e, s, op)
+			},
+			Render: func(_ *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+				docs, notes := olmRender(op, objs)
+				return docs, append([]string{"Leave this file out when the cluster already serves postgresql.cnpg.io (install skips it then)."}, notes...), nil
+			},
+			Access:  olmAccess(op),
+			Removal: Removal{Group: "operators", Data: "the database's operator"},
 		},
 		{
 			ID: "database/secret", Title: "database password (Vault, generated once) and basic-auth Secret",
-			Apply: func(ctx context.Context, e *Env) error {
-				objs := e.objects("database/secret")
-				for _, ns := range objs {
-					if err := ensureNamespace(ctx, e, "database/secret", ns); err != nil {
+			Apply: func(ctx context.Context, e *Env, s *Step) error {
+				for _, ns := range e.objects(s.ID) {
+					if err := ensureNamespace(ctx, e, s.ID, ns); err != nil {
 						return err
 					}
 				}
-				s, err := dbSecret(ctx, e)
+				sec, err := dbSecret(ctx, e)
 				if err != nil {
 					return err
 				}
-				_, err = e.Clients.Apply(ctx, s)
+				_, err = e.Clients.Apply(ctx, sec)
 				return err
 			},
-			Check: func(ctx context.Context, e *Env) (bool, string, error) {
-				s, err := dbSecret(ctx, e)
+			Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
+				sec, err := dbSecret(ctx, e)
 				if err != nil {
 					return false, "", err
 				}
-				return checkSecret(ctx, e, s)
+				return checkSecret(ctx, e, sec)
 			},
 			HashExtra: func(e *Env) string { return "vault:" + e.Inv.Database.VaultPath },
+			Objects: func(e *Env, s *Step) []*unstructured.Unstructured {
+				return append(slices.Clone(e.objects(s.ID)), secretStub(d.Namespace, d.SecretName))
+			},
+			Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
+				return secretsDesired(ctx, e, s, func() ([]*unstructured.Unstructured, error) {
+					sec, err := dbSecret(ctx, e)
+					return []*unstructured.Unstructured{sec}, err
+				})
+			},
+			Render: func(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+				return objs, []string{
+					fmt.Sprintf("Secret %s/%s (type kubernetes.io/basic-auth) is not rendered: it carries the database password.", d.Namespace, d.SecretName),
+					fmt.Sprintf("Provide it from Vault %s (keys username=%s and password), for example:", d.VaultPath, d.Owner),
+					fmt.Sprintf("  oc create secret generic %s -n %s --type=kubernetes.io/basic-auth --from-literal=username=%s \\", d.SecretName, d.Namespace, d.Owner),
+					fmt.Sprintf("    --from-literal=password=\"$(vault kv get -field=password %s)\"", d.VaultPath)}, nil
+			},
+			Access: withAccess(secretAccess(d.Namespace)),
+			Removal: Removal{Data: "the database credentials",
+				VaultSecret: func(inv *inventory.Inventory) string { return inv.Database.VaultPath }},
 		},
 		{
-			ID: "database/cluster", Title: "CloudNativePG Cluster " + inv.Database.ClusterName,
+			ID: "database/cluster", Title: "CloudNativePG Cluster " + d.ClusterName,
 			After: []string{"database/operator", "database/secret"},
 			Apply: applyCluster,
-			Check: checkObjects("database/cluster"),
+			Access: withAccess(func(*Env) []Access {
+				var out []Access
+				for _, v := range []string{"list", "watch"} {
+					out = append(out, Access{v, "batch", "jobs", d.Namespace, ""}, Access{v, "", "persistentvolumeclaims", d.Namespace, ""})
+				}
+				return out
+			}),
+			Removal: Removal{Data: "the database Cluster and its data",
+				DataNamespace: func(inv *inventory.Inventory) string { return inv.Database.Namespace }},
 		},
 	}
 }
@@ -148,8 +187,8 @@ func dbPassword(ctx context.Context, e *Env) (string, error) {
 // watches the Jobs and PVCs labelled cnpg.io/cluster=<name>: a failed Job
 // ends the step at once with the Job's reason and the logs command; a
 // Pending PVC is reported as it happens and in the timeout error (case B09).
-func applyCluster(ctx context.Context, e *Env) error {
-	const id = "database/cluster"
+func applyCluster(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	objs := e.objects(id)
 	if err := applyObjects(ctx, e, id, objs); err != nil {
 		return err
@@ -163,7 +202,7 @@ func applyCluster(ctx context.Context, e *Env) error {
 	pending := &pvcTracker{}
 	go pending.watch(wctx, e, id, sel)
 	done := make(chan error, 1)
-	go func() { done <- waitReady(wctx, e, id, objs) }()
+	go func() { done <- waitReady(wctx, e, s, objs) }()
 	var err error
 	select {
 	case err = <-done:
@@ -184,16 +223,7 @@ func applyCluster(ctx context.Context, e *Env) error {
 func watchClusterJobs(ctx context.Context, e *Env, id, sel string, failed chan<- error) {
 	ns := e.Inv.Database.Namespace
 	jobs := e.Clients.Kube.BatchV1().Jobs(ns)
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return jobs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return jobs.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(jobs.List, jobs.Watch, sel)
 	_, _ = watchtools.UntilWithSync(ctx, lw, &batchv1.Job{}, nil, func(ev watch.Event) (bool, error) {
 		j, ok := ev.Object.(*batchv1.Job)
 		if !ok || ev.Type == watch.Deleted {
@@ -221,16 +251,7 @@ type pvcTracker struct {
 
 func (p *pvcTracker) watch(ctx context.Context, e *Env, id, sel string) {
 	pvcs := e.Clients.Kube.CoreV1().PersistentVolumeClaims(e.Inv.Database.Namespace)
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return pvcs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return pvcs.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(pvcs.List, pvcs.Watch, sel)
 	_, _ = watchtools.UntilWithSync(ctx, lw, &corev1.PersistentVolumeClaim{}, nil, func(ev watch.Event) (bool, error) {
 		c, ok := ev.Object.(*corev1.PersistentVolumeClaim)
 		if !ok {

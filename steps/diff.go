@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/internal/kube"
 )
@@ -85,7 +85,7 @@ func Diff(ctx context.Context, o PlanOptions) (*DiffReport, error) {
 		if sel != nil && !sel[s.ID] {
 			continue
 		}
-		items, err := diffItems(ctx, r.Env, s.ID)
+		items, err := s.desired(ctx, r.Env)
 		if err != nil {
 			return nil, fmt.Errorf("diff step %s: %w", s.ID, err)
 		}
@@ -102,155 +102,22 @@ func Diff(ctx context.Context, o PlanOptions) (*DiffReport, error) {
 	return rep, nil
 }
 
-type diffMode int
-
-const (
-	modeApply  diffMode = iota // server-side applied
-	modeEnsure                 // created only when missing (Namespaces)
-	modeNote                   // cannot be computed; note says why
-)
-
-type diffItem struct {
-	obj  *unstructured.Unstructured
-	mode diffMode
-	note string
-}
-
-// diffItems returns the objects step id would write, the way its Apply
-// writes them: Namespaces are only created when missing (except where the
-// step applies their labels), a compatible existing OperatorGroup is reused,
-// the monitoring ConfigMap is merged, Secrets are built from Vault.
-func diffItems(ctx context.Context, e *Env, id string) ([]diffItem, error) {
-	objs := e.objects(id)
-	var out []diffItem
-	add := func(o *unstructured.Unstructured) {
-		mode := modeApply
-		if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && id != "models/prepare" {
-			mode = modeEnsure
-		}
-		out = append(out, diffItem{obj: o, mode: mode})
-	}
-	switch {
-	case id == "database/operator" || (strings.HasPrefix(id, "operators/") && len(objs) == 3 && objs[2].GetKind() == "Subscription"):
-		if id == "database/operator" {
-			if served, err := crdEstablished(ctx, e, cnpgCRD); err != nil {
-				return nil, err
-			} else if served {
-				return nil, nil // the step installs nothing then
-			}
-		}
-		op := e.Inv.Database.Operator
-		if id != "database/operator" {
-			op = *e.Inv.Operator(strings.TrimPrefix(id, "operators/"))
-		}
-		add(objs[0])
-		reuse, err := pickOperatorGroup(ctx, e, op)
-		switch {
-		case err != nil && kube.IsNotServed(err):
-			out = append(out, diffItem{obj: objs[1], mode: modeNote, note: "cannot be known: OperatorGroup is not served (is OLM installed?)"})
-		case err != nil:
-			out = append(out, diffItem{obj: objs[1], mode: modeNote, note: "the step would fail: " + err.Error()})
-		case reuse == "":
-			add(objs[1])
-		}
-		add(objs[2])
-		return out, nil
-	case id == "platform/monitoring":
-		_, cfg, err := monitoringConfig(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		if cfg["enableUserWorkload"] == true {
-			return nil, nil
-		}
-		cfg["enableUserWorkload"] = true
-		b, err := yaml.Marshal(cfg)
-		if err != nil {
-			return nil, err
-		}
-		cm := objs[0].DeepCopy()
-		if err := unstructured.SetNestedField(cm.Object, string(b), "data", "config.yaml"); err != nil {
-			return nil, err
-		}
-		add(cm)
-		return out, nil
-	case id == "database/secret" || id == "dbsecret/maas-db-config":
-		for _, o := range objs {
-			add(o)
-		}
-		var secrets []*unstructured.Unstructured
-		var err error
-		if id == "dbsecret/maas-db-config" {
-			secrets, err = dbConfigSecrets(ctx, e)
-		} else {
-			var s *unstructured.Unstructured
-			s, err = dbSecret(ctx, e)
-			secrets = append(secrets, s)
-		}
-		if err != nil {
-			for _, o := range StepObjects(e, id) {
-				if isSecret(o) {
-					out = append(out, diffItem{obj: o, mode: modeNote, note: "cannot be known without the password from Vault: " + err.Error()})
-				}
-			}
-			return out, nil
-		}
-		for _, s := range secrets {
-			if s.GetNamespace() != e.Inv.DBConfig.Namespace && id == "dbsecret/maas-db-config" {
-				add(namespaceObject(s.GetNamespace()))
-			}
-			add(s)
-		}
-		return out, nil
-	case id == "platform/authorino-tls":
-		// Both objects are created by the Kuadrant and Authorino operators;
-		// the step only adds TLS settings once they exist.
-		for _, o := range objs {
-			if _, err := e.Clients.Get(ctx, o); apierrors.IsNotFound(err) || kube.IsNotServed(err) {
-				out = append(out, diffItem{obj: o, mode: modeNote, note: "cannot be known before the Kuadrant and Authorino operators create it (after step platform/kuadrant runs)"})
-				continue
-			} else if err != nil {
-				return nil, err
-			}
-			add(o)
-		}
-		return out, nil
-	}
-	for _, o := range objs {
-		add(o)
-	}
-	return out, nil
-}
-
-// servedBy names the step that makes a group's kinds served, for "cannot
-// be known before <step> runs".
-var servedBy = map[string]string{
-	"postgresql.cnpg.io":                "database/operator",
-	"kuadrant.io":                       "operators/rhcl",
-	"operator.authorino.kuadrant.io":    "operators/rhcl",
-	"limitador.kuadrant.io":             "operators/rhcl",
-	"operator.openshift.io":             "operators/lws",
-	"dscinitialization.opendatahub.io":  "operators/rhoai",
-	"datasciencecluster.opendatahub.io": "operators/rhoai",
-	"opendatahub.io":                    "rhoai/dsc",
-	"maas.opendatahub.io":               "rhoai/dsc",
-	"inference.opendatahub.io":          "rhoai/dsc",
-}
-
 func notServedNote(reg *Registry, o *unstructured.Unstructured) string {
 	gvk := o.GroupVersionKind()
 	kind := gvk.Kind + "." + gvk.Group + "/" + gvk.Version
-	if st := servedBy[gvk.Group]; st != "" && reg.Get(st) != nil {
-		return fmt.Sprintf("cannot be known before %s runs: %s is not served yet", st, kind)
+	for _, s := range reg.Steps {
+		if slices.Contains(s.Serves, gvk.Group) {
+			return fmt.Sprintf("cannot be known before %s runs: %s is not served yet", s.ID, kind)
+		}
 	}
 	return fmt.Sprintf("cannot be known: %s is not served (is its operator installed?)", kind)
 }
 
-func diffObject(ctx context.Context, r *Runner, stepID string, it diffItem) (*ObjectDiff, error) {
-	o := it.obj
+func diffObject(ctx context.Context, r *Runner, stepID string, it DesiredObject) (*ObjectDiff, error) {
+	o := it.Obj
 	d := &ObjectDiff{Step: stepID, Object: kube.Describe(o)}
-	if it.mode == modeNote {
-		d.Action, d.Note = DiffUnknown, it.note
+	if it.Note != "" {
+		d.Action, d.Note = DiffUnknown, it.Note
 		return d, nil
 	}
 	live, err := r.Env.Clients.Get(ctx, o)
@@ -263,7 +130,7 @@ func diffObject(ctx context.Context, r *Runner, stepID string, it diffItem) (*Ob
 	case err != nil:
 		return nil, fmt.Errorf("get %s: %w", kube.Describe(o), err)
 	}
-	if it.mode == modeEnsure {
+	if it.Ensure {
 		if live != nil {
 			return nil, nil
 		}

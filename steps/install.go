@@ -38,6 +38,8 @@ type InstallOptions struct {
 	Selection Selection
 	// Verify turns on the data-path checks of the last step (verify.go).
 	Verify VerifyOptions
+	// Registry is the steps to run; nil means NewRegistry(Inventory).
+	Registry *Registry
 }
 
 // ErrInvalidInventory wraps inventory validation errors (exit code 2).
@@ -63,7 +65,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := NewRegistry(o.Inventory)
+	reg, err := registryFor(o.Registry, o.Inventory)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +80,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	envDone := make(chan error, 1)
 	go func() {
 		var err error
-		env, err = NewEnv(ctx, clients, o.Inventory, o.Secrets, o.Log)
+		env, err = NewEnvFor(ctx, clients, reg, o.Inventory, o.Secrets, o.Log)
 		envDone <- err
 	}()
 	lock, err := AcquireLock(ctx, clients.Kube, o.Identity, o.LeaseDuration)
@@ -108,17 +110,30 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	env.Policy = o.Policy
 	env.Verify = o.Verify
 	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion, Steps: sel, Record: rec}
+	// Lease renewals during the run are counted apart; the writes that
+	// took the Lease came before the run's count started.
+	lockWrites0 := lock.Writes()
 	sum, err := r.Run(ctx)
 	if sum != nil {
 		sum.LockWrites = lock.Writes()
-		sum.Writes -= lock.Writes()
+		sum.Writes -= lock.Writes() - lockWrites0
 	}
 	return sum, err
 }
 
-// NewEnv resolves the facts rendering needs (the Gateway host and the RHOAI
-// layout, see DetectLayout) and renders every step.
+// NewEnv is NewEnvFor the registry of inv.
 func NewEnv(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, s Secrets, log *zap.Logger) (*Env, error) {
+	return NewEnvFor(ctx, c, nil, inv, s, log)
+}
+
+// NewEnvFor resolves the facts rendering needs (the Gateway host and the
+// RHOAI layout, see DetectLayout) and renders every step of reg (nil:
+// NewRegistry(inv)).
+func NewEnvFor(ctx context.Context, c *kube.Clients, reg *Registry, inv *inventory.Inventory, s Secrets, log *zap.Logger) (*Env, error) {
+	reg, err := registryFor(reg, inv)
+	if err != nil {
+		return nil, err
+	}
 	host, err := GatewayHost(ctx, c, inv)
 	if err != nil {
 		return nil, err
@@ -128,11 +143,11 @@ func NewEnv(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, s Se
 		return nil, err
 	}
 	facts := layout.Facts(assets.Facts{Host: host})
-	objs, err := assets.Render(inv, facts)
+	objs, err := reg.render(inv, facts)
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Clients: c, Inv: inv, Facts: facts, Layout: &layout, Objects: objs, Secrets: s, Log: log}, nil
+	return &Env{Clients: c, Inv: inv, Facts: facts, Layout: &layout, Objects: objs, Secrets: s, Log: log, Registry: reg}, nil
 }
 
 var ingressConfigGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Ingress"}

@@ -3,7 +3,6 @@ package steps
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,25 +23,53 @@ func modelSteps(*inventory.Inventory) []*Step {
 			// missing API-key Secret is reported in the first seconds
 			// rather than after the DSC has reconciled.
 			ID: "models/prepare", Title: "label model namespaces and API-key Secrets for MaaS",
-			Apply: func(ctx context.Context, e *Env) error {
+			Apply: func(ctx context.Context, e *Env, s *Step) error {
 				if err := checkProviderSecrets(ctx, e); err != nil {
 					return err
 				}
-				return applyAndWait("models/prepare")(ctx, e)
+				return applyAndWait(ctx, e, s)
 			},
-			Check: checkApplied("models/prepare"),
+			Check: checkApplied, Desired: desiredApplied, Access: prepareAccess,
 		},
 		{
 			ID: "models/provider", Title: "ExternalProvider for each model server (RHOAI 3.5; 3.3/3.4 have none)",
 			After: []string{"models/prepare", "rhoai/dsc"},
-			Apply: applyMaaSObjects("models/provider"), Check: checkObjects("models/provider"),
+			Apply: applyEnsuringNamespaces,
 		},
 		{
 			ID: "models/model", Title: "ExternalModel (API group of the RHOAI release) and MaaSModelRef for each model",
 			After: []string{"models/provider"},
-			Apply: applyModels, Check: checkObjects("models/model"),
+			Apply: applyModels,
+			// A MaaSModelRef turns Ready only once the access steps pair it
+			// (case B17): this step waits for it to be accepted.
+			Ready: func(obj *unstructured.Unstructured) waiters.Condition {
+				if obj.GroupVersionKind().GroupKind() == modelRefGK {
+					return waiters.MaaSFix(waiters.ModelRefAccepted, obj)
+				}
+				return nil
+			},
 		},
 	}
+}
+
+var modelRefGK = schema.GroupKind{Group: "maas.opendatahub.io", Kind: "MaaSModelRef"}
+
+// prepareAccess: models/prepare labels Namespaces and API-key Secrets that
+// exist already (no create on Secrets; patch on the Namespaces).
+func prepareAccess(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access {
+	var out []Access
+	for _, o := range e.objects(s.ID) {
+		switch o.GetKind() {
+		case "Namespace":
+			out = append(out, Access{"patch", "", "namespaces", "", o.GetName()})
+			out = append(out, ObjectAccess([]*unstructured.Unstructured{o}, resource, true)...)
+		case "Secret":
+			out = append(out, ObjectAccess([]*unstructured.Unstructured{o}, resource, false)...)
+		default:
+			out = append(out, ObjectAccess([]*unstructured.Unstructured{o}, resource, true)...)
+		}
+	}
+	return out
 }
 
 // checkProviderSecrets makes sure each model's API-key Secret exists with key
@@ -65,84 +92,14 @@ func checkProviderSecrets(ctx context.Context, e *Env) error {
 	return nil
 }
 
-// maasReadiness is the readiness of MaaS objects, failing fast on the
-// phases the MaaS controller uses for a problem waiting will not fix
-// (the phase enums of shared/crds/maas): Failed for ExternalProvider,
-// ExternalModel (either API group) and MaaSModelRef, Failed or Invalid for
-// MaaSAuthPolicy and MaaSSubscription. The error names the object, its
-// Ready condition and the command that shows more. Other kinds use the
-// default readiness.
-func maasReadiness(obj *unstructured.Unstructured) waiters.Condition {
-	gk := obj.GroupVersionKind().GroupKind()
-	var cond waiters.Condition
-	switch gk.Group + "/" + gk.Kind {
-	case "inference.opendatahub.io/ExternalProvider", "inference.opendatahub.io/ExternalModel", "maas.opendatahub.io/ExternalModel":
-		cond = waiters.Phase([]string{"Ready"}, "Failed")
-	case "maas.opendatahub.io/MaaSModelRef":
-		cond = modelRefAccepted
-	case "maas.opendatahub.io/MaaSAuthPolicy", "maas.opendatahub.io/MaaSSubscription":
-		cond = waiters.Phase([]string{"Active"}, "Invalid", "Failed")
-	default:
-		return readiness(obj)
-	}
-	return withFix(cond, obj)
-}
-
-// withFix adds the inspect command to a terminal failure of cond.
-func withFix(cond waiters.Condition, obj *unstructured.Unstructured) waiters.Condition {
-	return func(live *unstructured.Unstructured) waiters.Result {
-		r := cond(live)
-		if r.Failed != nil {
-			detail := ""
-			if c, ok := waiters.GetCondition(live, "Ready"); ok {
-				detail = " (" + c.String() + ")"
-			}
-			r.Failed = fmt.Errorf("%w%s; the MaaS controller will not retry until the cause is fixed: see 'oc describe %s %s -n %s'",
-				r.Failed, detail, strings.ToLower(obj.GetKind())+"."+obj.GroupVersionKind().Group, obj.GetName(), obj.GetNamespace())
-		}
-		return r
-	}
-}
-
-func maasTargets(e *Env, stepID string, objs []*unstructured.Unstructured) []waiters.Target {
-	var ts []waiters.Target
-	for _, o := range objs {
-		t := target(o, e, stepID)
-		t.Cond = maasReadiness(o)
-		ts = append(ts, t)
-	}
-	return ts
-}
-
-// applyMaaSObjects applies a step's MaaS objects (Namespaces only when
-// missing) and waits with maasReadiness.
-func applyMaaSObjects(id string) func(ctx context.Context, e *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		var rest []*unstructured.Unstructured
-		for _, o := range e.objects(id) {
-			if o.GetKind() == "Namespace" {
-				if err := ensureNamespace(ctx, e, id, o); err != nil {
-					return err
-				}
-				continue
-			}
-			rest = append(rest, o)
-		}
-		if err := applyObjects(ctx, e, id, rest); err != nil {
-			return err
-		}
-		return waiters.All(ctx, e.Clients, maasTargets(e, id, rest)...)
-	}
-}
-
 // applyModels creates the ExternalModels first, in the API group of the
 // installed release (inference.opendatahub.io on 3.5, maas.opendatahub.io
 // on 3.3/3.4, case B16), waits for them to be Ready and for the HTTPRoute
 // the MaaS controller generates to be accepted by the Gateway, and only
 // then creates the MaaSModelRefs. A route the Gateway refuses for its
 // namespace is reported with the namespace and reason (case B15).
-func applyModels(ctx context.Context, e *Env) error {
-	const id = "models/model"
+func applyModels(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	var models, refs []*unstructured.Unstructured
 	for _, o := range e.objects(id) {
 		if o.GetKind() == "MaaSModelRef" {
@@ -154,7 +111,7 @@ func applyModels(ctx context.Context, e *Env) error {
 	if err := applyObjects(ctx, e, id, models); err != nil {
 		return err
 	}
-	for _, t := range maasTargets(e, id, models) {
+	for _, t := range targets(e, s, models) {
 		live, err := waiters.For(ctx, e.Clients, t)
 		if err != nil {
 			return err
@@ -170,7 +127,7 @@ func applyModels(ctx context.Context, e *Env) error {
 	if err := applyObjects(ctx, e, id, refs); err != nil {
 		return err
 	}
-	return waiters.All(ctx, e.Clients, maasTargets(e, id, refs)...)
+	return waitReady(ctx, e, s, refs)
 }
 
 // waitRouteAccepted waits until HTTPRoute ns/name is Accepted by the MaaS
@@ -222,39 +179,37 @@ func accessSteps(*inventory.Inventory) []*Step {
 		{
 			ID: "access/auth-policy", Title: "MaaSAuthPolicy objects (who may call which model)",
 			After: []string{"models/model"},
-			Apply: applyMaaSObjects("access/auth-policy"), Check: checkObjects("access/auth-policy"),
+			Apply: applyEnsuringNamespaces,
 		},
 		{
 			ID: "access/subscription", Title: "MaaSSubscription objects (token limits per user)",
 			After: []string{"models/model", "access/auth-policy"},
-			Apply: func(ctx context.Context, e *Env) error {
-				if err := applyMaaSObjects("access/subscription")(ctx, e); err != nil {
+			Apply: func(ctx context.Context, e *Env, s *Step) error {
+				if err := applyEnsuringNamespaces(ctx, e, s); err != nil {
 					return err
 				}
-				return waiters.All(ctx, e.Clients, pairedModelRefs(e)...)
+				return waiters.All(ctx, e.Clients, pairedModelRefs(e, s)...)
 			},
-			Check: func(ctx context.Context, e *Env) (bool, string, error) {
-				ok, msg, err := checkObjects("access/subscription")(ctx, e)
+			Check: func(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+				ok, msg, err := checkObjects(ctx, e, s)
 				if !ok || err != nil {
 					return ok, msg, err
 				}
-				return checkConditions(ctx, e, pairedModelRefs(e))
+				return checkConditions(ctx, e, pairedModelRefs(e, s))
 			},
 		},
 	}
 }
 
-// pairedModelRefs are the MaaSModelRefs that must turn Ready once both
-// their MaaSAuthPolicy and MaaSSubscription exist (governance pairing).
-func pairedModelRefs(e *Env) []waiters.Target {
+// pairedModelRefs are the MaaSModelRefs of models/model that must turn
+// Ready (the readiness table) once both their MaaSAuthPolicy and
+// MaaSSubscription exist (governance pairing).
+func pairedModelRefs(e *Env, s *Step) []waiters.Target {
 	var ts []waiters.Target
 	for _, o := range e.objects("models/model") {
-		if o.GetKind() != "MaaSModelRef" {
-			continue
+		if o.GroupVersionKind().GroupKind() == modelRefGK {
+			ts = append(ts, target(o, e, s))
 		}
-		t := target(o, e, "access/subscription")
-		t.Cond = withFix(modelRefReady, o)
-		ts = append(ts, t)
 	}
 	return ts
 }

@@ -14,80 +14,25 @@ import (
 	"github.com/maasctl/maasctl/waiters"
 )
 
-// readiness returns the condition that means "ready" for an object of the
-// given kind, as the owning operator reports it. Kinds without one are ready
-// when they exist.
-func readiness(obj *unstructured.Unstructured) waiters.Condition {
-	gk := obj.GroupVersionKind().GroupKind()
-	switch gk.Group + "/" + gk.Kind {
-	case "postgresql.cnpg.io/Cluster":
-		// CNPG: condition Ready (reason ClusterIsReady) – cloudnative-pg api/v1 cluster_conditions.go.
-		return waiters.ConditionTrue("Ready")
-	case "operator.openshift.io/LeaderWorkerSetOperator":
-		return waiters.ConditionTrue("Available")
-	case "gateway.networking.k8s.io/GatewayClass":
-		return waiters.ConditionTrue("Accepted")
-	case "cert-manager.io/Certificate":
-		return waiters.ConditionTrue("Ready")
-	case "gateway.networking.k8s.io/Gateway":
-		return waiters.And(waiters.ConditionTrue("Accepted"), waiters.ConditionTrue("Programmed"))
-	case "route.openshift.io/Route":
-		return routeAdmitted
-	case "kuadrant.io/Kuadrant", "operator.authorino.kuadrant.io/Authorino":
-		return waiters.ConditionTrue("Ready")
-	case "dscinitialization.opendatahub.io/DSCInitialization":
-		return waiters.Phase([]string{"Ready"}, "Error")
-	case "inference.opendatahub.io/ExternalProvider", "inference.opendatahub.io/ExternalModel":
-		return waiters.Phase([]string{"Ready"})
-	case "maas.opendatahub.io/MaaSModelRef":
-		// A MaaSModelRef stays Pending ("no governance pairing") until a
-		// MaaSAuthPolicy and a MaaSSubscription both reference it (case
-		// B17), so its own step only waits for it to be accepted; the
-		// access steps wait for Ready.
-		return modelRefAccepted
-	case "maas.opendatahub.io/MaaSAuthPolicy", "maas.opendatahub.io/MaaSSubscription":
-		return waiters.Phase([]string{"Active"}, "Invalid")
-	}
-	return waiters.Exists()
-}
-
-// modelRefAccepted is done when the MaaS controller reconciled the
-// MaaSModelRef: phase Pending or Ready, never Failed or Invalid.
-func modelRefAccepted(obj *unstructured.Unstructured) waiters.Result {
-	return waiters.Phase([]string{"Pending", "Ready", "Unhealthy"}, "Invalid", "Failed")(obj)
-}
-
-// modelRefReady is done at phase Ready (governance paired, runtime healthy).
-var modelRefReady = waiters.Phase([]string{"Ready"}, "Invalid")
-
-// routeAdmitted is done when the default router admitted the Route
-// (status.ingress[].conditions[type=Admitted], openshift/api route/v1).
-func routeAdmitted(obj *unstructured.Unstructured) waiters.Result {
-	ingress, _, _ := unstructured.NestedSlice(obj.Object, "status", "ingress")
-	for _, in := range ingress {
-		m, _ := in.(map[string]any)
-		conds, _ := m["conditions"].([]any)
-		for _, c := range conds {
-			cm, _ := c.(map[string]any)
-			if cm["type"] == "Admitted" {
-				st := fmt.Sprintf("Admitted=%v by router %v", cm["status"], m["routerName"])
-				return waiters.Result{Done: cm["status"] == "True", Status: st}
-			}
-		}
-	}
-	return waiters.Result{Status: "not admitted by a router yet"}
-}
-
-func target(obj *unstructured.Unstructured, e *Env, stepID string) waiters.Target {
+func target(obj *unstructured.Unstructured, e *Env, s *Step) waiters.Target {
 	return waiters.Target{
 		GVK: obj.GroupVersionKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(),
-		Cond: readiness(obj),
+		Cond: s.readiness(obj),
 		OnChange: func(r waiters.Result) {
 			if !r.Done {
-				e.progress(stepID, "waiting for %s: %s", kube.Describe(obj), r.Status)
+				e.progress(s.ID, "waiting for %s: %s", kube.Describe(obj), r.Status)
 			}
 		},
 	}
+}
+
+// targets are the wait targets of objs by the step's readiness.
+func targets(e *Env, s *Step, objs []*unstructured.Unstructured) []waiters.Target {
+	var ts []waiters.Target
+	for _, o := range objs {
+		ts = append(ts, target(o, e, s))
+	}
+	return ts
 }
 
 // applyObjects server-side applies objs in order.
@@ -101,50 +46,59 @@ func applyObjects(ctx context.Context, e *Env, stepID string, objs []*unstructur
 	return nil
 }
 
-// waitReady waits for every object with a readiness condition.
-func waitReady(ctx context.Context, e *Env, stepID string, objs []*unstructured.Unstructured) error {
-	var ts []waiters.Target
-	for _, o := range objs {
-		ts = append(ts, target(o, e, stepID))
-	}
-	return waiters.All(ctx, e.Clients, ts...)
+// waitReady waits for every object by the step's readiness.
+func waitReady(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured) error {
+	return waiters.All(ctx, e.Clients, targets(e, s, objs)...)
 }
 
-// applyAndWait is the Apply of a plain step: apply its rendered objects, then
-// wait until each is ready.
-func applyAndWait(id string) func(ctx context.Context, e *Env) error {
-	return func(ctx context.Context, e *Env) error {
-		objs := e.objects(id)
-		if err := applyObjects(ctx, e, id, objs); err != nil {
-			return err
+// applyAndWait is the default Apply: apply the step's rendered objects,
+// then wait until each is ready.
+func applyAndWait(ctx context.Context, e *Env, s *Step) error {
+	objs := e.objects(s.ID)
+	if err := applyObjects(ctx, e, s.ID, objs); err != nil {
+		return err
+	}
+	return waitReady(ctx, e, s, objs)
+}
+
+// applyEnsuringNamespaces applies a step's objects, Namespaces only when
+// missing, and waits for the others by the step's readiness.
+func applyEnsuringNamespaces(ctx context.Context, e *Env, s *Step) error {
+	var rest []*unstructured.Unstructured
+	for _, o := range e.objects(s.ID) {
+		if o.GetKind() == "Namespace" {
+			if err := ensureNamespace(ctx, e, s.ID, o); err != nil {
+				return err
+			}
+			continue
 		}
-		return waitReady(ctx, e, id, objs)
+		rest = append(rest, o)
 	}
+	if err := applyObjects(ctx, e, s.ID, rest); err != nil {
+		return err
+	}
+	return waitReady(ctx, e, s, rest)
 }
 
-// checkObjects is the Check of a plain step: every rendered object exists,
-// holds every field maasctl sets, and is ready.
+// checkObjects is the default Check: every rendered object exists, holds
+// every field maasctl sets, and is ready by the step's readiness.
 // Namespaces only need to exist: steps create missing ones and leave
 // existing ones (which may belong to the platform or an operator) alone.
-func checkObjects(id string) func(ctx context.Context, e *Env) (bool, string, error) {
-	return func(ctx context.Context, e *Env) (bool, string, error) {
-		return checkLive(ctx, e, e.objects(id))
-	}
+func checkObjects(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+	return checkLive(ctx, e, s, e.objects(s.ID))
 }
 
 // checkApplied is checkObjects for steps that apply every object, Namespaces
 // included, so every field is compared.
-func checkApplied(id string) func(ctx context.Context, e *Env) (bool, string, error) {
-	return func(ctx context.Context, e *Env) (bool, string, error) {
-		return checkLiveFields(ctx, e, e.objects(id), true)
-	}
+func checkApplied(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+	return checkLiveFields(ctx, e, s, e.objects(s.ID), true)
 }
 
-func checkLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) (bool, string, error) {
-	return checkLiveFields(ctx, e, objs, false)
+func checkLive(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured) (bool, string, error) {
+	return checkLiveFields(ctx, e, s, objs, false)
 }
 
-func checkLiveFields(ctx context.Context, e *Env, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
+func checkLiveFields(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
 	// The reads are independent: observeWorkers at a time; the verdict is
 	// the first problem in objs' order.
 	lives := make([]*unstructured.Unstructured, len(objs))
@@ -166,7 +120,7 @@ func checkLiveFields(ctx context.Context, e *Env, objs []*unstructured.Unstructu
 		if path, ok := Contains(live.Object, o.Object); !ok {
 			return false, fmt.Sprintf("%s drifted at %s", kube.Describe(o), path), nil
 		}
-		if r := readiness(o)(live); !r.Done {
+		if r := s.readiness(o)(live); !r.Done {
 			return false, fmt.Sprintf("%s not ready: %s", kube.Describe(o), r.Status), nil
 		}
 	}

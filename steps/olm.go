@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
@@ -30,7 +31,8 @@ var (
 // (a compatible existing one is reused; OLM allows exactly one per
 // namespace, case B02), the Subscription, then waits Subscription →
 // InstallPlan → CSV Succeeded → every owned CRD Established.
-func olmInstall(ctx context.Context, e *Env, stepID string, op inventory.Operator) error {
+func olmInstall(ctx context.Context, e *Env, s *Step, op inventory.Operator) error {
+	stepID := s.ID
 	objs := e.objects(stepID)
 	ns, og, sub := objs[0], objs[1], objs[2]
 	if err := ensureNamespace(ctx, e, stepID, ns); err != nil {
@@ -70,7 +72,7 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 	}
 	var names []string
 	for _, it := range list.Items {
-		if it.GetName() == op.OperatorGroup && it.GetLabels()["app.kubernetes.io/managed-by"] == "maasctl" {
+		if it.GetName() == op.OperatorGroup && it.GetLabels()[assets.ManagedByLabel] == assets.ManagedByValue {
 			// Our own from an earlier run: re-apply it.
 			return "", nil
 		}
@@ -426,15 +428,15 @@ func checkMinVersion(csv *unstructured.Unstructured, op inventory.Operator) erro
 }
 
 // checkOperator is the read-only Check of an OLM step.
-func checkOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator) (bool, string, error) {
-	objs := e.objects(stepID)
+func checkOperator(ctx context.Context, e *Env, s *Step, op inventory.Operator) (bool, string, error) {
+	objs := e.objects(s.ID)
 	if _, err := e.Clients.Get(ctx, objs[0]); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, "Namespace " + op.Namespace + " missing", nil
 		}
 		return false, "", err
 	}
-	ok, msg, err := checkLive(ctx, e, []*unstructured.Unstructured{objs[2]})
+	ok, msg, err := checkLive(ctx, e, s, []*unstructured.Unstructured{objs[2]})
 	if !ok || err != nil {
 		return ok, msg, err
 	}
@@ -472,19 +474,79 @@ func checkOperator(ctx context.Context, e *Env, stepID string, op inventory.Oper
 	return true, "", nil
 }
 
-func operatorStep(op inventory.Operator, title string, after ...string) *Step {
-	id := "operators/" + op.ID
+func operatorStep(op inventory.Operator, title string, serves ...string) *Step {
 	return &Step{
-		ID: id, Title: title, After: after,
-		Apply: func(ctx context.Context, e *Env) error { return olmInstall(ctx, e, id, op) },
-		Check: func(ctx context.Context, e *Env) (bool, string, error) { return checkOperator(ctx, e, id, op) },
+		ID: "operators/" + op.ID, Title: title, Serves: serves,
+		Apply:   func(ctx context.Context, e *Env, s *Step) error { return olmInstall(ctx, e, s, op) },
+		Check:   func(ctx context.Context, e *Env, s *Step) (bool, string, error) { return checkOperator(ctx, e, s, op) },
+		Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) { return olmDesired(ctx, e, s, op) },
+		Render: func(_ *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+			docs, notes := olmRender(op, objs)
+			return docs, notes, nil
+		},
+		Access: olmAccess(op),
 	}
+}
+
+// olmDesired is the Desired of an OLM step: its Namespace (created only
+// when missing), its OperatorGroup unless a compatible one is reused, and
+// its Subscription.
+func olmDesired(ctx context.Context, e *Env, s *Step, op inventory.Operator) ([]DesiredObject, error) {
+	objs := e.objects(s.ID)
+	out := desiredOf(objs[:1], true)
+	reuse, err := pickOperatorGroup(ctx, e, op)
+	switch {
+	case err != nil && kube.IsNotServed(err):
+		out = append(out, DesiredObject{Obj: objs[1], Note: "cannot be known: OperatorGroup is not served (is OLM installed?)"})
+	case err != nil:
+		out = append(out, DesiredObject{Obj: objs[1], Note: "the step would fail: " + err.Error()})
+	case reuse == "":
+		out = append(out, DesiredObject{Obj: objs[1]})
+	}
+	return append(out, DesiredObject{Obj: objs[2]}), nil
+}
+
+// olmRender renders an OLM step's Namespace, OperatorGroup and
+// Subscription; in openshift-operators for all namespaces only the
+// Subscription (OpenShift ships the rest).
+func olmRender(op inventory.Operator, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string) {
+	if len(objs) != 3 {
+		return objs, nil
+	}
+	if op.Namespace == "openshift-operators" && op.AllNamespaces {
+		return objs[2:], []string{"Namespace openshift-operators and its all-namespaces OperatorGroup come with OpenShift: not rendered."}
+	}
+	return objs, []string{"OLM allows one OperatorGroup per namespace: leave it out if " + op.Namespace + " already has a compatible one."}
+}
+
+// olmAccess is what an OLM step needs beside its objects: reading the OLM
+// kinds and the CRDs of the CSV, and patching InstallPlans when
+// --approve-installplans allows approving them.
+func olmAccess(op inventory.Operator) func(*Env, *Step, func(schema.GroupVersionKind) string) []Access {
+	return withAccess(func(e *Env) []Access {
+		out := readAccess("apiextensions.k8s.io", "customresourcedefinitions", "")
+		for _, r := range []string{"subscriptions", "installplans", "clusterserviceversions", "operatorgroups"} {
+			out = append(out, readAccess("operators.coreos.com", r, op.Namespace)...)
+		}
+		if e.Policy.ApproveInstallPlans {
+			out = append(out, Access{"patch", "operators.coreos.com", "installplans", op.Namespace, ""})
+		}
+		return out
+	})
 }
 
 var operatorTitles = map[string]string{
 	"rhcl":  "Red Hat Connectivity Link operator (Kuadrant, Authorino, Limitador)",
 	"lws":   "Leader Worker Set operator",
 	"rhoai": "Red Hat OpenShift AI operator",
+}
+
+// operatorServes names the API groups each operator's CRDs serve, for
+// diff's "cannot be known before <step> runs".
+var operatorServes = map[string][]string{
+	"rhcl":  {"kuadrant.io", "operator.authorino.kuadrant.io", "limitador.kuadrant.io"},
+	"lws":   {"operator.openshift.io"},
+	"rhoai": {"dscinitialization.opendatahub.io", "datasciencecluster.opendatahub.io"},
 }
 
 func operatorSteps(inv *inventory.Inventory) []*Step {
@@ -494,14 +556,12 @@ func operatorSteps(inv *inventory.Inventory) []*Step {
 		if title == "" {
 			title = "operator " + op.Package
 		}
-		out = append(out, operatorStep(op, title))
+		out = append(out, operatorStep(op, title, operatorServes[op.ID]...))
 	}
 	if inv.Operator("lws") != nil {
 		out = append(out, &Step{
 			ID: "operators/lws-instance", Title: "LeaderWorkerSetOperator cluster Managed",
 			After: []string{"operators/lws"},
-			Apply: applyAndWait("operators/lws-instance"),
-			Check: checkObjects("operators/lws-instance"),
 		})
 	}
 	return out

@@ -217,7 +217,7 @@ func (r *Runner) depNotDone(ctx context.Context, d *Step) string {
 	case cp.Result != "done":
 		return "last run " + cp.Result
 	}
-	live, msg, err := d.Check(ctx, r.Env)
+	live, msg, err := d.check(ctx, r.Env)
 	switch {
 	case err != nil:
 		return "check failed: " + err.Error()
@@ -235,6 +235,8 @@ type PlanOptions struct {
 	Secrets     Secrets
 	ToolVersion string
 	Selection   Selection
+	// Registry is the steps to evaluate; nil means NewRegistry(Inventory).
+	Registry *Registry
 }
 
 // PlanReport lists what an install run with the same inventory, tool version
@@ -284,11 +286,11 @@ func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := NewEnv(ctx, clients, o.Inventory, o.Secrets, zap.NewNop())
+	reg, err := registryFor(o.Registry, o.Inventory)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := NewRegistry(o.Inventory)
+	env, err := NewEnvFor(ctx, clients, reg, o.Inventory, o.Secrets, zap.NewNop())
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
+	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
@@ -45,61 +46,59 @@ const (
 )
 
 func platformSteps(inv *inventory.Inventory) []*Step {
-	gatewayAfter := []string{"platform/gatewayclass", "platform/certificate"}
+	g, k := inv.Gateway, inv.Kuadrant
 	steps := []*Step{
 		{
 			ID: "platform/monitoring", Title: "User Workload Monitoring (cluster-monitoring-config)",
-			Apply: applyMonitoring, Check: checkMonitoring,
+			Apply: applyMonitoring, Check: checkMonitoring, Desired: monitoringDesired, Render: renderMonitoring,
+			Removal: Removal{Keep: keepMonitoring},
 		},
-		plainStep("platform/gatewayclass", "GatewayClass "+inv.Gateway.ClassName+" (installs Service Mesh for Gateway API)"),
+		{ID: "platform/gatewayclass", Title: "GatewayClass " + g.ClassName + " (installs Service Mesh for Gateway API)"},
 		{
-			ID: "platform/certificate", Title: "Certificate for " + "the MaaS host (Secret " + inv.Gateway.CertSecret + ")",
+			ID: "platform/certificate", Title: "Certificate for " + "the MaaS host (Secret " + g.CertSecret + ")",
 			Apply: applyCertificate,
-			Check: func(ctx context.Context, e *Env) (bool, string, error) {
-				ok, msg, err := checkObjects("platform/certificate")(ctx, e)
+			Check: func(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+				ok, msg, err := checkObjects(ctx, e, s)
 				if !ok || err != nil {
 					return ok, msg, err
 				}
-				s := certSecretTarget(e)
-				if _, err := e.Clients.Kube.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
-					return false, "Secret " + s.Namespace + "/" + s.Name + " missing", nil
+				t := certSecretTarget(e)
+				if _, err := e.Clients.Kube.CoreV1().Secrets(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}); err != nil {
+					return false, "Secret " + t.Namespace + "/" + t.Name + " missing", nil
 				}
 				return true, "", nil
 			},
+			Access: withAccess(func(*Env) []Access { return readAccess("", "secrets", g.Namespace) }),
 		},
 		{
-			ID: "platform/gateway", Title: "Gateway " + inv.Gateway.Namespace + "/" + inv.Gateway.Name,
-			After: gatewayAfter,
-			Apply: applyGateway, Check: checkObjects("platform/gateway"),
+			ID: "platform/gateway", Title: "Gateway " + g.Namespace + "/" + g.Name,
+			After: []string{"platform/gatewayclass", "platform/certificate"},
 		},
 	}
-	if inv.Gateway.CreateRoute {
-		steps = append(steps, withAfter(plainStep("platform/route", "passthrough Route "+inv.Gateway.RouteName), "platform/gateway"))
+	if g.CreateRoute {
+		steps = append(steps, &Step{ID: "platform/route", Title: "passthrough Route " + g.RouteName, After: []string{"platform/gateway"}})
 	}
-	steps = append(steps,
-		&Step{
-			ID: "platform/kuadrant", Title: "Kuadrant " + inv.Kuadrant.Namespace + "/" + inv.Kuadrant.Name + " (operator restarted once if needed)",
-			After: []string{"operators/rhcl", "platform/gateway"},
-			Apply: applyKuadrant, Check: checkObjects("platform/kuadrant"),
-		},
-	)
-	if inv.Kuadrant.AuthorinoTLS {
+	steps = append(steps, &Step{
+		ID: "platform/kuadrant", Title: "Kuadrant " + k.Namespace + "/" + k.Name + " (operator restarted once if needed)",
+		After: []string{"operators/rhcl", "platform/gateway"},
+		Apply: applyKuadrant,
+		Access: withAccess(func(*Env) []Access {
+			out := append(readAccess("apps", "deployments", istiodNamespace), readAccess("", "pods", k.OperatorNamespace)...)
+			return append(out, Access{"deletecollection", "", "pods", k.OperatorNamespace, ""})
+		}),
+	})
+	if k.AuthorinoTLS {
 		steps = append(steps, &Step{
 			ID: "platform/authorino-tls", Title: "Authorino TLS with a service-CA certificate",
 			After: []string{"platform/kuadrant"},
-			Apply: applyAuthorinoTLS, Check: checkObjects("platform/authorino-tls"),
+			Apply: applyAuthorinoTLS, Desired: authorinoTLSDesired, Render: renderAuthorinoTLS,
+			// Both objects exist before the step patches them: no create.
+			Access: func(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access {
+				return append(ObjectAccess(e.objects(s.ID), resource, false), readAccess("", "secrets", k.Namespace)...)
+			},
 		})
 	}
 	return steps
-}
-
-func plainStep(id, title string) *Step {
-	return &Step{ID: id, Title: title, Apply: applyAndWait(id), Check: checkObjects(id)}
-}
-
-func withAfter(s *Step, after ...string) *Step {
-	s.After = append(s.After, after...)
-	return s
 }
 
 func certSecretTarget(e *Env) waiters.Target {
@@ -108,8 +107,8 @@ func certSecretTarget(e *Env) waiters.Target {
 
 // monitoringConfig returns the live cluster-monitoring-config ConfigMap (or
 // nil) and its config.yaml parsed.
-func monitoringConfig(ctx context.Context, e *Env) (*unstructured.Unstructured, map[string]any, error) {
-	want := e.objects("platform/monitoring")[0]
+func monitoringConfig(ctx context.Context, e *Env, s *Step) (*unstructured.Unstructured, map[string]any, error) {
+	want := e.objects(s.ID)[0]
 	live, err := e.Clients.Get(ctx, want)
 	if apierrors.IsNotFound(err) {
 		return nil, map[string]any{}, nil
@@ -131,13 +130,13 @@ func monitoringConfig(ctx context.Context, e *Env) (*unstructured.Unstructured, 
 // applyMonitoring merges enableUserWorkload: true into config.yaml, keeping
 // every other setting (OpenShift docs "Enabling monitoring for user-defined
 // projects"). MaaS reports Degraded without it.
-func applyMonitoring(ctx context.Context, e *Env) error {
-	_, cfg, err := monitoringConfig(ctx, e)
+func applyMonitoring(ctx context.Context, e *Env, s *Step) error {
+	_, cfg, err := monitoringConfig(ctx, e, s)
 	if err != nil {
 		return err
 	}
 	if cfg["enableUserWorkload"] == true {
-		e.progress("platform/monitoring", "User Workload Monitoring already on")
+		e.progress(s.ID, "User Workload Monitoring already on")
 		return nil
 	}
 	cfg["enableUserWorkload"] = true
@@ -145,7 +144,7 @@ func applyMonitoring(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	cm := e.objects("platform/monitoring")[0].DeepCopy()
+	cm := e.objects(s.ID)[0].DeepCopy()
 	if err := unstructured.SetNestedField(cm.Object, string(b), "data", "config.yaml"); err != nil {
 		return err
 	}
@@ -153,8 +152,8 @@ func applyMonitoring(ctx context.Context, e *Env) error {
 	return err
 }
 
-func checkMonitoring(ctx context.Context, e *Env) (bool, string, error) {
-	live, cfg, err := monitoringConfig(ctx, e)
+func checkMonitoring(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+	live, cfg, err := monitoringConfig(ctx, e, s)
 	if err != nil {
 		return false, "", err
 	}
@@ -186,8 +185,8 @@ const (
 // condition reason, never by the message text. If the reason persists it
 // stops, quoting the operator's message and naming the GatewayClass and the
 // restart command.
-func applyKuadrant(ctx context.Context, e *Env) error {
-	const id = "platform/kuadrant"
+func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	objs := e.objects(id)
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
@@ -210,7 +209,7 @@ func applyKuadrant(ctx context.Context, e *Env) error {
 		}
 		return waiters.Result{Done: c.Status == "True" || c.Reason == "MissingDependency", Status: c.String()}
 	}
-	t := target(kq, e, id)
+	t := target(kq, e, s)
 	t.Cond = readyOrMissing
 	obj, err := waiters.For(ctx, e.Clients, t)
 	if err != nil {
@@ -232,7 +231,7 @@ func applyKuadrant(ctx context.Context, e *Env) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, kuadrantRecheck)
 	defer cancel()
-	last, err := waiters.For(rctx, e.Clients, target(kq, e, id))
+	last, err := waiters.For(rctx, e.Clients, target(kq, e, s))
 	if err == nil {
 		return nil
 	}
@@ -270,16 +269,7 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: k.OperatorSelector}); err != nil {
 		return fmt.Errorf("restart Kuadrant operator (delete pods %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
 	}
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = k.OperatorSelector
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = k.OperatorSelector
-			return pods.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(pods.List, pods.Watch, k.OperatorSelector)
 	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && !old[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning, nil
@@ -301,8 +291,8 @@ const certRetry = 2 * time.Minute
 // kinds are served, the Challenge's reason) is shown; a Failed or Denied
 // request ends the step at once. The final error names the Certificate,
 // the request and the challenge state rather than a bare timeout (case B13).
-func applyCertificate(ctx context.Context, e *Env) error {
-	const id = "platform/certificate"
+func applyCertificate(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	objs := e.objects(id)
 	for _, o := range objs {
 		if err := applyRetryingWebhook(ctx, e, id, o); err != nil {
@@ -317,7 +307,7 @@ func applyCertificate(ctx context.Context, e *Env) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		if err := waitReady(wctx, e, id, objs); err != nil {
+		if err := waitReady(wctx, e, s, objs); err != nil {
 			done <- err
 			return
 		}
@@ -460,56 +450,13 @@ func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unst
 	})
 }
 
-// applyGateway applies the Gateway and waits for Accepted and Programmed;
-// while waiting it reports each listener whose conditions are not True, so
-// an unresolved certificate shows as the listener's ResolvedRefs=False
-// (InvalidCertificateRef) rather than a generic timeout (case B13).
-func applyGateway(ctx context.Context, e *Env) error {
-	const id = "platform/gateway"
-	objs := e.objects(id)
-	if err := applyObjects(ctx, e, id, objs); err != nil {
-		return err
-	}
-	var ts []waiters.Target
-	for _, o := range objs {
-		t := target(o, e, id)
-		if o.GetKind() == "Gateway" {
-			t.Cond = gatewayReady
-		}
-		ts = append(ts, t)
-	}
-	return waiters.All(ctx, e.Clients, ts...)
-}
-
-// gatewayReady is Accepted and Programmed, reporting failing listener
-// conditions (Gateway API v1 GatewayStatus.listeners).
-func gatewayReady(obj *unstructured.Unstructured) waiters.Result {
-	r := waiters.And(waiters.ConditionTrue("Accepted"), waiters.ConditionTrue("Programmed"))(obj)
-	if r.Done {
-		return r
-	}
-	listeners, _, _ := unstructured.NestedSlice(obj.Object, "status", "listeners")
-	for _, l := range listeners {
-		lm, _ := l.(map[string]any)
-		conds, _ := lm["conditions"].([]any)
-		for _, c := range conds {
-			cm, _ := c.(map[string]any)
-			if cm["status"] == "False" && (cm["type"] == "ResolvedRefs" || cm["type"] == "Programmed" || cm["type"] == "Accepted") {
-				r.Status += fmt.Sprintf("; listener %v %v=False (%v): %v", lm["name"], cm["type"], cm["reason"], cm["message"])
-				break
-			}
-		}
-	}
-	return r
-}
-
 // applyAuthorinoTLS annotates the Authorino Service so OpenShift's service CA
 // issues a serving certificate, then turns on Authorino's listener TLS with
 // it (RHOAI MaaS docs "Configure Authorino TLS"; case B12). The Service is
 // created by the Authorino operator, so the step waits for it first and
 // never creates it.
-func applyAuthorinoTLS(ctx context.Context, e *Env) error {
-	const id = "platform/authorino-tls"
+func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	objs := e.objects(id)
 	svc, authorino := objs[0], objs[1]
 	k := e.Inv.Kuadrant
@@ -534,5 +481,80 @@ func applyAuthorinoTLS(ctx context.Context, e *Env) error {
 	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{authorino}); err != nil {
 		return err
 	}
-	return waitReady(ctx, e, id, []*unstructured.Unstructured{authorino})
+	return waitReady(ctx, e, s, []*unstructured.Unstructured{authorino})
+}
+
+// monitoringDesired is the monitoring ConfigMap as applyMonitoring would
+// write it: enableUserWorkload merged into the live config.yaml; nothing
+// when it is on already.
+func monitoringDesired(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
+	_, cfg, err := monitoringConfig(ctx, e, s)
+	if err != nil || cfg["enableUserWorkload"] == true {
+		return nil, err
+	}
+	cfg["enableUserWorkload"] = true
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cm := e.objects(s.ID)[0].DeepCopy()
+	if err := unstructured.SetNestedField(cm.Object, string(b), "data", "config.yaml"); err != nil {
+		return nil, err
+	}
+	return desiredOf([]*unstructured.Unstructured{cm}, true), nil
+}
+
+// renderMonitoring renders the ConfigMap with only enableUserWorkload,
+// which install merges into the cluster's config.yaml instead.
+func renderMonitoring(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+	if !inv.Monitoring.EnableUserWorkload || len(objs) == 0 {
+		return nil, nil, nil
+	}
+	cm := objs[0].DeepCopy()
+	if err := unstructured.SetNestedField(cm.Object, "enableUserWorkload: true\n", "data", "config.yaml"); err != nil {
+		return nil, nil, err
+	}
+	return []*unstructured.Unstructured{cm}, []string{"install merges enableUserWorkload: true into the cluster's existing config.yaml;",
+		"this ConfigMap replaces it: copy any other settings the cluster has into it."}, nil
+}
+
+// keepMonitoring keeps cluster-monitoring-config when it holds more than
+// the enableUserWorkload maasctl wrote.
+func keepMonitoring(e RecordEntry, live *unstructured.Unstructured) string {
+	if e.Kind != "ConfigMap" {
+		return ""
+	}
+	raw, _, _ := unstructured.NestedString(live.Object, "data", "config.yaml")
+	cfg := map[string]any{}
+	_ = yaml.Unmarshal([]byte(raw), &cfg)
+	data, _ := live.Object["data"].(map[string]any)
+	if len(cfg) != 1 || cfg["enableUserWorkload"] != true || len(data) != 1 {
+		return "it now holds other monitoring settings"
+	}
+	return ""
+}
+
+// authorinoTLSDesired: both objects are created by the Kuadrant and
+// Authorino operators; the step only adds TLS settings once they exist.
+func authorinoTLSDesired(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
+	var out []DesiredObject
+	for _, o := range e.objects(s.ID) {
+		if _, err := e.Clients.Get(ctx, o); apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+			out = append(out, DesiredObject{Obj: o, Note: "cannot be known before the Kuadrant and Authorino operators create it (after step platform/kuadrant runs)"})
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, DesiredObject{Obj: o})
+	}
+	return out, nil
+}
+
+func renderAuthorinoTLS(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+	k := inv.Kuadrant
+	return objs, []string{"Both objects are created by the Kuadrant and Authorino operators; these manifests",
+		"only add TLS settings. Apply them with server-side apply once the objects exist.",
+		"If Kuadrant " + k.Namespace + "/" + k.Name + " reports Ready=False reason MissingDependency (its operator started",
+		"before Istio existed, case B01), restart the operator once, which install does itself:",
+		"  oc delete pod -n " + k.OperatorNamespace + " -l " + k.OperatorSelector}, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
 )
 
 func u(t *testing.T, js string) *unstructured.Unstructured { return obj(t, js) }
@@ -341,7 +342,7 @@ func TestPlannedAccess(t *testing.T) {
 func TestGatewayReadyNamesListeners(t *testing.T) {
 	gw := obj(t, `{"apiVersion":"v1","kind":"G","status":{"conditions":[{"type":"Accepted","status":"True"},{"type":"Programmed","status":"False","reason":"Invalid"}],
 		"listeners":[{"name":"https","conditions":[{"type":"ResolvedRefs","status":"False","reason":"InvalidCertificateRef","message":"secret openshift-ingress/maas-gateway-tls not found"}]}]}}`)
-	r := gatewayReady(gw)
+	r := waiters.GatewayReady(gw)
 	if r.Done || !strings.Contains(r.Status, "listener https ResolvedRefs=False (InvalidCertificateRef)") {
 		t.Errorf("gatewayReady = %+v", r)
 	}

@@ -2,14 +2,8 @@ package steps
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -201,84 +195,6 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 	return r, nil
 }
 
-// RecordShardName is the name of chunk n (from 0) of the shard of step id:
-// "maasctl-inventory.<id with / replaced by .>", then ".<n>" for n > 0. An
-// ID that does not map to a valid, unambiguous ConfigMap name that way
-// (upper case, other characters, a numeric last segment, too long) gets a
-// hash of the ID appended instead of the unmappable rest.
-func RecordShardName(id string, n int) string {
-	base := RecordConfigMap + "." + shardStem(id)
-	if n > 0 {
-		base += "." + strconv.Itoa(n)
-	}
-	return base
-}
-
-var shardSegment = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
-// shardStem maps a step ID to the DNS-1123 labels of its shard name.
-func shardStem(id string) string {
-	segs := strings.Split(id, "/")
-	clean := len(id) <= 180
-	for _, s := range segs {
-		if !shardSegment.MatchString(s) {
-			clean = false
-		}
-	}
-	if _, err := strconv.Atoi(segs[len(segs)-1]); err == nil {
-		clean = false // would read as a chunk number
-	}
-	if clean {
-		return strings.Join(segs, ".")
-	}
-	sum := sha256.Sum256([]byte(id))
-	var b strings.Builder
-	for _, r := range strings.ToLower(id) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-		case r == '/' || r == '.':
-			b.WriteRune('.')
-		default:
-			b.WriteRune('-')
-		}
-		if b.Len() >= 160 {
-			break
-		}
-	}
-	var out []string
-	for _, s := range strings.Split(b.String(), ".") {
-		if s = strings.Trim(s, "-"); s != "" {
-			out = append(out, s)
-		}
-	}
-	out = append(out, "h"+hex.EncodeToString(sum[:])[:10])
-	return strings.Join(out, ".")
-}
-
-// recordChunks encodes entries (of one step, in order) as YAML lists of
-// at most limit bytes each (an entry larger than limit gets a chunk of its
-// own). The chunks decode to the entries in order. No entries: no chunk.
-func recordChunks(entries []RecordEntry, limit int) ([]string, error) {
-	var out []string
-	var cur strings.Builder
-	for _, e := range entries {
-		b, err := yaml.Marshal([]RecordEntry{e})
-		if err != nil {
-			return nil, fmt.Errorf("encode record entry %s: %w", e, err)
-		}
-		if cur.Len() > 0 && cur.Len()+len(b) > limit {
-			out = append(out, cur.String())
-			cur.Reset()
-		}
-		cur.Write(b)
-	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
-	}
-	return out, nil
-}
-
 // Entries returns a copy of every entry, sorted by step, then apply order,
 // then object.
 func (r *Record) Entries() []RecordEntry {
@@ -309,45 +225,6 @@ func (r *Record) Lookup(obj *unstructured.Unstructured) (RecordEntry, bool) {
 		return RecordEntry{}, false
 	}
 	return *e, true
-}
-
-// StepObjects returns stubs or rendered copies of every object step id
-// writes: its rendered objects and the Secrets the step builds from Vault
-// data at apply time (named here without their data).
-func StepObjects(e *Env, id string) []*unstructured.Unstructured {
-	out := append([]*unstructured.Unstructured(nil), e.objects(id)...)
-	secret := func(ns, name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("v1")
-		u.SetKind("Secret")
-		u.SetNamespace(ns)
-		u.SetName(name)
-		return u
-	}
-	switch id {
-	case "database/secret":
-		out = append(out, secret(e.Inv.Database.Namespace, e.Inv.Database.SecretName))
-	case "dbsecret/maas-db-config":
-		// One copy per namespace the RHOAI release reads it from; the step
-		// creates those namespaces when missing.
-		for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
-			if ns != e.Inv.DBConfig.Namespace {
-				out = append(out, namespaceObject(ns))
-			}
-			out = append(out, secret(ns, e.Inv.DBConfig.Name))
-		}
-	case "rhoai/dsci":
-		// The RHOAI operator creates the namespaces the DSCInitialization
-		// names; when they were not there before, the install brought them.
-		for _, ns := range []string{e.Inv.RHOAI.ApplicationsNamespace, e.Inv.RHOAI.MonitoringNamespace} {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("v1")
-			u.SetKind("Namespace")
-			u.SetName(ns)
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // liveState reads obj: exists, its UID and whether a controller owns it.
@@ -411,7 +288,7 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 	var looks []*recordLook
 	seen := map[string]bool{}
 	for _, s := range reg.Steps {
-		for i, o := range StepObjects(e, s.ID) {
+		for i, o := range s.objects(e) {
 			k := recordKeyOf(o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
 			if _, ok := r.Lookup(o); ok || seen[k] {
 				continue // the first step that lists an object owns its entry
@@ -471,17 +348,17 @@ func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error 
 	return r.Save(ctx)
 }
 
-// Observe re-reads the objects of step id after it ran (whether it
+// Observe re-reads the objects of step s after it ran (whether it
 // succeeded or not) and records those it brought into existence. It writes
 // only the shards whose entries changed.
-func (r *Record) Observe(ctx context.Context, e *Env, id string) error {
-	return r.observe(ctx, e, id, false)
+func (r *Record) Observe(ctx context.Context, e *Env, s *Step) error {
+	return r.observe(ctx, e, s, false)
 }
 
 // HasAbsent reports whether an object of step id is recorded absent
 // (OriginAbsent). It reads nothing from the cluster.
-func (r *Record) HasAbsent(e *Env, id string) bool {
-	for _, o := range StepObjects(e, id) {
+func (r *Record) HasAbsent(e *Env, s *Step) bool {
+	for _, o := range s.objects(e) {
 		if prev, ok := r.Lookup(o); ok && prev.Origin == OriginAbsent {
 			return true
 		}
@@ -494,16 +371,16 @@ func (r *Record) HasAbsent(e *Env, id string) bool {
 // done, whose objects an operator may have created since, or whose Apply
 // was cut short (killed) before its Observe ran. No absent entry: no
 // request.
-func (r *Record) ObserveAbsent(ctx context.Context, e *Env, id string) error {
-	return r.observe(ctx, e, id, true)
+func (r *Record) ObserveAbsent(ctx context.Context, e *Env, s *Step) error {
+	return r.observe(ctx, e, s, true)
 }
 
 // observeWorkers bounds the concurrent GETs of one Observe.
 const observeWorkers = 8
 
-func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool) error {
+func (r *Record) observe(ctx context.Context, e *Env, s *Step, onlyAbsent bool) error {
 	var looks []*recordLook
-	for i, o := range StepObjects(e, id) {
+	for i, o := range s.objects(e) {
 		prev, ok := r.Lookup(o)
 		if !ok {
 			// Snapshot could not read it before the step ran, so whether
@@ -513,7 +390,7 @@ func (r *Record) observe(ctx context.Context, e *Env, id string, onlyAbsent bool
 		if onlyAbsent && prev.Origin != OriginAbsent {
 			continue
 		}
-		looks = append(looks, &recordLook{step: id, order: i, obj: o, prev: &prev})
+		looks = append(looks, &recordLook{step: s.ID, order: i, obj: o, prev: &prev})
 	}
 	return r.record(ctx, e, looks)
 }
@@ -556,162 +433,4 @@ func (r *Record) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.entries)
-}
-
-// Save writes the shards of the steps whose entries changed since the
-// last Save, with server-side apply (field manager maasctl), and deletes
-// the chunks a step no longer needs (all of them when it has no entries
-// left). When that all succeeded and the record came from an older
-// maasctl's single ConfigMap, it deletes that ConfigMap: every entry is in
-// a shard by then. A step whose write failed stays dirty, so the next Save
-// writes it again. Nothing changed: no request.
-func (r *Record) Save(ctx context.Context) error {
-	r.saveMu.Lock()
-	defer r.saveMu.Unlock()
-	r.mu.Lock()
-	dirty := make([]string, 0, len(r.dirty))
-	for step := range r.dirty {
-		dirty = append(dirty, step)
-	}
-	r.dirty = map[string]bool{}
-	legacy := r.legacy
-	r.mu.Unlock()
-	sort.Strings(dirty)
-	if len(dirty) == 0 && !legacy {
-		return nil
-	}
-	byStep := map[string][]RecordEntry{}
-	for _, e := range r.Entries() {
-		byStep[e.Step] = append(byStep[e.Step], e)
-	}
-	stepErrs := make([]error, len(dirty))
-	inParallel(len(dirty), observeWorkers, func(i int) {
-		stepErrs[i] = r.saveStep(ctx, dirty[i], byStep[dirty[i]])
-	})
-	var (
-		errs   []error
-		failed []string
-	)
-	for i, err := range stepErrs {
-		if err != nil {
-			errs = append(errs, err)
-			failed = append(failed, dirty[i])
-		}
-	}
-	if len(errs) > 0 {
-		r.mu.Lock()
-		for _, step := range failed {
-			r.dirty[step] = true
-		}
-		r.mu.Unlock()
-		return errors.Join(errs...)
-	}
-	if legacy {
-		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, RecordConfigMap, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete the single-ConfigMap record %s/%s of an older maasctl (its entries are in shards now): %w", StateNamespace, RecordConfigMap, err)
-		}
-		r.mu.Lock()
-		r.legacy = false
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-// saveStep writes the chunks of step's shard and deletes its stored chunks
-// beyond them.
-func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntry) error {
-	chunks, err := recordChunks(entries, RecordShardBytes)
-	if err != nil {
-		return err
-	}
-	want := map[string]bool{}
-	for n, data := range chunks {
-		name := RecordShardName(step, n)
-		want[name] = true
-		cm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{
-				"name": name, "namespace": StateNamespace,
-				"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue, RecordLabel: RecordLabelValue},
-				"annotations": map[string]any{
-					RecordStepAnnotation:     step,
-					"maasctl.io/description": "objects maasctl's install wrote (step " + step + "): created ones are deleted by 'maasctl uninstall', adopted ones are left in place",
-				},
-			},
-			"data": map[string]any{recordKey: data},
-		}}
-		if _, err := r.c.Apply(ctx, cm); err != nil {
-			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
-		}
-		r.mu.Lock()
-		r.shards[name] = step
-		r.mu.Unlock()
-	}
-	r.mu.Lock()
-	var stale []string
-	for name, s := range r.shards {
-		if s == step && !want[name] {
-			stale = append(stale, name)
-		}
-	}
-	r.mu.Unlock()
-	sort.Strings(stale)
-	for _, name := range stale {
-		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete record shard %s/%s: %w", StateNamespace, name, err)
-		}
-		r.mu.Lock()
-		delete(r.shards, name)
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-// Shards is the number of record ConfigMaps stored (as far as this Record
-// knows: the ones it loaded and wrote), the legacy one included.
-func (r *Record) Shards() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := len(r.shards)
-	if r.legacy {
-		n++
-	}
-	return n
-}
-
-// deleteRecord deletes every shard of the record (one DELETE of the
-// collection labelled RecordLabel) and the single ConfigMap of older
-// maasctl versions.
-func deleteRecord(ctx context.Context, c *kube.Clients) error {
-	// List and delete by name rather than deletecollection: the install
-	// already needs list and delete on ConfigMaps in its state namespace,
-	// so uninstall asks for no other permission.
-	cms := c.Kube.CoreV1().ConfigMaps(StateNamespace)
-	l, err := cms.List(ctx, metav1.ListOptions{LabelSelector: RecordSelector})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("list the record (ConfigMaps %s in %s): %w", RecordSelector, StateNamespace, err)
-	}
-	names := []string{RecordConfigMap} // the single ConfigMap of older maasctl versions
-	if l != nil {
-		for _, cm := range l.Items {
-			names = append(names, cm.Name)
-		}
-	}
-	for _, name := range names {
-		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, name, err)
-		}
-	}
-	return nil
-}
-
-// describeEntries lists entries as "Kind ns/name, ..." for messages.
-func describeEntries(list []RecordEntry) string {
-	var s []string
-	for _, e := range list {
-		s = append(s, e.String())
-	}
-	return strings.Join(s, ", ")
 }

@@ -55,10 +55,16 @@ func OfflineFacts(inv *inventory.Inventory) (assets.Facts, error) {
 //
 // README.md lists the files and the Secrets to provide.
 func RenderManifests(inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, error) {
+	return RenderManifestsOf(nil, inv, f)
+}
+
+// RenderManifestsOf is RenderManifests for the steps of reg (nil: the
+// inventory's registry).
+func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, error) {
 	if err := inv.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
 	}
-	reg, err := NewRegistry(inv)
+	reg, err := registryFor(reg, inv)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +72,7 @@ func RenderManifests(inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, 
 	if err != nil {
 		return nil, err
 	}
-	objs, err := assets.Render(inv, f)
+	objs, err := reg.render(inv, f)
 	if err != nil {
 		return nil, err
 	}
@@ -117,104 +123,11 @@ func connectionURLTemplate(inv *inventory.Inventory) string {
 }
 
 // renderStep returns the YAML documents (with explaining comments) of one
-// step, "" when it writes nothing a GitOps engine could apply.
+// step (its Render), "" when it writes nothing a GitOps engine could apply.
 func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstructured.Unstructured) (string, error) {
-	var docs []string
-	var notes []string
-	add := func(o *unstructured.Unstructured) error {
-		b, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, string(b))
-		return nil
-	}
-	var op *inventory.Operator
-	switch {
-	case s.ID == "database/operator":
-		op = &inv.Database.Operator
-		notes = append(notes, "Leave this file out when the cluster already serves postgresql.cnpg.io (install skips it then).")
-	case strings.HasPrefix(s.ID, "operators/"):
-		op = inv.Operator(strings.TrimPrefix(s.ID, "operators/"))
-	}
-	switch {
-	case op != nil && len(objs) == 3:
-		platformOwned := op.Namespace == "openshift-operators" && op.AllNamespaces
-		if platformOwned {
-			notes = append(notes, "Namespace openshift-operators and its all-namespaces OperatorGroup come with OpenShift: not rendered.")
-		} else {
-			notes = append(notes, "OLM allows one OperatorGroup per namespace: leave it out if "+op.Namespace+" already has a compatible one.")
-			if err := add(objs[0]); err != nil {
-				return "", err
-			}
-			if err := add(objs[1]); err != nil {
-				return "", err
-			}
-		}
-		if err := add(objs[2]); err != nil {
-			return "", err
-		}
-	case s.ID == "database/secret":
-		for _, o := range objs {
-			if err := add(o); err != nil {
-				return "", err
-			}
-		}
-		d := inv.Database
-		notes = append(notes,
-			fmt.Sprintf("Secret %s/%s (type kubernetes.io/basic-auth) is not rendered: it carries the database password.", d.Namespace, d.SecretName),
-			fmt.Sprintf("Provide it from Vault %s (keys username=%s and password), for example:", d.VaultPath, d.Owner),
-			fmt.Sprintf("  oc create secret generic %s -n %s --type=kubernetes.io/basic-auth --from-literal=username=%s \\", d.SecretName, d.Namespace, d.Owner),
-			fmt.Sprintf("    --from-literal=password=\"$(vault kv get -field=password %s)\"", d.VaultPath))
-	case s.ID == "dbsecret/maas-db-config":
-		for _, o := range objs {
-			if err := add(o); err != nil {
-				return "", err
-			}
-		}
-		c := inv.DBConfig
-		for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
-			if ns != c.Namespace {
-				if err := add(namespaceObject(ns)); err != nil {
-					return "", err
-				}
-			}
-			notes = append(notes, fmt.Sprintf("Secret %s/%s (Opaque) is not rendered: it carries the database password.", ns, c.Name))
-		}
-		notes = append(notes,
-			"Provide it with key DB_CONNECTION_URL = "+connectionURLTemplate(inv),
-			"before the DataScienceCluster enables MaaS.")
-	case s.ID == "platform/monitoring":
-		if !inv.Monitoring.EnableUserWorkload || len(objs) == 0 {
-			return "", nil
-		}
-		cm := objs[0].DeepCopy()
-		if err := unstructured.SetNestedField(cm.Object, "enableUserWorkload: true\n", "data", "config.yaml"); err != nil {
-			return "", err
-		}
-		notes = append(notes, "install merges enableUserWorkload: true into the cluster's existing config.yaml;",
-			"this ConfigMap replaces it: copy any other settings the cluster has into it.")
-		if err := add(cm); err != nil {
-			return "", err
-		}
-	case s.ID == "platform/authorino-tls":
-		k := inv.Kuadrant
-		notes = append(notes, "Both objects are created by the Kuadrant and Authorino operators; these manifests",
-			"only add TLS settings. Apply them with server-side apply once the objects exist.",
-			"If Kuadrant "+k.Namespace+"/"+k.Name+" reports Ready=False reason MissingDependency (its operator started",
-			"before Istio existed, case B01), restart the operator once, which install does itself:",
-			"  oc delete pod -n "+k.OperatorNamespace+" -l "+k.OperatorSelector)
-		for _, o := range objs {
-			if err := add(o); err != nil {
-				return "", err
-			}
-		}
-	default:
-		for _, o := range objs {
-			if err := add(o); err != nil {
-				return "", err
-			}
-		}
+	docs, notes, err := s.render(inv, f, objs)
+	if err != nil {
+		return "", err
 	}
 	if len(docs) == 0 && len(notes) == 0 {
 		return "", nil
@@ -224,10 +137,14 @@ func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstr
 		b.WriteString("# " + n + "\n")
 	}
 	for i, d := range docs {
+		y, err := yaml.Marshal(d.Object)
+		if err != nil {
+			return "", err
+		}
 		if i > 0 {
 			b.WriteString("---\n")
 		}
-		b.WriteString(d)
+		b.Write(y)
 	}
 	return b.String(), nil
 }

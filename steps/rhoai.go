@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/names"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -33,7 +35,7 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 		// the DSC, which starts maas-api, waits for the database itself.
 		After: []string{"database/secret"},
 		Apply: applyDBConfig,
-		Check: func(ctx context.Context, e *Env) (bool, string, error) {
+		Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
 			secrets, err := dbConfigSecrets(ctx, e)
 			if err != nil {
 				return false, "", err
@@ -48,7 +50,46 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 		HashExtra: func(e *Env) string {
 			return "vault:" + e.Inv.Database.VaultPath + " namespaces:" + strings.Join(LayoutOf(e.Facts).DBConfigNamespaces(e.Inv), ",")
 		},
+		// One copy per namespace the RHOAI release reads it from; the step
+		// creates those namespaces when missing.
+		Objects: func(e *Env, s *Step) []*unstructured.Unstructured {
+			out := slices.Clone(e.objects(s.ID))
+			for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+				if ns != e.Inv.DBConfig.Namespace {
+					out = append(out, namespaceObject(ns))
+				}
+				out = append(out, secretStub(ns, e.Inv.DBConfig.Name))
+			}
+			return out
+		},
+		Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
+			return secretsDesired(ctx, e, s, func() ([]*unstructured.Unstructured, error) { return dbConfigSecrets(ctx, e) })
+		},
+		Render: renderDBConfig,
+		Access: withAccess(func(e *Env) []Access {
+			var out []Access
+			for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+				out = append(out, secretAccess(ns)(e)...)
+			}
+			return append(out, Access{"patch", "apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(e.Inv), ""})
+		}),
 	}}
+}
+
+// renderDBConfig renders the Namespaces maas-db-config goes to and
+// explains the Secrets, which carry the password and are not rendered.
+func renderDBConfig(inv *inventory.Inventory, f assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+	docs := slices.Clone(objs)
+	var notes []string
+	c := inv.DBConfig
+	for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
+		if ns != c.Namespace {
+			docs = append(docs, namespaceObject(ns))
+		}
+		notes = append(notes, fmt.Sprintf("Secret %s/%s (Opaque) is not rendered: it carries the database password.", ns, c.Name))
+	}
+	notes = append(notes, "Provide it with key DB_CONNECTION_URL = "+connectionURLTemplate(inv), "before the DataScienceCluster enables MaaS.")
+	return docs, notes, nil
 }
 
 // dbConfigSecrets builds maas-db-config for every namespace the layout
@@ -89,8 +130,8 @@ func dbConfigSecret(ctx context.Context, e *Env) (*unstructured.Unstructured, er
 // later (case B06, rh-aiservices-bu/rhoai-maas-guide PR #169). If a copy
 // changed while maas-api already runs, maas-api is restarted so it reads the
 // new URL (it reads the Secret only at start).
-func applyDBConfig(ctx context.Context, e *Env) error {
-	const id = "dbsecret/maas-db-config"
+func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	secrets, err := dbConfigSecrets(ctx, e)
 	if err != nil {
 		return err
@@ -131,7 +172,7 @@ func applyDBConfig(ctx context.Context, e *Env) error {
 func namespaceObject(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace",
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/managed-by": "maasctl"}},
+		"metadata": map[string]any{"name": name, "labels": map[string]any{names.ManagedByLabel: names.ManagedByValue}},
 	}}
 }
 
@@ -150,14 +191,33 @@ func rhoaiSteps(inv *inventory.Inventory) []*Step {
 			ID: "rhoai/dsci", Title: "DSCInitialization (the operator's default-dsci is adopted, never duplicated)",
 			After: []string{"operators/rhoai", "platform/monitoring"},
 			Apply: applyDSCI, Check: checkDSCI,
+			// The RHOAI operator creates the namespaces the DSCInitialization
+			// names; when they were not there before, the install brought them.
+			Objects: func(e *Env, s *Step) []*unstructured.Unstructured {
+				return append(slices.Clone(e.objects(s.ID)), namespaceStub(e.Inv.RHOAI.ApplicationsNamespace), namespaceStub(e.Inv.RHOAI.MonitoringNamespace))
+			},
 		},
 		{
 			ID: "rhoai/dsc", Title: "DataScienceCluster " + inv.RHOAI.DSCName + " with Models-as-a-Service (the field of the installed RHOAI release)",
-			After: dscAfter,
-			Apply: applyDSC, Check: checkDSC,
+			After:  dscAfter,
+			Serves: []string{"opendatahub.io", "maas.opendatahub.io", "inference.opendatahub.io"},
+			Apply:  applyDSC, Check: checkDSC,
+			Access: withAccess(func(e *Env) []Access {
+				return append(readAccess("apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)), readAccess("apiextensions.k8s.io", "customresourcedefinitions", "")...)
+			}),
+			Removal: Removal{CRDs: func() []string { return MaaSCRDs }},
 		},
-		withAfter(plainStep("rhoai/dashboard", "dashboard MaaS, external models and Gen AI studio views"), "rhoai/dsc"),
+		{ID: "rhoai/dashboard", Title: "dashboard MaaS, external models and Gen AI studio views", After: []string{"rhoai/dsc"}},
 	}
+}
+
+// namespaceStub names a Namespace without labels.
+func namespaceStub(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("Namespace")
+	u.SetName(name)
+	return u
 }
 
 // adoptWait bounds how long the DSCI step waits for the operator's own
@@ -211,12 +271,7 @@ func waitAnyDSCI(ctx context.Context, e *Env) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, adoptWait)
 	defer cancel()
-	lw := waiters.ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
-		},
-	})
+	lw := waiters.SelectorListWatch(ri.List, ri.Watch, "")
 	_, err = watchtools.UntilWithSync(wctx, lw, &unstructured.Unstructured{}, func(s cache.Store) (bool, error) {
 		return len(s.List()) > 0, nil
 	}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Added, nil })
@@ -229,8 +284,8 @@ func waitAnyDSCI(ctx context.Context, e *Env) error {
 // applyDSCI adopts the DSCInitialization the RHOAI operator created at
 // start (default-dsci) under whatever name it has, and creates one only
 // when none appears; a second DSCI is refused (case B05).
-func applyDSCI(ctx context.Context, e *Env) error {
-	const id = "rhoai/dsci"
+func applyDSCI(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	if err := waitAnyDSCI(ctx, e); err != nil {
 		return err
 	}
@@ -244,18 +299,18 @@ func applyDSCI(ctx context.Context, e *Env) error {
 	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{obj}); err != nil {
 		return err
 	}
-	return waitReady(ctx, e, id, []*unstructured.Unstructured{obj})
+	return waitReady(ctx, e, s, []*unstructured.Unstructured{obj})
 }
 
-func checkDSCI(ctx context.Context, e *Env) (bool, string, error) {
-	obj, _, err := adopted(ctx, e, e.objects("rhoai/dsci")[0])
+func checkDSCI(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+	obj, _, err := adopted(ctx, e, e.objects(s.ID)[0])
 	if err != nil {
 		if kube.IsNotServed(err) {
 			return false, "DSCInitialization not served", nil
 		}
 		return false, err.Error(), nil
 	}
-	return checkLive(ctx, e, []*unstructured.Unstructured{obj})
+	return checkLive(ctx, e, s, []*unstructured.Unstructured{obj})
 }
 
 // dscReady is dscReadyFor the 3.5 layout.
@@ -309,13 +364,13 @@ func componentsConflict(obj *unstructured.Unstructured) bool {
 	return m("ogx") && m("llamastackoperator")
 }
 
-func maasAPITarget(e *Env, l Layout) waiters.Target {
+func maasAPITarget(e *Env, s *Step, l Layout) waiters.Target {
 	ns := l.MaaSAPINamespace(e.Inv)
 	return waiters.Target{GVK: deploymentGVK, Namespace: ns, Name: "maas-api",
 		Cond: waiters.ConditionTrue("Available"),
 		OnChange: func(r waiters.Result) {
 			if !r.Done {
-				e.progress("rhoai/dsc", "waiting for Deployment %s/maas-api: %s", ns, r.Status)
+				e.progress(s.ID, "waiting for Deployment %s/maas-api: %s", ns, r.Status)
 			}
 		}}
 }
@@ -344,8 +399,8 @@ func liveLayout(ctx context.Context, e *Env) (Layout, error) {
 // naming it. Then it waits for the release's MaaS condition, Deployment
 // maas-api and the MaaS CRDs; a CRD that never registers is named with the
 // DSC field that should have made it appear (cases B03, B05).
-func applyDSC(ctx context.Context, e *Env) error {
-	const id = "rhoai/dsc"
+func applyDSC(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	l, err := liveLayout(ctx, e)
 	if err != nil {
 		return err
@@ -367,9 +422,9 @@ func applyDSC(ctx context.Context, e *Env) error {
 		return err
 	}
 	e.progress(id, "MaaS enabled through %s (RHOAI %s)", l.MaaSField(), l.Version)
-	t := target(obj, e, id)
+	t := target(obj, e, s)
 	t.Cond = dscReadyFor(l)
-	targets := []waiters.Target{t, maasAPITarget(e, l)}
+	targets := []waiters.Target{t, maasAPITarget(e, s, l)}
 	for _, crd := range l.MaaSCRDs() {
 		targets = append(targets, waiters.CRDEstablished(crd))
 	}
@@ -409,10 +464,15 @@ func dryRunDSC(ctx context.Context, e *Env, obj *unstructured.Unstructured, l La
 	return nil
 }
 
-func checkDSC(ctx context.Context, e *Env) (bool, string, error) {
-	const id = "rhoai/dsc"
+func checkDSC(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+	return dscCheck(ctx, e, e.objects(s.ID)[0])
+}
+
+// dscCheck checks the DataScienceCluster rendered as want (adopted under
+// the live name), the MaaS CRDs and maas-api.
+func dscCheck(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, string, error) {
 	l := LayoutOf(e.Facts)
-	obj, _, err := adopted(ctx, e, e.objects(id)[0])
+	obj, _, err := adopted(ctx, e, want)
 	if err != nil {
 		if kube.IsNotServed(err) {
 			return false, "DataScienceCluster not served", nil

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
-	"sync"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/steps/engine"
 )
 
 // Runner executes a Registry: independent steps run in parallel, each step
@@ -47,32 +48,6 @@ type Runner struct {
 	Serial bool
 }
 
-// StepError is a step's failure.
-type StepError struct {
-	Step string
-	Err  error
-}
-
-func (e *StepError) Error() string { return fmt.Sprintf("step %s: %v", e.Step, e.Err) }
-func (e *StepError) Unwrap() error { return e.Err }
-
-// RunError lists the steps that failed or were blocked.
-type RunError struct {
-	Failed  []*StepError
-	Blocked []string
-}
-
-func (e *RunError) Error() string {
-	msg := fmt.Sprintf("%d step(s) failed", len(e.Failed))
-	for _, f := range e.Failed {
-		msg += "\n  " + f.Error()
-	}
-	if len(e.Blocked) > 0 {
-		msg += fmt.Sprintf("\n  not run because a dependency failed: %v", e.Blocked)
-	}
-	return msg
-}
-
 // InputHash is the hash of a step's inputs: tool version, the step's
 // rendered objects and its HashExtra. It never covers a secret value.
 func (r *Runner) InputHash(s *Step) string {
@@ -86,6 +61,10 @@ func (r *Runner) InputHash(s *Step) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
+
+// snapshotNode is the schedule node of Record.Snapshot: every step but
+// preflight depends on it.
+const snapshotNode = ""
 
 // Run executes the steps and returns a summary; the error is a *RunError
 // when any step failed.
@@ -104,24 +83,10 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := r.checkDependencies(ctx, selected); err != nil {
 		return nil, err
 	}
-	serial := r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"
-	var emitMu sync.Mutex
-	emit := func(ev Event) {
-		ev.Time = time.Now()
-		ev.Total = len(selected)
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		if r.Emit != nil {
-			r.Emit(ev)
-		}
-	}
-	index := map[string]int{}
+	emit := engine.Emitter(r.Emit, len(selected))
+	index, title := map[string]int{}, map[string]string{}
 	for i, s := range selected {
-		index[s.ID] = i + 1
-	}
-	title := map[string]string{}
-	for _, s := range selected {
-		title[s.ID] = s.Title
+		index[s.ID], title[s.ID] = i+1, s.Title
 	}
 	r.Env.Progress = func(id, msg string) {
 		emit(Event{Type: EventProgress, Step: id, Title: title[id], Index: index[id], Message: msg})
@@ -129,163 +94,63 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("%d steps", len(selected))})
 	reads0, writes0 := r.Env.Clients.Requests.Reads(), r.Env.Clients.Requests.Writes()
 
-	sum := &Summary{}
-	var mu sync.Mutex
-	// state is each step's state for scheduling: done (its Apply or Check
-	// succeeded; dependents may start while its bookkeeping runs),
-	// failed or blocked.
-	state := map[string]string{}
-	finished := make(chan string, len(selected)+1) // +1: the snapshot
-	running := 0
-	started := map[string]bool{}
-	var runErr RunError
-	var bookkeeping sync.WaitGroup
-
-	// The record's snapshot of what exists before the run (Record.Snapshot)
-	// must be saved before any step writes; preflight only reads, so it
-	// runs meanwhile and every other step waits for the snapshot too.
-	// snapshot is "" while it runs, then "done" or "failed".
-	snapshot := "done"
-	var snapErr error
-	if r.Record != nil {
-		snapshot = ""
-		running++
-		go func() {
-			err := r.Record.Snapshot(ctx, r.Env, r.Registry)
-			mu.Lock()
-			if err != nil {
-				snapshot, snapErr = "failed", fmt.Errorf("record the objects that exist before the run: %w", err)
-			} else {
-				snapshot = "done"
-			}
-			mu.Unlock()
-			finished <- ""
-		}()
+	sc := r.forward(ctx, selected, emit, index)
+	results := sc.Execute()
+	var ids []string
+	for _, s := range selected {
+		ids = append(ids, s.ID)
 	}
-	depsState := func(s *Step) (ready, blocked bool) {
-		if s.ID != PreflightStepID {
-			switch snapshot {
-			case "failed":
-				return false, true
-			case "":
-				return false, false
-			}
-		}
-		for _, d := range s.After {
-			if len(r.Steps) > 0 && !r.Steps[d] {
-				continue // not part of this run: --only was checked by the caller
-			}
-			switch state[d] {
-			case "done":
-			case "failed", "blocked":
-				return false, true
-			default:
-				return false, false
-			}
-		}
-		return true, false
-	}
-	launch := func() {
-		for _, s := range selected {
-			if started[s.ID] {
-				continue
-			}
-			ready, blocked := depsState(s)
-			if blocked {
-				started[s.ID] = true
-				state[s.ID] = "blocked"
-				sum.Blocked = append(sum.Blocked, s.ID)
-				runErr.Blocked = append(runErr.Blocked, s.ID)
-				msg := "a dependency failed"
-				if snapshot == "failed" {
-					msg = "the record of the objects that exist before the run could not be saved"
-				}
-				emit(Event{Type: EventBlocked, Step: s.ID, Title: s.Title, Index: index[s.ID], Message: msg})
-				continue
-			}
-			if !ready {
-				continue
-			}
-			if serial && running > 0 {
-				return
-			}
-			started[s.ID] = true
-			running++
-			bookkeeping.Add(1)
-			go func(s *Step) {
-				defer bookkeeping.Done()
-				var once sync.Once
-				// release lets the dependents start: once the step's Apply
-				// (or Check) succeeded, before its bookkeeping, except in
-				// serial mode; or when the step failed.
-				release := func(st string) {
-					once.Do(func() {
-						mu.Lock()
-						state[s.ID] = st
-						mu.Unlock()
-						finished <- s.ID
-					})
-				}
-				applied := func() {
-					if !serial {
-						release("done")
-					}
-				}
-				res, err := r.runStep(ctx, s, index[s.ID], emit, applied)
-				mu.Lock()
-				if err != nil {
-					sum.Failed = append(sum.Failed, s.ID)
-					runErr.Failed = append(runErr.Failed, &StepError{Step: s.ID, Err: err})
-				} else if res == EventSkipped {
-					sum.Unchanged = append(sum.Unchanged, s.ID)
-				} else {
-					sum.Done = append(sum.Done, s.ID)
-				}
-				mu.Unlock()
-				if err != nil {
-					// A bookkeeping failure after the release keeps the
-					// step done for scheduling: dependents already started.
-					release("failed")
-				} else {
-					release("done")
-				}
-			}(s)
-		}
-	}
-	mu.Lock()
-	launch()
-	for running > 0 {
-		mu.Unlock()
-		<-finished
-		mu.Lock()
-		running--
-		// Blocked steps may unblock others' blocked state: loop until stable.
-		for {
-			before := len(started)
-			launch()
-			if len(started) == before {
-				break
-			}
-		}
-	}
-	mu.Unlock()
-	// Every step's record and checkpoint are written before the run ends.
-	bookkeeping.Wait()
-	sort.Strings(sum.Done)
-	sort.Strings(sum.Unchanged)
-	sort.Strings(sum.Failed)
-	sort.Strings(sum.Blocked)
+	sum, runErr := engine.Summarize(ids, results)
 	sum.Duration = time.Since(start)
 	sum.Reads = r.Env.Clients.Requests.Reads() - reads0
 	sum.Writes = r.Env.Clients.Requests.Writes() - writes0
 	emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
-	if snapErr != nil {
-		return sum, snapErr
+	if snap, ok := results[snapshotNode]; ok && snap.Err != nil {
+		return sum, snap.Err
 	}
-	if len(runErr.Failed) > 0 || len(runErr.Blocked) > 0 {
-		return sum, &runErr
+	if runErr != nil {
+		return sum, runErr
 	}
 	return sum, nil
+}
+
+// forward is the install schedule of the selected steps: the DAG run
+// forward. The record's snapshot of what exists before the run
+// (Record.Snapshot) must be saved before any step writes; preflight only
+// reads, so it runs meanwhile and every other step waits for the snapshot
+// too (the snapshot node).
+func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event), index map[string]int) *engine.Schedule {
+	sc := &engine.Schedule{Deps: map[string][]string{}, Serial: r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"}
+	if r.Record != nil {
+		sc.IDs = append(sc.IDs, snapshotNode)
+	}
+	for _, s := range selected {
+		sc.IDs = append(sc.IDs, s.ID)
+		sc.Deps[s.ID] = s.After
+		if s.ID != PreflightStepID && r.Record != nil {
+			sc.Deps[s.ID] = append(slices.Clone(s.After), snapshotNode)
+		}
+	}
+	var snapFailed atomic.Bool
+	sc.Run = func(id string, release func()) (EventType, error) {
+		if id == snapshotNode {
+			if err := r.Record.Snapshot(ctx, r.Env, r.Registry); err != nil {
+				snapFailed.Store(true)
+				return EventFailed, fmt.Errorf("record the objects that exist before the run: %w", err)
+			}
+			return EventDone, nil
+		}
+		return r.runStep(ctx, r.Registry.Get(id), index[id], emit, release)
+	}
+	sc.Blocked = func(id, cause string) {
+		s := r.Registry.Get(id)
+		msg := "a dependency failed"
+		if cause == snapshotNode || snapFailed.Load() {
+			msg = "the record of the objects that exist before the run could not be saved"
+		}
+		emit(Event{Type: EventBlocked, Step: id, Title: s.Title, Index: index[id], Message: msg})
+	}
+	return sc
 }
 
 // runStep checks or applies step s. Once the step succeeded (its Check
@@ -297,7 +162,7 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 // was observed after the Apply it stands for; a SIGKILL before the Put
 // leaves no done checkpoint, so the next run applies the step again (server-
 // side apply of the same objects: no object changes) and observes it.
-// EventDone (EventSkipped) is emitted only after the bookkeeping, so a done
+// EventDone (EventUnchanged) is emitted only after the bookkeeping, so a done
 // event also means the checkpoint is written; a bookkeeping error makes
 // the step failed (EventFailed instead) although its dependents may be
 // running already.
@@ -305,21 +170,21 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	hash := r.InputHash(s)
 	if cp, ok := r.Checkpoints.Get(s.ID); ok && cp.InputHash == hash && cp.Result == "done" {
 		t0 := time.Now()
-		live, msg, err := s.Check(ctx, r.Env)
+		live, msg, err := s.check(ctx, r.Env)
 		if err == nil && live {
 			applied()
 			// Objects still recorded absent: a kill between Apply and
 			// Observe, or an operator that created them later. Reads only
 			// those; none (the usual no-op re-run): no request.
-			if r.Record != nil && r.Record.HasAbsent(r.Env, s.ID) {
-				if err := r.Record.ObserveAbsent(ctx, r.Env, s.ID); err != nil {
+			if r.Record != nil && r.Record.HasAbsent(r.Env, s) {
+				if err := r.Record.ObserveAbsent(ctx, r.Env, s); err != nil {
 					err = fmt.Errorf("record objects: %w", err)
 					emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
 					return EventFailed, err
 				}
 			}
-			emit(Event{Type: EventSkipped, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
-			return EventSkipped, nil
+			emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
+			return EventUnchanged, nil
 		}
 		if err != nil {
 			msg = "check failed: " + err.Error()
@@ -332,7 +197,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	}
 	t0 := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, stepTimeout(s, r.Env))
-	err := s.Apply(sctx, r.Env)
+	err := s.apply(sctx, r.Env)
 	cancel()
 	d := time.Since(t0)
 	if err == nil {
@@ -340,7 +205,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	}
 	if r.Record != nil && ctx.Err() == nil {
 		// Also after a failure: what the step created must be recorded.
-		if rerr := r.Record.Observe(ctx, r.Env, s.ID); rerr != nil && err == nil {
+		if rerr := r.Record.Observe(ctx, r.Env, s); rerr != nil && err == nil {
 			err = fmt.Errorf("record objects: %w", rerr)
 		}
 	}

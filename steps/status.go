@@ -77,7 +77,7 @@ func (r *Runner) stepStatus(ctx context.Context, s *Step) StepStatus {
 		st.LastRun = &c
 	}
 	hashSame := hasCP && cp.InputHash == r.InputHash(s)
-	live, msg, err := s.Check(ctx, r.Env)
+	live, msg, err := s.check(ctx, r.Env)
 	checkErr := ""
 	switch {
 	case errors.Is(err, ErrPasswordNotInVault):

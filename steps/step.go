@@ -1,22 +1,26 @@
 // Package steps holds the install steps as data (the registry, a DAG), the
 // Runner that executes them with checkpoints, a Lease lock and typed events,
-// and one file per phase. Help, plan, status and the uninstall order all read
-// the same registry.
+// and one file per phase. Every verb of a step (apply, check, its wait
+// rules, the objects it wants, its removal and its permissions) is a field
+// of its Step, set in its phase's file; help, plan, status, diff, render,
+// the run record, preflight's RBAC check and the uninstall order all read
+// the same registry, and none of them switches on a step ID.
 package steps
 
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
 )
 
 // Secrets supplies the secret inputs of steps. Implementations must never
@@ -45,10 +49,16 @@ type Env struct {
 	Policy Policy
 	// Verify configures the data path of the verify step (verify.go).
 	Verify VerifyOptions
+	// Registry is the registry the Env was rendered for (nil: the
+	// inventory's).
+	Registry *Registry
 }
 
-// Step is one unit of the install: it applies its objects with server-side
-// apply and waits until they are ready.
+// Step is one unit of the install with every verb of its own. Only ID and
+// Title are required: a step without Apply applies its rendered objects
+// and waits for each to be ready; without Check it checks them live; the
+// other verbs have the defaults their doc comments name. Each verb is
+// handed the step itself, so a phase file never repeats a step's ID.
 type Step struct {
 	// ID is phase/name, e.g. platform/gateway.
 	ID string
@@ -56,20 +66,122 @@ type Step struct {
 	Title string
 	// After lists the IDs this step depends on.
 	After []string
+	// Serves names the API groups whose kinds are served once the step
+	// ran (an operator's CRDs), for diff's "cannot be known before <step>
+	// runs".
+	Serves []string
 	// Timeout bounds Apply; zero means the inventory's waitTimeoutSeconds.
 	Timeout time.Duration
-	// Apply makes the end state true and waits for it.
-	Apply func(ctx context.Context, e *Env) error
-	// Check reports whether the live end state is already true (read only).
-	// The message says what is not as wanted when ok is false.
-	Check func(ctx context.Context, e *Env) (ok bool, msg string, err error)
+	// Apply makes the end state true and waits for it. Default: apply the
+	// rendered objects and wait for each with the step's readiness (Ready).
+	Apply func(ctx context.Context, e *Env, s *Step) error
+	// Check reports whether the live end state is already true (read
+	// only); the message says what is not as wanted when ok is false.
+	// Default: every rendered object exists, holds the fields maasctl sets
+	// and is ready by the step's readiness.
+	Check func(ctx context.Context, e *Env, s *Step) (ok bool, msg string, err error)
+	// Manifests renders the step's objects, for a step whose manifests are
+	// not among the embedded ones (assets.Render). Default: assets.Render's
+	// entry for the step's ID.
+	Manifests func(inv *inventory.Inventory, f assets.Facts) ([]*unstructured.Unstructured, error)
 	// HashExtra adds inputs that are not among the rendered objects (never a
 	// secret value) to the step's input hash.
 	HashExtra func(e *Env) string
+	// Ready is the step's wait rule for obj, when it differs from the one
+	// readiness table (waiters.Readiness); nil, or a nil result, means the
+	// table. Apply's waits and Check read the same rule.
+	Ready func(obj *unstructured.Unstructured) waiters.Condition
+	// Objects lists every object the step writes, for the run record
+	// (created versus adopted) and uninstall. Default: the rendered ones.
+	Objects func(e *Env, s *Step) []*unstructured.Unstructured
+	// Desired lists the objects the way Apply would write them now, for
+	// diff. Default: the rendered objects, Namespaces created only when
+	// missing.
+	Desired func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error)
+	// Render returns the manifests and explaining notes of the step for
+	// 'maasctl render' (GitOps). Default: every rendered object.
+	Render func(inv *inventory.Inventory, f assets.Facts, objs []*unstructured.Unstructured) (docs []*unstructured.Unstructured, notes []string, err error)
+	// Access lists the permissions the step needs, for preflight's RBAC
+	// check. Default: ObjectAccess of the rendered objects.
+	Access func(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access
+	// Removal says how uninstall removes what the step created.
+	Removal Removal
+}
+
+// Removal is how uninstall removes a step's objects. The zero value
+// deletes every object the step created, in reverse apply order, with the
+// removal group of the step's phase.
+type Removal struct {
+	// Group is the group of the registry's removal order (RemovalGroups)
+	// the step is removed with; empty means its phase.
+	Group string
+	// Data, when set, says what the step's objects hold (the database and
+	// its credentials): they are kept unless --delete-data.
+	Data string
+	// DataNamespace, when set, is a namespace that stays while the data is
+	// kept, even when maasctl created it.
+	DataNamespace func(inv *inventory.Inventory) string
+	// Keep returns why a live object the step created is kept ("" to
+	// delete it), e.g. a ConfigMap that now holds other settings.
+	Keep func(e RecordEntry, live *unstructured.Unstructured) string
+	// VaultSecret returns the Vault path deleted with --delete-data
+	// (after the step's objects).
+	VaultSecret func(inv *inventory.Inventory) string
+	// CRDs are the CRDs removing the step frees, for --purge-crds.
+	CRDs func() []string
+}
+
+// DesiredObject is one object a step would write, for diff: applied with
+// server-side apply, created only when missing (Ensure), or not
+// computable (Note says why).
+type DesiredObject struct {
+	Obj    *unstructured.Unstructured
+	Ensure bool
+	Note   string
 }
 
 // Phase returns the phase part of the step ID.
 func (s *Step) Phase() string { p, _, _ := strings.Cut(s.ID, "/"); return p }
+
+// removalGroup is the group the step is removed with.
+func (s *Step) removalGroup() string {
+	if s.Removal.Group != "" {
+		return s.Removal.Group
+	}
+	return s.Phase()
+}
+
+// readiness is the step's wait rule for obj: its Ready, else the table.
+func (s *Step) readiness(obj *unstructured.Unstructured) waiters.Condition {
+	if s.Ready != nil {
+		if c := s.Ready(obj); c != nil {
+			return c
+		}
+	}
+	return waiters.Readiness(obj)
+}
+
+func (s *Step) apply(ctx context.Context, e *Env) error {
+	if s.Apply == nil {
+		return applyAndWait(ctx, e, s)
+	}
+	return s.Apply(ctx, e, s)
+}
+
+func (s *Step) check(ctx context.Context, e *Env) (bool, string, error) {
+	if s.Check == nil {
+		return checkObjects(ctx, e, s)
+	}
+	return s.Check(ctx, e, s)
+}
+
+// objects is every object the step writes (Objects, else the rendered ones).
+func (s *Step) objects(e *Env) []*unstructured.Unstructured {
+	if s.Objects != nil {
+		return s.Objects(e, s)
+	}
+	return e.objects(s.ID)
+}
 
 func (e *Env) objects(id string) []*unstructured.Unstructured { return e.Objects[id] }
 
@@ -77,98 +189,4 @@ func (e *Env) progress(id, format string, args ...any) {
 	if e.Progress != nil {
 		e.Progress(id, fmt.Sprintf(format, args...))
 	}
-}
-
-// Registry is the ordered list of steps for one inventory.
-type Registry struct {
-	Steps []*Step
-	byID  map[string]*Step
-}
-
-// Get returns the step with id, or nil.
-func (r *Registry) Get(id string) *Step { return r.byID[id] }
-
-// NewRegistry returns the install steps for inv, in the documented order
-// (reference/DEPLOYMENT.md, "Deploy"), and checks the DAG.
-func NewRegistry(inv *inventory.Inventory) (*Registry, error) {
-	var list []*Step
-	list = append(list, preflightSteps(inv)...)
-	list = append(list, databaseSteps(inv)...)
-	list = append(list, operatorSteps(inv)...)
-	list = append(list, platformSteps(inv)...)
-	list = append(list, dbSecretSteps(inv)...)
-	list = append(list, rhoaiSteps(inv)...)
-	list = append(list, modelSteps(inv)...)
-	list = append(list, accessSteps(inv)...)
-	list = append(list, verifySteps(inv)...)
-	list = afterPreflight(list)
-	r := &Registry{Steps: list, byID: map[string]*Step{}}
-	for _, s := range list {
-		if r.byID[s.ID] != nil {
-			return nil, fmt.Errorf("duplicate step %s", s.ID)
-		}
-		r.byID[s.ID] = s
-	}
-	for _, s := range list {
-		for _, d := range s.After {
-			if r.byID[d] == nil {
-				return nil, fmt.Errorf("step %s depends on unknown step %s", s.ID, d)
-			}
-		}
-	}
-	if _, err := r.TopoOrder(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// TopoOrder returns the steps in dependency order, stable with respect to
-// the registry order; a cycle is an error naming the steps in it.
-func (r *Registry) TopoOrder() ([]*Step, error) {
-	done := map[string]bool{}
-	var out []*Step
-	for len(out) < len(r.Steps) {
-		progressed := false
-		for _, s := range r.Steps {
-			if done[s.ID] {
-				continue
-			}
-			ready := true
-			for _, d := range s.After {
-				if !done[d] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				done[s.ID] = true
-				out = append(out, s)
-				progressed = true
-			}
-		}
-		if !progressed {
-			var left []string
-			for _, s := range r.Steps {
-				if !done[s.ID] {
-					left = append(left, s.ID)
-				}
-			}
-			sort.Strings(left)
-			return nil, fmt.Errorf("dependency cycle among steps %s", strings.Join(left, ", "))
-		}
-	}
-	return out, nil
-}
-
-// ReverseOrder is the uninstall order: dependents before what they depend on.
-func (r *Registry) ReverseOrder() ([]*Step, error) {
-	order, err := r.TopoOrder()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Step, len(order))
-	for i, s := range order {
-		out[len(order)-1-i] = s
-	}
-	return out, nil
 }

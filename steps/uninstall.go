@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,17 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
-	"sigs.k8s.io/yaml"
 
-	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
-	"github.com/maasctl/maasctl/waiters"
+	"github.com/maasctl/maasctl/steps/engine"
 )
 
 // NamespacesStepID is the pseudo step that deletes the Namespaces maasctl
@@ -63,6 +58,9 @@ type UninstallOptions struct {
 	WaitTimeout   time.Duration
 	LeaseDuration time.Duration
 	Identity      string
+	// Registry is the steps whose objects are removed; nil means
+	// NewRegistry(Inventory).
+	Registry *Registry
 }
 
 // Uninstall actions.
@@ -101,106 +99,30 @@ type UninstallReport struct {
 	Orphans []string        `json:"orphans,omitempty"`
 }
 
-// uninstallRank places phases in the order of the "Remove" section of
-// reference/DEPLOYMENT.md: subscriptions and auth policies, model objects,
-// DSC and DSCI, Gateway, Route and Kuadrant, the database, then the
-// operators. It only breaks ties; dependencies always win.
-var uninstallRank = map[string]int{
-	"verify": 0, "access": 1, "models": 2, "rhoai": 3, "platform": 4,
-	"dbsecret": 5, "database": 6, "operators": 7, "preflight": 8,
-}
-
-func rankOf(id string) int {
-	if id == "database/operator" {
-		return uninstallRank["operators"] // an operator like the others
+// removal is the Removal of step id; zero for a step of the record the
+// registry does not have.
+func (u *uninstaller) removal(id string) Removal {
+	if s := u.reg.Get(id); s != nil {
+		return s.Removal
 	}
-	p, _, _ := strings.Cut(id, "/")
-	if r, ok := uninstallRank[p]; ok {
-		return r
-	}
-	return uninstallRank["platform"]
-}
-
-// UninstallOrder derives the uninstall order from the registry in reverse:
-// a step is removed only after every step that depends on it, so custom
-// resources go while the operators that finalise them still run (case
-// B20). Among steps that are free at the same time, the documented phase
-// order decides, then reverse registry order. extra are step IDs found in
-// the record but not in the registry (an older inventory); they have no
-// dependencies.
-func UninstallOrder(reg *Registry, extra []string) []string {
-	index := map[string]int{}
-	var ids []string
-	for i, s := range reg.Steps {
-		index[s.ID] = i
-		ids = append(ids, s.ID)
-	}
-	for _, id := range extra {
-		if _, ok := index[id]; !ok {
-			index[id] = len(index)
-			ids = append(ids, id)
-		}
-	}
-	dependents := map[string]int{}
-	for _, s := range reg.Steps {
-		for _, d := range s.After {
-			dependents[d]++
-		}
-	}
-	done := map[string]bool{}
-	var out []string
-	for len(out) < len(ids) {
-		var best string
-		for _, id := range ids {
-			if done[id] || dependents[id] > 0 {
-				continue
-			}
-			if best == "" || rankOf(id) < rankOf(best) || rankOf(id) == rankOf(best) && index[id] > index[best] {
-				best = id
-			}
-		}
-		if best == "" { // a cycle; NewRegistry rejects those
-			for _, id := range ids {
-				if !done[id] {
-					best = id
-					break
-				}
-			}
-		}
-		done[best] = true
-		out = append(out, best)
-		if s := reg.Get(best); s != nil {
-			for _, d := range s.After {
-				dependents[d]--
-			}
-		}
-	}
-	return out
-}
-
-// dataSteps hold the database and its data; they are kept unless
-// DeleteData.
-var dataSteps = map[string]string{
-	"database/cluster":  "the database Cluster and its data",
-	"database/secret":   "the database credentials",
-	"database/operator": "the database's operator",
+	return Removal{}
 }
 
 type uninstaller struct {
-	o       UninstallOptions
-	c       *kube.Clients
-	reg     *Registry
-	rec     *Record
-	cps     *Checkpoints
-	emit    func(Event)
-	crds    map[string]bool // CRDs of removed operators, for PurgeCRDs
-	kept    []string
-	crdsMu  sync.Mutex
-	summary Summary
+	o      UninstallOptions
+	c      *kube.Clients
+	reg    *Registry
+	rec    *Record
+	cps    *Checkpoints
+	emit   func(Event)
+	crds   map[string]bool // CRDs of removed operators, for PurgeCRDs
+	kept   []string
+	crdsMu sync.Mutex
 }
 
 // Uninstall removes what maasctl's install created, in the order derived
-// from the registry in reverse (UninstallOrder), following the "Remove"
+// from the registry in reverse (Registry.RemovalOrder), on the same
+// schedule as install run backward, following the "Remove"
 // section of reference/DEPLOYMENT.md and case B20:
 //
 //   - only objects the record marks as created are deleted; adopted ones
@@ -244,7 +166,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 	if err != nil {
 		return nil, err
 	}
-	reg, err := NewRegistry(o.Inventory)
+	reg, err := registryFor(o.Registry, o.Inventory)
 	if err != nil {
 		return nil, err
 	}
@@ -279,17 +201,9 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 		return rep, nil
 	}
 	start := time.Now()
-	var emitMu sync.Mutex
-	total := len(plan)
-	u.emit = func(ev Event) {
-		ev.Time = time.Now()
-		ev.Total = total
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		o.Emit(ev)
-	}
-	u.emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("uninstall in %d steps", total)})
-	runErr := u.run(ctx, plan)
+	u.emit = engine.Emitter(o.Emit, len(plan))
+	u.emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("uninstall in %d steps", len(plan))})
+	sum, runErr := u.run(ctx, plan)
 	if runErr == nil {
 		rep.Orphans, err = u.finish(ctx, &lock)
 		if err != nil {
@@ -297,12 +211,10 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 		}
 	}
 	rep.Kept = u.kept
-	u.summary.Duration = time.Since(start)
-	u.summary.Reads = clients.Requests.Reads() - reads0
-	u.summary.Writes = clients.Requests.Writes() - writes0
-	sort.Strings(u.summary.Done)
-	sort.Strings(u.summary.Unchanged)
-	u.emit(Event{Type: EventRunDone, Duration: u.summary.Duration, Summary: &u.summary})
+	sum.Duration = time.Since(start)
+	sum.Reads = clients.Requests.Reads() - reads0
+	sum.Writes = clients.Requests.Writes() - writes0
+	u.emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
 	return rep, runErr
 }
 
@@ -320,7 +232,7 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 	var out []UninstallStep
 	keptNS := map[string]bool{}
 	var namespaces []RecordEntry
-	for _, id := range UninstallOrder(u.reg, extra) {
+	for _, id := range u.reg.RemovalOrder(extra) {
 		st := UninstallStep{ID: id, Title: "remove: " + id}
 		if s := u.reg.Get(id); s != nil {
 			st.Title = "remove: " + s.Title
@@ -349,11 +261,12 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 			}
 			st.Actions = append(st.Actions, acts...)
 		}
-		if id == "database/secret" && u.o.DeleteData {
+		rm := u.removal(id)
+		if rm.VaultSecret != nil && u.o.DeleteData {
 			st.Actions = append(st.Actions, UninstallAction{Verb: ActionDelete, kind: "vault",
-				Object: "Vault secret " + u.o.Inventory.Database.VaultPath, Reason: "the database password"})
+				Object: "Vault secret " + rm.VaultSecret(u.o.Inventory), Reason: "the database password"})
 		}
-		if _, isData := dataSteps[id]; isData && !u.o.DeleteData && len(st.Actions) > 0 {
+		if rm.Data != "" && !u.o.DeleteData && len(st.Actions) > 0 {
 			st.Kept = true
 		}
 		out = append(out, st)
@@ -365,7 +278,7 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 		switch {
 		case e.Origin == OriginAdopted:
 			a.Verb, a.Reason = ActionKeep, "adopted: it existed before maasctl"
-		case keptNS[e.Name] || (!u.o.DeleteData && dataNamespace(u.o.Inventory, e.Name, byStep)):
+		case keptNS[e.Name] || (!u.o.DeleteData && u.dataNamespace(e.Name, byStep)):
 			a.Verb, a.Reason = ActionKeep, "holds objects that are kept"
 			ns.Kept = true
 		}
@@ -375,16 +288,23 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 	return out, nil
 }
 
-// dataNamespace reports whether ns holds a database object of the record.
-func dataNamespace(inv *inventory.Inventory, ns string, byStep map[string][]RecordEntry) bool {
-	for id := range dataSteps {
-		for _, e := range byStep[id] {
+// dataNamespace reports whether ns holds a created object of a step that
+// holds data, or is the DataNamespace of such a step with recorded objects.
+func (u *uninstaller) dataNamespace(ns string, byStep map[string][]RecordEntry) bool {
+	for _, s := range u.reg.Steps {
+		if s.Removal.Data == "" {
+			continue
+		}
+		for _, e := range byStep[s.ID] {
 			if e.Kind != "Namespace" && e.Namespace == ns && e.Origin == OriginCreated {
 				return true
 			}
 		}
+		if f := s.Removal.DataNamespace; f != nil && f(u.o.Inventory) == ns && len(byStep[s.ID]) > 0 {
+			return true
+		}
 	}
-	return ns == inv.Database.Namespace && len(byStep["database/cluster"]) > 0
+	return false
 }
 
 // actionsFor decides what happens to one recorded object of step id.
@@ -400,8 +320,9 @@ func (u *uninstaller) actionsFor(ctx context.Context, id string, e RecordEntry) 
 		a.Verb, a.Reason = ActionKeep, "owned by another object: removed with its owner"
 		return []UninstallAction{a}, nil
 	}
-	if what, isData := dataSteps[id]; isData && !u.o.DeleteData {
-		a.Verb, a.Reason = ActionKeep, what+"; --delete-data removes it (every API key is lost)"
+	rm := u.removal(id)
+	if rm.Data != "" && !u.o.DeleteData {
+		a.Verb, a.Reason = ActionKeep, rm.Data+"; --delete-data removes it (every API key is lost)"
 		return []UninstallAction{a}, nil
 	}
 	live, err := u.c.Get(ctx, e.Object())
@@ -426,13 +347,8 @@ func (u *uninstaller) actionsFor(ctx context.Context, id string, e RecordEntry) 
 			a.Verb, a.Reason = ActionKeep, "still used by "+strings.Join(users, ", ")
 		}
 		return []UninstallAction{a}, nil
-	case id == "platform/monitoring" && e.Kind == "ConfigMap":
-		raw, _, _ := unstructured.NestedString(live.Object, "data", "config.yaml")
-		cfg := map[string]any{}
-		_ = yaml.Unmarshal([]byte(raw), &cfg)
-		if len(cfg) != 1 || cfg["enableUserWorkload"] != true || len(live.Object["data"].(map[string]any)) != 1 {
-			a.Verb, a.Reason = ActionKeep, "it now holds other monitoring settings"
-		}
+	case rm.Keep != nil && rm.Keep(e, live) != "":
+		a.Verb, a.Reason = ActionKeep, rm.Keep(e, live)
 		return []UninstallAction{a}, nil
 	case e.Kind == "Subscription" && e.GVK().Group == "operators.coreos.com":
 		out := []UninstallAction{a}
@@ -500,40 +416,64 @@ func (u *uninstaller) gatewaysOfClass(ctx context.Context, class string) ([]stri
 	return out, nil
 }
 
-func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) error {
+// run removes the plan's steps on the install schedule run backward: a
+// step's dependencies are the steps that depend on it in the registry
+// (the Namespaces step waits for every other), one step at a time in
+// removal order, and the first failure blocks every step not started. It
+// returns the summary and the failed step's *StepError.
+func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) (*Summary, error) {
+	sc := &engine.Schedule{Deps: map[string][]string{}, Serial: true, StopOnFailure: true}
+	byID := map[string]UninstallStep{}
+	index := map[string]int{}
+	dependents := u.reg.Dependents()
 	for i, st := range plan {
-		idx := i + 1
-		deletes := 0
-		for _, a := range st.Actions {
-			if a.Verb == ActionDelete {
-				deletes++
-			}
-		}
-		if deletes == 0 {
-			for _, a := range st.Actions {
-				u.keep(a)
-				u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: "keeping " + a.Object + ": " + a.Reason})
-			}
-			u.emit(Event{Type: EventSkipped, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
-			u.summary.Unchanged = append(u.summary.Unchanged, st.ID)
-			u.afterStep(ctx, st)
-			continue
-		}
-		t0 := time.Now()
-		u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
-		if err := u.runStep(ctx, st, idx); err != nil {
-			u.emit(Event{Type: EventFailed, Step: st.ID, Title: st.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
-			u.summary.Failed = append(u.summary.Failed, st.ID)
-			for _, rest := range plan[i+1:] {
-				u.summary.Blocked = append(u.summary.Blocked, rest.ID)
-			}
-			return &StepError{Step: st.ID, Err: err}
-		}
-		u.afterStep(ctx, st)
-		u.emit(Event{Type: EventDone, Step: st.ID, Title: st.Title, Index: idx, Duration: time.Since(t0)})
-		u.summary.Done = append(u.summary.Done, st.ID)
+		sc.IDs = append(sc.IDs, st.ID)
+		byID[st.ID], index[st.ID] = st, i+1
+		sc.Deps[st.ID] = dependents[st.ID]
 	}
-	return nil
+	sc.Deps[NamespacesStepID] = slices.DeleteFunc(slices.Clone(sc.IDs), func(id string) bool { return id == NamespacesStepID })
+	sc.Run = func(id string, _ func()) (EventType, error) { return u.removeStep(ctx, byID[id], index[id]) }
+	sc.Blocked = func(id, cause string) {
+		st := byID[id]
+		u.emit(Event{Type: EventBlocked, Step: id, Title: st.Title, Index: index[id], Message: "not removed because " + cause + " failed"})
+	}
+	results := sc.Execute()
+	sum, _ := engine.Summarize(sc.IDs, results)
+	for _, id := range sc.IDs {
+		if r := results[id]; r.Err != nil {
+			return sum, &StepError{Step: id, Err: r.Err}
+		}
+	}
+	return sum, nil
+}
+
+// removeStep removes one step of the plan and emits its events: keeps
+// only (unchanged), or deletes and waits (done or failed).
+func (u *uninstaller) removeStep(ctx context.Context, st UninstallStep, idx int) (EventType, error) {
+	deletes := 0
+	for _, a := range st.Actions {
+		if a.Verb == ActionDelete {
+			deletes++
+		}
+	}
+	if deletes == 0 {
+		for _, a := range st.Actions {
+			u.keep(a)
+			u.emit(Event{Type: EventProgress, Step: st.ID, Index: idx, Message: "keeping " + a.Object + ": " + a.Reason})
+		}
+		u.emit(Event{Type: EventUnchanged, Step: st.ID, Title: st.Title, Index: idx, Message: "nothing to remove"})
+		u.afterStep(ctx, st)
+		return EventUnchanged, nil
+	}
+	t0 := time.Now()
+	u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
+	if err := u.runStep(ctx, st, idx); err != nil {
+		u.emit(Event{Type: EventFailed, Step: st.ID, Title: st.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+		return EventFailed, err
+	}
+	u.afterStep(ctx, st)
+	u.emit(Event{Type: EventDone, Step: st.ID, Title: st.Title, Index: idx, Duration: time.Since(t0)})
+	return EventDone, nil
 }
 
 func (u *uninstaller) keep(a UninstallAction) {
@@ -556,7 +496,7 @@ func (u *uninstaller) afterStep(ctx context.Context, st UninstallStep) {
 		return
 	}
 	if _, ok := u.cps.Get(st.ID); ok {
-		patch := fmt.Sprintf(`{"data":{%q:null}}`, checkpointKey(st.ID))
+		patch := fmt.Sprintf(`{"data":{%q:null}}`, engine.CheckpointKey(st.ID))
 		_, err := u.c.Kube.CoreV1().ConfigMaps(StateNamespace).Patch(ctx, CheckpointsConfigMap, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
 		if err != nil && !apierrors.IsNotFound(err) {
 			u.o.Log.Warn("drop checkpoint", zap.String("step", st.ID), zap.Error(err))
@@ -579,10 +519,11 @@ func (u *uninstaller) runStep(ctx context.Context, st UninstallStep, idx int) er
 		}
 		switch a.kind {
 		case "vault":
-			if err := u.o.Vault.DeleteSecret(ctx, u.o.Inventory.Database.VaultPath); err != nil {
+			path := u.removal(st.ID).VaultSecret(u.o.Inventory)
+			if err := u.o.Vault.DeleteSecret(ctx, path); err != nil {
 				return fmt.Errorf("delete the database password in Vault: %w", err)
 			}
-			progress("deleted Vault secret %s", u.o.Inventory.Database.VaultPath)
+			progress("deleted Vault secret %s", path)
 			continue
 		case "csv":
 			if u.o.PurgeCRDs {
@@ -609,9 +550,9 @@ func (u *uninstaller) runStep(ctx context.Context, st UninstallStep, idx int) er
 			}
 		}
 	}
-	if st.ID == "rhoai/dsc" && u.o.PurgeCRDs {
+	if crds := u.removal(st.ID).CRDs; crds != nil && u.o.PurgeCRDs {
 		u.crdsMu.Lock()
-		for _, c := range MaaSCRDs {
+		for _, c := range crds() {
 			u.crds[c] = true
 		}
 		u.crdsMu.Unlock()
@@ -629,468 +570,4 @@ func (u *uninstaller) noteCRDs(ctx context.Context, csvStub *unstructured.Unstru
 	for _, n := range ownedCRDs(live) {
 		u.crds[n] = true
 	}
-}
-
-// deleteAndWait deletes one object (with a UID precondition when known, so
-// an object someone re-created is never deleted) and watches until it is
-// gone.
-func (u *uninstaller) deleteAndWait(ctx context.Context, stepID string, a UninstallAction, progress func(string, ...any)) error {
-	ri, _, err := u.c.Resource(a.stub.GroupVersionKind(), a.stub.GetNamespace())
-	if kube.IsNotServed(err) {
-		progress("%s already gone (kind not served)", a.Object)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	opts := metav1.DeleteOptions{}
-	if a.uid != "" {
-		uid := types.UID(a.uid)
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	err = ri.Delete(ctx, a.stub.GetName(), opts)
-	switch {
-	case apierrors.IsNotFound(err):
-		progress("%s already gone", a.Object)
-		return nil
-	case apierrors.IsConflict(err):
-		progress("keeping %s: it was re-created by someone else after maasctl created it", a.Object)
-		u.kept = append(u.kept, a.Object+" (re-created by someone else)")
-		return nil
-	case err != nil:
-		return fmt.Errorf("delete %s: %w", a.Object, err)
-	}
-	progress("deleted %s, waiting for it to be gone", a.Object)
-	return u.waitGone(ctx, []goneTarget{{stub: a.stub, uid: a.uid}}, progress)
-}
-
-// waitOperatorGone waits for the Deployments OLM installed for a CSV
-// (label olm.owner=<csv>) to be garbage-collected.
-func (u *uninstaller) waitOperatorGone(ctx context.Context, stepID string, csv *unstructured.Unstructured, progress func(string, ...any)) error {
-	deps, err := u.c.Kube.AppsV1().Deployments(csv.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: "olm.owner=" + csv.GetName()})
-	if err != nil {
-		return fmt.Errorf("list Deployments of %s: %w", kube.Describe(csv), err)
-	}
-	var ts []goneTarget
-	for _, d := range deps.Items {
-		stub := &unstructured.Unstructured{}
-		stub.SetGroupVersionKind(deploymentGVK)
-		stub.SetNamespace(d.Namespace)
-		stub.SetName(d.Name)
-		ts = append(ts, goneTarget{stub: stub, uid: string(d.UID)})
-	}
-	if len(ts) == 0 {
-		return nil
-	}
-	progress("waiting for the operator Deployments of %s to be gone", csv.GetName())
-	return u.waitGone(ctx, ts, progress)
-}
-
-type goneTarget struct {
-	stub *unstructured.Unstructured
-	uid  string
-}
-
-// waitGone watches every target until it is deleted (or replaced by an
-// object with another UID). On timeout, with ForceRemoveFinalizers it
-// clears the finalizers of the blocked objects once, says so, and waits
-// again; otherwise it returns a *waiters.TimeoutError that names each
-// blocked object with its finalizers or Namespace conditions.
-func (u *uninstaller) waitGone(ctx context.Context, ts []goneTarget, progress func(string, ...any)) error {
-	err := u.waitGoneOnce(ctx, ts)
-	var te *waiters.TimeoutError
-	if err == nil || !errors.As(err, &te) || ctx.Err() != nil {
-		return err
-	}
-	if !u.o.ForceRemoveFinalizers {
-		return fmt.Errorf("%w\nan object whose finalizer is never cleared blocks the uninstall: make its controller run again, or re-run with --force-remove-finalizers to clear them (the cleanup those finalizers guard is then skipped)", err)
-	}
-	for _, t := range ts {
-		ri, _, rerr := u.c.Resource(t.stub.GroupVersionKind(), t.stub.GetNamespace())
-		if rerr != nil {
-			continue
-		}
-		live, gerr := ri.Get(ctx, t.stub.GetName(), metav1.GetOptions{})
-		if gerr != nil || len(live.GetFinalizers()) == 0 {
-			continue
-		}
-		if _, perr := ri.Patch(ctx, t.stub.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: kube.FieldManager}); perr != nil {
-			return fmt.Errorf("remove finalizers of %s: %w", kube.Describe(t.stub), perr)
-		}
-		progress("removed finalizers %v from %s (--force-remove-finalizers)", live.GetFinalizers(), kube.Describe(t.stub))
-	}
-	return u.waitGoneOnce(ctx, ts)
-}
-
-func (u *uninstaller) waitGoneOnce(ctx context.Context, ts []goneTarget) error {
-	ctx, cancel := context.WithTimeout(ctx, u.o.WaitTimeout)
-	defer cancel()
-	type res struct {
-		blocked *waiters.Blocked
-		err     error
-	}
-	ch := make(chan res, len(ts))
-	for _, t := range ts {
-		go func() {
-			b, err := waitOneGone(ctx, u.c, t)
-			ch <- res{b, err}
-		}()
-	}
-	var blocked []waiters.Blocked
-	var first error
-	for range ts {
-		r := <-ch
-		if r.blocked != nil {
-			blocked = append(blocked, *r.blocked)
-		}
-		if r.err != nil && first == nil {
-			first = r.err
-		}
-	}
-	if first != nil {
-		return first
-	}
-	if len(blocked) > 0 {
-		sort.Slice(blocked, func(i, j int) bool { return blocked[i].Object < blocked[j].Object })
-		return &waiters.TimeoutError{Blocked: blocked}
-	}
-	return nil
-}
-
-// waitOneGone returns nil, nil once t is gone; a Blocked when ctx ended
-// first.
-func waitOneGone(ctx context.Context, c *kube.Clients, t goneTarget) (*waiters.Blocked, error) {
-	ri, _, err := c.Resource(t.stub.GroupVersionKind(), t.stub.GetNamespace())
-	if kube.IsNotServed(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	lw := waiters.ListThenWatch(waiters.NameListWatch(ri, t.stub.GetName()))
-	var mu sync.Mutex
-	var last *unstructured.Unstructured
-	gone := func(obj *unstructured.Unstructured) bool {
-		return obj == nil || (t.uid != "" && string(obj.GetUID()) != t.uid)
-	}
-	pre := func(store cache.Store) (bool, error) {
-		items := store.List()
-		if len(items) == 0 {
-			return true, nil
-		}
-		obj, _ := items[0].(*unstructured.Unstructured)
-		mu.Lock()
-		last = obj
-		mu.Unlock()
-		return gone(obj), nil
-	}
-	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, pre, func(ev watch.Event) (bool, error) {
-		obj, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			return false, nil
-		}
-		if ev.Type == watch.Deleted {
-			return true, nil
-		}
-		mu.Lock()
-		last = obj
-		mu.Unlock()
-		return gone(obj), nil
-	})
-	if err == nil {
-		return nil, nil
-	}
-	if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
-		mu.Lock()
-		defer mu.Unlock()
-		return &waiters.Blocked{Object: kube.Describe(t.stub), Status: blockedStatus(last)}, nil
-	}
-	return nil, fmt.Errorf("wait for %s to be gone: %w", kube.Describe(t.stub), err)
-}
-
-// blockedStatus says why an object is not gone: not deleted yet, or
-// Terminating with finalizers, and for a Namespace its deletion conditions
-// (NamespaceFinalizersRemaining, NamespaceContentRemaining).
-func blockedStatus(obj *unstructured.Unstructured) string {
-	if obj == nil {
-		return "still there"
-	}
-	if obj.GetDeletionTimestamp() == nil {
-		return "not deleted yet"
-	}
-	s := "Terminating since " + obj.GetDeletionTimestamp().UTC().Format(time.RFC3339)
-	if f := obj.GetFinalizers(); len(f) > 0 {
-		s += ", finalizers " + strings.Join(f, ", ") + " never cleared (is their controller running?)"
-	}
-	if obj.GetKind() == "Namespace" {
-		for _, typ := range []string{"NamespaceFinalizersRemaining", "NamespaceContentRemaining", "NamespaceDeletionContentFailure"} {
-			if c, ok := waiters.GetCondition(obj, typ); ok && c.Status == "True" {
-				s += "; " + c.Reason + ": " + c.Message
-			}
-		}
-	}
-	return s
-}
-
-func (u *uninstaller) removeNamespaces(ctx context.Context, st UninstallStep, progress func(string, ...any)) error {
-	var ts []goneTarget
-	var deleted []RecordEntry
-	for _, a := range st.Actions {
-		if a.Verb == ActionKeep {
-			u.keep(a)
-			progress("keeping %s: %s", a.Object, a.Reason)
-			continue
-		}
-		opts := metav1.DeleteOptions{}
-		if a.uid != "" {
-			uid := types.UID(a.uid)
-			opts.Preconditions = &metav1.Preconditions{UID: &uid}
-		}
-		err := u.c.Kube.CoreV1().Namespaces().Delete(ctx, a.stub.GetName(), opts)
-		switch {
-		case apierrors.IsNotFound(err):
-		case apierrors.IsConflict(err):
-			progress("keeping %s: it was re-created by someone else", a.Object)
-			continue
-		case err != nil:
-			return fmt.Errorf("delete %s: %w", a.Object, err)
-		default:
-			progress("deleted %s", a.Object)
-		}
-		ts = append(ts, goneTarget{stub: a.stub, uid: a.uid})
-		deleted = append(deleted, *a.entry)
-	}
-	if len(ts) > 0 {
-		progress("waiting for %d Namespaces to be gone", len(ts))
-		if err := u.waitGone(ctx, ts, progress); err != nil {
-			return err
-		}
-	}
-	u.rec.Forget(deleted...)
-	return u.rec.Save(ctx)
-}
-
-// finish purges CRDs (when asked), removes maasctl's label from adopted
-// objects, removes maasctl's own state when nothing is kept, and scans for
-// orphans.
-func (u *uninstaller) finish(ctx context.Context, lock **Lock) ([]string, error) {
-	progress := func(format string, args ...any) {
-		u.emit(Event{Type: EventProgress, Step: "uninstall/finish", Message: fmt.Sprintf(format, args...)})
-	}
-	if u.o.PurgeCRDs {
-		if err := u.purgeCRDs(ctx, progress); err != nil {
-			return nil, err
-		}
-	}
-	// Adopted objects keep what maasctl applied, except its managed-by
-	// label: they are not maasctl's to manage any more.
-	for _, e := range u.rec.Entries() {
-		if e.Origin != OriginAdopted {
-			continue
-		}
-		if _, isData := dataSteps[e.Step]; isData && !u.o.DeleteData {
-			continue
-		}
-		u.unlabel(ctx, e.Object(), progress)
-		u.rec.Forget(e)
-	}
-	var keptEntries bool
-	for _, e := range u.rec.Entries() {
-		if e.Origin == OriginCreated {
-			keptEntries = true
-		} else {
-			u.rec.Forget(e)
-		}
-	}
-	if keptEntries {
-		if err := u.rec.Save(ctx); err != nil {
-			return nil, err
-		}
-		progress("kept maasctl's record (ConfigMaps %s.* in %s, label %s): it lists the objects kept", RecordConfigMap, StateNamespace, RecordSelector)
-	} else {
-		if err := u.removeState(ctx, lock, progress); err != nil {
-			return nil, err
-		}
-	}
-	return u.orphans(ctx, progress)
-}
-
-func (u *uninstaller) unlabel(ctx context.Context, obj *unstructured.Unstructured, progress func(string, ...any)) {
-	ri, _, err := u.c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
-	if err != nil {
-		return
-	}
-	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if err != nil || live.GetLabels()[assets.ManagedByLabel] != assets.ManagedByValue {
-		return
-	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, assets.ManagedByLabel)
-	if _, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
-		u.o.Log.Warn("remove managed-by label", zap.String("object", kube.Describe(obj)), zap.Error(err))
-		return
-	}
-	progress("left %s in place (adopted); removed its %s label", kube.Describe(obj), assets.ManagedByLabel)
-}
-
-// removeState deletes the checkpoints and the record (every shard, by
-// label, and the single ConfigMap of older versions), releases the Lease
-// and deletes Namespace maasctl, waiting until it is gone so that an
-// install can start right after.
-func (u *uninstaller) removeState(ctx context.Context, lock **Lock, progress func(string, ...any)) error {
-	err := u.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, CheckpointsConfigMap, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, CheckpointsConfigMap, err)
-	}
-	if err := deleteRecord(ctx, u.c); err != nil {
-		return err
-	}
-	if *lock != nil {
-		if err := (*lock).Release(ctx); err != nil {
-			return fmt.Errorf("release Lease %s/%s: %w", StateNamespace, LeaseName, err)
-		}
-		*lock = nil
-	}
-	ns, err := u.c.Kube.CoreV1().Namespaces().Get(ctx, StateNamespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get Namespace %s: %w", StateNamespace, err)
-	}
-	if err := u.c.Kube.CoreV1().Namespaces().Delete(ctx, StateNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Namespace %s: %w", StateNamespace, err)
-	}
-	progress("deleted maasctl's state (Namespace %s)", StateNamespace)
-	stub := &unstructured.Unstructured{}
-	stub.SetAPIVersion("v1")
-	stub.SetKind("Namespace")
-	stub.SetName(StateNamespace)
-	return u.waitGone(ctx, []goneTarget{{stub: stub, uid: string(ns.UID)}}, progress)
-}
-
-func (u *uninstaller) purgeCRDs(ctx context.Context, progress func(string, ...any)) error {
-	var names []string
-	for n := range u.crds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	ri := u.c.Dynamic.Resource(crdGVR)
-	var ts []goneTarget
-	for _, n := range names {
-		crd, err := ri.Get(ctx, n, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("get CRD %s: %w", n, err)
-		}
-		if left, err := u.instancesLeft(ctx, crd); err != nil {
-			return err
-		} else if left > 0 {
-			u.kept = append(u.kept, fmt.Sprintf("CustomResourceDefinition %s (%d objects of it are left)", n, left))
-			progress("keeping CRD %s: %d objects of it are left", n, left)
-			continue
-		}
-		if err := ri.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete CRD %s: %w", n, err)
-		}
-		progress("deleted CRD %s", n)
-		stub := &unstructured.Unstructured{}
-		stub.SetGroupVersionKind(waiters.CRDGVK)
-		stub.SetName(n)
-		ts = append(ts, goneTarget{stub: stub, uid: string(crd.GetUID())})
-	}
-	if len(ts) == 0 {
-		return nil
-	}
-	err := u.waitGone(ctx, ts, progress)
-	u.c.ResetMapper()
-	return err
-}
-
-func (u *uninstaller) instancesLeft(ctx context.Context, crd *unstructured.Unstructured) (int, error) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if m["served"] != true {
-			continue
-		}
-		name, _ := m["name"].(string)
-		list, err := u.c.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: name, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			return 0, fmt.Errorf("list %s.%s: %w", plural, group, err)
-		}
-		return len(list.Items), nil
-	}
-	return 0, nil
-}
-
-// orphans lists every object labelled app.kubernetes.io/managed-by=maasctl
-// that is still there and is not kept on purpose: left over from an earlier
-// run whose record was lost, or written by a maasctl step without a record.
-func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)) ([]string, error) {
-	u.c.Discovery.Invalidate()
-	lists, err := u.c.Discovery.ServerPreferredResources()
-	// Listing every kind would print the server's deprecation warnings
-	// (v1 ComponentStatus, v1 Endpoints); they are not the user's concern.
-	quiet := rest.CopyConfig(u.c.Config)
-	quiet.WarningHandler = rest.NoWarnings{}
-	dyn, derr := dynamic.NewForConfig(quiet)
-	if derr != nil {
-		return nil, fmt.Errorf("orphan scan: %w", derr)
-	}
-	if err != nil && len(lists) == 0 {
-		return nil, fmt.Errorf("orphan scan: discover resources: %w", err)
-	}
-	kept := map[string]bool{}
-	for _, e := range u.rec.Entries() {
-		kept[e.String()] = true
-	}
-	var out []string
-	sel := assets.ManagedByLabel + "=" + assets.ManagedByValue
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		if err != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !hasVerb(r.Verbs, "list") || r.Kind == "Event" {
-				continue
-			}
-			list, err := dyn.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: sel})
-			if err != nil {
-				continue // forbidden or gone: the scan is best effort per kind
-			}
-			for _, it := range list.Items {
-				if it.GetNamespace() == StateNamespace || (r.Kind == "Namespace" && it.GetName() == StateNamespace) {
-					continue // maasctl's own state, reported apart
-				}
-				it.SetKind(r.Kind)
-				d := kube.Describe(&it)
-				if kept[d] || it.GetDeletionTimestamp() != nil {
-					continue
-				}
-				out = append(out, d)
-			}
-		}
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		progress("orphan scan: no object labelled %s is left", sel)
-	}
-	for _, o := range out {
-		progress("orphan: %s is labelled %s but maasctl has no record of creating it; inspect it and delete it by hand if it is not needed", o, sel)
-	}
-	return out, nil
-}
-
-func hasVerb(verbs []string, v string) bool {
-	for _, x := range verbs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -44,7 +44,7 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 		ID: "verify/status", Title: "verify: DSC, Kuadrant, Gateway, maas-api, models and policies ready; the request path when an endpoint is given",
 		After: after,
 		Apply: applyVerify,
-		Check: func(ctx context.Context, e *Env) (bool, string, error) {
+		Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
 			if e.Verify.Endpoint != "" {
 				// Requests prove only the moment they are sent: with an
 				// endpoint the data path is checked on every run.
@@ -77,8 +77,8 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 	}}
 }
 
-func applyVerify(ctx context.Context, e *Env) error {
-	const id = "verify/status"
+func applyVerify(ctx context.Context, e *Env, s *Step) error {
+	id := s.ID
 	rel, err := releaseFor(ctx, e.Clients, e.Inv, LayoutOf(e.Facts))
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func applyVerify(ctx context.Context, e *Env) error {
 			rep, _, repErr = verify.Run(ctx, o)
 		}()
 	}
-	ok, msg, err := verifyStatus(ctx, e)
+	ok, msg, err := verifyStatus(ctx, e, s)
 	if o.DataPath == nil {
 		<-repDone
 	}
@@ -209,7 +209,7 @@ func failedChecks(rep *verify.Report, withFix bool) string {
 	return strings.Join(parts, "\n")
 }
 
-func verifyStatus(ctx context.Context, e *Env) (bool, string, error) {
+func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 	var objs []*unstructured.Unstructured
 	for _, id := range []string{"platform/kuadrant", "platform/gateway", "models/provider", "models/model", "access/auth-policy", "access/subscription"} {
 		for _, o := range e.objects(id) {
@@ -218,11 +218,11 @@ func verifyStatus(ctx context.Context, e *Env) (bool, string, error) {
 			}
 		}
 	}
-	if ok, msg, err := checkLive(ctx, e, objs); !ok || err != nil {
+	if ok, msg, err := checkLive(ctx, e, s, objs); !ok || err != nil {
 		return ok, msg, err
 	}
-	if ok, msg, err := checkConditions(ctx, e, pairedModelRefs(e)); !ok || err != nil {
+	if ok, msg, err := checkConditions(ctx, e, pairedModelRefs(e, s)); !ok || err != nil {
 		return ok, msg, err
 	}
-	return checkDSC(ctx, e)
+	return dscCheck(ctx, e, e.objects("rhoai/dsc")[0])
 }

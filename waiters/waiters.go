@@ -270,14 +270,7 @@ func CRDEstablished(name string) Target {
 // the REST mapper.
 func kindServed(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKind) error {
 	ri := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	lw := ListThenWatch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
-		},
-	})
+	lw := SelectorListWatch(ri.List, ri.Watch, "")
 	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		u, ok := ev.Object.(*unstructured.Unstructured)
 		if !ok || ev.Type == watch.Deleted {
@@ -307,4 +300,22 @@ func servesKind(crd *unstructured.Unstructured, gvk schema.GroupVersionKind) boo
 		}
 	}
 	return false
+}
+
+// SelectorListWatch lists and watches, with list and watch of a typed or
+// dynamic client, the objects that match a label selector ("" for all),
+// starting with a LIST from the watch cache (ListThenWatch): for watches of
+// objects others write (Jobs, PVCs, pods) where a LIST that trails
+// maasctl's own writes is harmless.
+func SelectorListWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string) cache.ListerWatcher {
+	return ListThenWatch(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return watchFn(ctx, o)
+		},
+	})
 }

@@ -13,7 +13,6 @@ import (
 func init() { commands = append(commands, newDoctorCmd) }
 
 type doctorOptions struct {
-	inv      inventoryFlags
 	dp       dataPathFlags
 	output   string
 	liveOnly bool
@@ -43,7 +42,6 @@ flags or inventory, 130 interrupted.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runDoctor(c, g, o) },
 	}
 	f := c.Flags()
-	o.inv.register(f)
 	o.dp.register(f)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.liveOnly, "live-only", false, "only read the cluster; send no request to the endpoint")
@@ -54,7 +52,7 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
-	inv, cfg, clients, err := o.inv.connect(c, g)
+	inv, cfg, clients, err := connect(c, g)
 	if err != nil {
 		return err
 	}

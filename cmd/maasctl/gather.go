@@ -12,7 +12,6 @@ import (
 func init() { commands = append(commands, newGatherCmd) }
 
 type gatherOptions struct {
-	inv       inventoryFlags
 	archive   string
 	debugLogs []string
 	tail      int64
@@ -38,7 +37,6 @@ could not be written, 2 invalid flags or inventory, 130 interrupted.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runGather(c, g, o) },
 	}
 	f := c.Flags()
-	o.inv.register(f)
 	f.StringVar(&o.archive, "archive", "", "archive path (default ./maasctl-gather-<UTC time>.tar.gz)")
 	f.StringArrayVar(&o.debugLogs, "debug-log", nil, "a maasctl debug log (--log-file output) to include (repeatable)")
 	f.Int64Var(&o.tail, "tail-lines", 500, "log lines per container")
@@ -49,7 +47,7 @@ func runGather(c *cobra.Command, g *globalOptions, o *gatherOptions) error {
 	if o.tail <= 0 {
 		return &usageError{fmt.Errorf("--tail-lines %d: must be positive", o.tail)}
 	}
-	inv, _, clients, err := o.inv.connect(c, g)
+	inv, _, clients, err := connect(c, g)
 	if err != nil {
 		return err
 	}

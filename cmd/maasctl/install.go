@@ -7,20 +7,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/internal/output"
-	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
 
 type installOptions struct {
-	files     []string
-	sets      []string
-	output    string
-	vaultAddr string
-	lease     time.Duration
-	ignore    []string
-	approve   bool
-	sel       selectionFlags
-	verify    steps.VerifyOptions
+	output  string
+	lease   time.Duration
+	ignore  []string
+	approve bool
+	sel     selectionFlags
+	verify  steps.VerifyOptions
 }
 
 func newInstallCmd(g *globalOptions) *cobra.Command {
@@ -39,10 +35,7 @@ The database password is read from Vault (VAULT_ADDR, VAULT_TOKEN or
 		RunE: func(c *cobra.Command, _ []string) error { return runInstall(c, g, o) },
 	}
 	f := c.Flags()
-	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file (repeatable; later files win)")
-	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
 	f.StringVarP(&o.output, "output", "o", "auto", "progress format: auto, tty, plain or json")
-	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR)")
 	f.DurationVar(&o.lease, "lease-duration", 60*time.Second, "how long the run Lease of a killed run blocks others")
 	f.StringSliceVar(&o.ignore, "ignore-preflight", nil, "report the errors of these preflight checks as warnings (check names, or all; see maasctl preflight)")
 	f.BoolVar(&o.approve, "approve-installplans", false, "approve a Manual InstallPlan when it installs exactly the expected CSV (startingCSV or the channel head)")
@@ -62,16 +55,11 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	if err := steps.ValidateIgnore(o.ignore); err != nil {
 		return &usageError{err}
 	}
-	inv, err := inventory.LoadWithAnsible(o.files, o.sets) // inventory or Ansible vars
+	s, err := g.open() // inventory or Ansible vars, --set, Vault
 	if err != nil {
-		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+		return err
 	}
-	if o.vaultAddr != "" {
-		inv.Vault.Address = o.vaultAddr
-	}
-	if err := inv.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
+	inv := s.Inventory
 	reg, err := steps.NewRegistry(inv)
 	if err != nil {
 		return err
@@ -79,11 +67,11 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	if err := o.sel.check(reg); err != nil {
 		return err
 	}
-	vc, err := vaultClient(inv) // vault.go: auth method from the inventory
+	vc, err := s.Vault() // the auth method of the inventory
 	if err != nil {
 		return err
 	}
-	cfg, err := g.restConfig(c.Context(), inv, vc) // kubeconfig.go: --kube-token-from-vault
+	cfg, err := s.Config(c.Context()) // kube flags, --kube-token-from-vault
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -38,10 +39,11 @@ func exitCode(ctx context.Context, err error) int {
 	}
 	fmt.Fprintln(os.Stderr, "Error:", err)
 	var usage *usageError
+	var flag *session.FlagError
 	switch {
 	case ctx.Err() != nil:
 		return exitInterrupt
-	case errors.As(err, &usage), errors.Is(err, steps.ErrInvalidInventory):
+	case errors.As(err, &usage), errors.As(err, &flag), errors.Is(err, steps.ErrInvalidInventory):
 		return exitBadInput
 	case steps.IsLockHeld(err):
 		return exitLockHeld

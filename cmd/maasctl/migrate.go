@@ -81,7 +81,7 @@ func runMigrateTiers(c *cobra.Command, g *globalOptions, o *migrateTiersOptions)
 	if o.timeout <= 0 {
 		return &usageError{fmt.Errorf("--timeout must be positive")}
 	}
-	clients, err := migrateClients(g)
+	clients, err := migrateClients(c, g)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ nothing is written unless --overwrite is given.`,
 }
 
 func runMigratePlatform(c *cobra.Command, g *globalOptions, o *migratePlatformOptions) error {
-	clients, err := migrateClients(g)
+	clients, err := migrateClients(c, g)
 	if err != nil {
 		return err
 	}
@@ -168,11 +168,13 @@ func runMigratePlatform(c *cobra.Command, g *globalOptions, o *migratePlatformOp
 	return nil
 }
 
-// migrateClients builds the Kubernetes clients from the global kubeconfig flags.
-func migrateClients(g *globalOptions) (*kube.Clients, error) {
-	cfg, err := g.kube.ToRESTConfig()
+// migrateClients opens the session of the global flags and builds the
+// Kubernetes clients, so the cluster token may come from Vault
+// (--kube-token-from-vault) as for every command.
+func migrateClients(c *cobra.Command, g *globalOptions) (*kube.Clients, error) {
+	s, err := g.open()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
-	return kube.New(cfg)
+	return s.Clients(c.Context())
 }

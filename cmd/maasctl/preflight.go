@@ -9,19 +9,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
 
 func init() { commands = append(commands, newPreflightCmd) }
 
 type preflightOptions struct {
-	files     []string
-	sets      []string
-	output    string
-	vaultAddr string
-	ignore    []string
-	approve   bool
+	output  string
+	ignore  []string
+	approve bool
 }
 
 func newPreflightCmd(g *globalOptions) *cobra.Command {
@@ -42,10 +38,7 @@ Checks: ` + fmt.Sprint(steps.PreflightCheckNames()),
 		RunE: func(c *cobra.Command, _ []string) error { return runPreflight(c, g, o) },
 	}
 	f := c.Flags()
-	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file (repeatable; later files win)")
-	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value (repeatable)")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR)")
 	f.StringSliceVar(&o.ignore, "ignore-preflight", nil, "report the errors of these checks as warnings (comma-separated check names, or all)")
 	f.BoolVar(&o.approve, "approve-installplans", false, "check the permission to approve InstallPlans, as install --approve-installplans needs")
 	return c
@@ -58,29 +51,21 @@ func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error
 	if err := steps.ValidateIgnore(o.ignore); err != nil {
 		return &usageError{err}
 	}
-	inv, err := inventory.LoadWithAnsible(o.files, o.sets)
-	if err != nil {
-		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
-	if o.vaultAddr != "" {
-		inv.Vault.Address = o.vaultAddr
-	}
-	if err := inv.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
 	// The same Vault client and cluster credentials as install; without a
 	// Vault client the vault check reports why.
+	s, err := g.open()
+	if err != nil {
+		return err
+	}
+	inv := s.Inventory
 	var secrets steps.Secrets
-	vc, verr := vaultClient(inv)
+	vc, verr := s.Vault()
 	if verr != nil {
-		if g.kubeAuth.tokenFromVault != "" || inv.Vault.KubeTokenPath != "" {
-			return verr // the cluster token itself comes from Vault
-		}
 		secrets = steps.UnavailableSecrets(verr)
 	} else {
 		secrets = &steps.VaultSecrets{Client: vc, Inv: inv}
 	}
-	cfg, err := g.restConfig(c.Context(), inv, vc)
+	cfg, err := s.Config(c.Context())
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,7 @@ func init() { commands = append(commands, newRenderCmd) }
 // renderedName matches the files a previous render wrote.
 var renderedName = regexp.MustCompile(`^(\d\d-.+\.yaml|README\.md)$`)
 
-func newRenderCmd(*globalOptions) *cobra.Command {
-	var files, sets []string
+func newRenderCmd(g *globalOptions) *cobra.Command {
 	var dir string
 	c := &cobra.Command{
 		Use:   "render -o DIR",
@@ -33,7 +32,7 @@ DIR are replaced.`,
 			if dir == "" {
 				return &usageError{fmt.Errorf("-o DIR is required")}
 			}
-			inv, err := loadInventory(files, sets, "")
+			inv, err := g.inventory()
 			if err != nil {
 				return err
 			}
@@ -70,7 +69,5 @@ DIR are replaced.`,
 	}
 	f := c.Flags()
 	f.StringVarP(&dir, "output", "o", "", "directory to write the manifests to")
-	f.StringArrayVarP(&files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable)")
-	f.StringArrayVar(&sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
 	return c
 }

@@ -6,6 +6,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -20,6 +23,29 @@ type globalOptions struct {
 	logFile string
 	// kubeAuth holds --kube-token-from-vault (kubeconfig.go).
 	kubeAuth kubeAuthOptions
+	// in are the inventory inputs every command takes: -f, --set,
+	// --vault-addr, registered once on the root command.
+	in inputs
+}
+
+// inputs are the inventory inputs of session.Options.
+type inputs struct {
+	files, sets []string
+	vaultAddr   string
+}
+
+// open opens the front door with the global flags (session.Open).
+func (g *globalOptions) open() (*session.Session, error) {
+	return session.Open(session.Options{
+		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr,
+		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault,
+	})
+}
+
+// inventory loads and validates the inventory of the global flags
+// without opening a session (session.LoadInventory).
+func (g *globalOptions) inventory() (*inventory.Inventory, error) {
+	return session.LoadInventory(g.in.files, g.in.sets, g.in.vaultAddr)
 }
 
 func newRootCmd() *cobra.Command {
@@ -39,7 +65,10 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	fs.StringVar(g.kube.Context, "context", "", "kubeconfig context to use")
 	fs.StringVar(&g.logFile, "log-file", "", "write the debug log (JSON) to this file; it never contains secrets")
 	g.kubeAuth.addFlags(fs, g)
-	root.AddCommand(newInstallCmd(g), newStepsCmd(), newVersionCmd())
+	fs.StringArrayVarP(&g.in.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; later files win)")
+	fs.StringArrayVar(&g.in.sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
+	fs.StringVar(&g.in.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); Vault holds the database password and, with --kube-token-from-vault, the cluster token")
+	root.AddCommand(newInstallCmd(g), newStepsCmd(g), newVersionCmd())
 	for _, add := range commands {
 		root.AddCommand(add(g))
 	}

@@ -19,36 +19,14 @@ import (
 func init() { commands = append(commands, newStatusCmd) }
 
 // readOptions are the flags of the read-only lifecycle commands (status,
-// plan, diff): the inventory and, optionally, Vault (only the steps whose
-// objects carry the database password need it).
+// plan, diff) beside the global inventory inputs; Vault is optional (only
+// the steps whose objects carry the database password need it).
 type readOptions struct {
-	files     []string
-	sets      []string
-	vaultAddr string
-	output    string
+	output string
 }
 
 func (o *readOptions) addFlags(c *cobra.Command, outputHelp string) {
-	f := c.Flags()
-	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; later files win)")
-	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
-	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); without Vault the password-bearing Secrets cannot be checked")
-	f.StringVarP(&o.output, "output", "o", "table", outputHelp)
-}
-
-// loadInventory reads -f/--set, accepting Ansible vars files.
-func loadInventory(files, sets []string, vaultAddr string) (*inventory.Inventory, error) {
-	inv, err := inventory.LoadWithAnsible(files, sets)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
-	if vaultAddr != "" {
-		inv.Vault.Address = vaultAddr
-	}
-	if err := inv.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
-	return inv, nil
+	c.Flags().StringVarP(&o.output, "output", "o", "table", outputHelp)
 }
 
 // clusterAccess is the inventory, the cluster config and, when Vault is
@@ -60,24 +38,18 @@ type clusterAccess struct {
 	vaultErr error
 }
 
-// access loads the inventory and connects. Vault is optional for the
-// commands that use it only for the password (status, plan, diff,
-// uninstall without --delete-data) unless the cluster token itself comes
-// from Vault.
-func access(c *cobra.Command, g *globalOptions, files, sets []string, vaultAddr string) (*clusterAccess, error) {
-	inv, err := loadInventory(files, sets, vaultAddr)
+// access opens the session of the global flags and connects. Vault is
+// optional for the commands that use it only for the password (status,
+// plan, diff, uninstall without --delete-data) unless the cluster token
+// itself comes from Vault.
+func access(c *cobra.Command, g *globalOptions) (*clusterAccess, error) {
+	s, err := g.open()
 	if err != nil {
 		return nil, err
 	}
-	a := &clusterAccess{inv: inv}
-	a.vault, a.vaultErr = vaultClient(inv)
-	if a.vaultErr != nil {
-		a.vault = nil
-		if g.kubeAuth.tokenFromVault != "" || inv.Vault.KubeTokenPath != "" {
-			return nil, a.vaultErr
-		}
-	}
-	if a.cfg, err = g.restConfig(c.Context(), inv, a.vault); err != nil {
+	a := &clusterAccess{inv: s.Inventory}
+	a.vault, a.vaultErr = s.Vault()
+	if a.cfg, err = s.Config(c.Context()); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -89,7 +61,7 @@ func (o *readOptions) planOptions(c *cobra.Command, g *globalOptions) (steps.Pla
 	default:
 		return steps.PlanOptions{}, &usageError{fmt.Errorf("--output %q: use table or json", o.output)}
 	}
-	a, err := access(c, g, o.files, o.sets, o.vaultAddr)
+	a, err := access(c, g)
 	if err != nil {
 		return steps.PlanOptions{}, err
 	}

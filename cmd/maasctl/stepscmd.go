@@ -7,20 +7,18 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
 
-func newStepsCmd() *cobra.Command {
-	var files, sets []string
+func newStepsCmd(g *globalOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "steps",
 		Short: "List the install steps in dependency order, with what each waits for",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			inv, err := inventory.Load(files, sets)
+			inv, err := g.inventory() // the same inputs as install, Ansible vars included
 			if err != nil {
-				return fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+				return err
 			}
 			reg, err := steps.NewRegistry(inv)
 			if err != nil {
@@ -42,7 +40,5 @@ func newStepsCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	c.Flags().StringArrayVarP(&files, "file", "f", nil, "inventory YAML file (repeatable)")
-	c.Flags().StringArrayVar(&sets, "set", nil, "override one inventory value (repeatable)")
 	return c
 }

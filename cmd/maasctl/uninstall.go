@@ -19,10 +19,7 @@ import (
 func init() { commands = append(commands, newUninstallCmd) }
 
 type uninstallOptions struct {
-	files       []string
-	sets        []string
 	output      string
-	vaultAddr   string
 	lease       time.Duration
 	waitTimeout time.Duration
 	deleteData  bool
@@ -60,10 +57,7 @@ that are still there. --dry-run prints the order and changes nothing.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runUninstall(c, g, o) },
 	}
 	f := c.Flags()
-	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; the same as for install)")
-	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value (repeatable)")
 	f.StringVarP(&o.output, "output", "o", "auto", "progress format: auto, tty, plain or json")
-	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); needed with --delete-data")
 	f.DurationVar(&o.lease, "lease-duration", 60*time.Second, "how long the run Lease of a killed run blocks others")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "how long to wait for each step's objects to be gone (default: the inventory's waitTimeoutSeconds)")
 	f.BoolVar(&o.deleteData, "delete-data", false, "also delete the database: CNPG Cluster, PVCs, Secret, the password in Vault (every API key is lost)")
@@ -88,7 +82,7 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 			return err
 		}
 	}
-	a, err := access(c, g, o.files, o.sets, o.vaultAddr)
+	a, err := access(c, g)
 	if err != nil {
 		return err
 	}

@@ -11,24 +11,11 @@ import (
 
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 	"github.com/maasctl/maasctl/vault"
 )
 
 func init() { commands = append(commands, newVaultCmd) }
-
-// vaultClient builds the Vault client the inventory describes: address
-// (vault.address, else VAULT_ADDR), auth method and its settings; TLS,
-// namespace and token come from the environment like the vault CLI.
-func vaultClient(inv *inventory.Inventory) (*vault.Client, error) {
-	a := inv.Vault.Auth
-	return vault.NewClient(vault.Options{
-		Address: inv.Vault.Address,
-		Auth: vault.AuthOptions{
-			Method: a.Method, MountPath: a.MountPath, Role: a.Role, JWTFile: a.ServiceAccountTokenPath,
-			RoleIDFile: a.RoleIDFile, SecretIDFile: a.SecretIDFile,
-		},
-	})
-}
 
 // keepVaultAlive renews the Vault token (or logs in again) in the background
 // until the returned function is called. Renewals go to the debug log;
@@ -46,31 +33,7 @@ func keepVaultAlive(ctx context.Context, vc *vault.Client, log *zap.Logger, stde
 }
 
 type vaultOptions struct {
-	files     []string
-	sets      []string
-	vaultAddr string
 	kvVersion string
-}
-
-func (o *vaultOptions) addFlags(c *cobra.Command) {
-	f := c.Flags()
-	f.StringArrayVarP(&o.files, "file", "f", nil, "inventory YAML file (repeatable; later files win)")
-	f.StringArrayVar(&o.sets, "set", nil, "override one inventory value, e.g. --set vault.auth.method=approle (repeatable)")
-	f.StringVar(&o.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR)")
-}
-
-func (o *vaultOptions) inventory() (*inventory.Inventory, error) {
-	inv, err := inventory.Load(o.files, o.sets)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
-	if o.vaultAddr != "" {
-		inv.Vault.Address = o.vaultAddr
-	}
-	if err := inv.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
-	}
-	return inv, nil
 }
 
 func newVaultCmd(g *globalOptions) *cobra.Command {
@@ -102,13 +65,12 @@ assumed and a note goes to stderr.
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runVaultPolicy(c, g, o) },
 	}
-	o.addFlags(c)
 	c.Flags().StringVar(&o.kvVersion, "kv-version", "auto", "KV version of the mounts: auto (ask Vault), 1 or 2")
 	return c
 }
 
 func runVaultPolicy(c *cobra.Command, g *globalOptions, o *vaultOptions) error {
-	inv, err := o.inventory()
+	inv, err := g.inventory() // the same inputs as install, Ansible vars included
 	if err != nil {
 		return err
 	}
@@ -121,7 +83,7 @@ func runVaultPolicy(c *cobra.Command, g *globalOptions, o *vaultOptions) error {
 		locate = func(p string) (vault.Location, error) { return vault.LocationFor(p, n) }
 		how = "KV v" + o.kvVersion + " (--kv-version)"
 	case "auto":
-		vc, cerr := vaultClient(inv)
+		vc, cerr := session.VaultClient(inv)
 		if cerr == nil {
 			how = "as reported by Vault at " + vc.Address()
 		}
@@ -150,25 +112,23 @@ func runVaultPolicy(c *cobra.Command, g *globalOptions, o *vaultOptions) error {
 }
 
 func newVaultStatusCmd(g *globalOptions) *cobra.Command {
-	o := &vaultOptions{}
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Log in to Vault as 'maasctl install' would and check the paths it uses (no values shown, nothing written)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			inv, err := o.inventory()
+			inv, err := g.inventory() // the same inputs as install, Ansible vars included
 			if err != nil {
 				return err
 			}
 			return runVaultStatus(c.Context(), c.OutOrStdout(), g, inv)
 		},
 	}
-	o.addFlags(c)
 	return c
 }
 
 func runVaultStatus(ctx context.Context, out io.Writer, g *globalOptions, inv *inventory.Inventory) error {
-	vc, err := vaultClient(inv)
+	vc, err := session.VaultClient(inv)
 	if err != nil {
 		return err
 	}

@@ -19,24 +19,11 @@ import (
 
 func init() { commands = append(commands, newVerifyCmd) }
 
-// inventoryFlags are -f, --set and --vault-addr, shared by verify, doctor
-// and gather. Cluster access goes through access() (status.go), so
-// --kube-token-from-vault and Ansible vars files work as for every command.
-type inventoryFlags struct {
-	files, sets []string
-	vaultAddr   string
-}
-
-func (f *inventoryFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVarP(&f.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; later files win)")
-	fs.StringArrayVar(&f.sets, "set", nil, "override one inventory value (repeatable)")
-	fs.StringVar(&f.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); needed only when the cluster token comes from Vault")
-}
-
-// connect loads the inventory and returns it with the cluster config and
-// clients.
-func (f *inventoryFlags) connect(c *cobra.Command, g *globalOptions) (*inventory.Inventory, *rest.Config, *kube.Clients, error) {
-	a, err := access(c, g, f.files, f.sets, f.vaultAddr)
+// connect opens the session of the global flags (access, status.go, so
+// --kube-token-from-vault and Ansible vars files work as for every
+// command) and returns the inventory with the cluster config and clients.
+func connect(c *cobra.Command, g *globalOptions) (*inventory.Inventory, *rest.Config, *kube.Clients, error) {
+	a, err := access(c, g)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -111,7 +98,6 @@ func (f *dataPathFlags) options(cfg *rest.Config) (verify.DataPathOptions, error
 }
 
 type verifyOptions struct {
-	inv        inventoryFlags
 	dp         dataPathFlags
 	output     string
 	liveOnly   bool
@@ -140,7 +126,6 @@ flags or inventory, 130 interrupted.`,
 		RunE: func(c *cobra.Command, _ []string) error { return runVerify(c, g, o) },
 	}
 	f := c.Flags()
-	o.inv.register(f)
 	o.dp.register(f)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.liveOnly, "live-only", false, "run only the read-only cluster checks, not the data path")
@@ -157,7 +142,7 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil || size.Sign() < 0 {
 		return &usageError{fmt.Errorf("--probe-body-size %q: want a size such as 256Ki", o.bodySize)}
 	}
-	inv, cfg, clients, err := o.inv.connect(c, g)
+	inv, cfg, clients, err := connect(c, g)
 	if err != nil {
 		return err
 	}

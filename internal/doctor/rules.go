@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -548,10 +549,9 @@ func firstName(l []string) string {
 }
 
 // MinTokenLimit is the smallest per-user token limit doctor accepts
-// without a warning: the default 3.x subscription limit of 1000 tokens per
-// hour is used up by one chat (case B17; rhoai-maas-guide
-// 10-post-upgrade-troubleshooting, issue 9).
-const MinTokenLimit = 2000
+// without a warning (inventory.MinUsefulTokenLimit, which preflight reads
+// too).
+const MinTokenLimit = inventory.MinUsefulTokenLimit
 
 // tokenLimits warns about limits so small that one or two requests use
 // them up (case B17 static preflight).

@@ -31,6 +31,7 @@ import (
 
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/names"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -38,8 +39,8 @@ import (
 // StateNamespace and CheckpointsConfigMap are where maasctl keeps its run
 // state (steps.StateNamespace, steps.CheckpointsConfigMap).
 const (
-	StateNamespace       = "maasctl"
-	CheckpointsConfigMap = "maasctl-checkpoints"
+	StateNamespace       = names.StateNamespace
+	CheckpointsConfigMap = names.CheckpointsConfigMap
 )
 
 // LogSource reads the last lines of a container's log.

@@ -25,11 +25,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/maasctl/maasctl/internal/names"
 )
 
 // FieldManager is the server-side apply field manager of every write maasctl
 // makes (https://kubernetes.io/docs/reference/using-api/server-side-apply/).
-const FieldManager = "maasctl"
+const FieldManager = names.FieldManager
 
 // Clients bundles the clients one maasctl run uses. Create with New.
 type Clients struct {

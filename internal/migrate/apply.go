@@ -41,17 +41,6 @@ func (e *NotReadyError) Error() string {
 
 func (e *NotReadyError) Unwrap() error { return e.Err }
 
-// readiness is when a created object counts as ready: MaaSModelRef phase
-// Ready, MaaSAuthPolicy and MaaSSubscription phase Active (CRD phase
-// descriptions; maas-controller v0.2.1). Invalid (a bad spec) ends the
-// wait at once.
-func readiness(o *unstructured.Unstructured) waiters.Condition {
-	if o.GetKind() == maasModelRefKind {
-		return waiters.Phase([]string{"Ready"}, "Invalid")
-	}
-	return waiters.Phase([]string{"Active"}, "Invalid")
-}
-
 // applyPlan creates the plan's objects, waits until they and the Kuadrant
 // policies generated for them are ready, and only then deletes the old
 // policies and ConfigMaps and removes the tier annotations. Each change is
@@ -81,11 +70,15 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 	fmt.Fprintf(out, "  waiting up to %s for the new objects to be Ready/Active...\n", timeout)
 	var targets []waiters.Target
 	for _, o := range p.Objects() {
-		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: readiness(o)})
+		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: waiters.Readiness(o)})
 	}
 	for _, r := range p.Reused {
 		gv, _ := schema.ParseGroupVersion(r.APIVersion)
-		targets = append(targets, waiters.Target{GVK: gv.WithKind(r.Kind), Namespace: r.Namespace, Name: r.Name, Cond: waiters.Phase([]string{"Ready"}, "Invalid")})
+		stub := &unstructured.Unstructured{}
+		stub.SetGroupVersionKind(gv.WithKind(r.Kind))
+		stub.SetNamespace(r.Namespace)
+		stub.SetName(r.Name)
+		targets = append(targets, waiters.Target{GVK: gv.WithKind(r.Kind), Namespace: r.Namespace, Name: r.Name, Cond: waiters.Readiness(stub)})
 	}
 	if err := waiters.All(wctx, c, targets...); err != nil {
 		return &NotReadyError{BackupDir: b.Dir, Err: err}
@@ -306,7 +299,7 @@ func validate(ctx context.Context, c *kube.Clients, p *Plan, o ValidateOptions, 
 		case !found:
 			fails = append(fails, key(obj)+" not found")
 		default:
-			if r := readiness(obj)(live); !r.Done {
+			if r := waiters.Readiness(obj)(live); !r.Done {
 				fails = append(fails, fmt.Sprintf("%s is not ready: %s", key(obj), r.Status))
 			} else {
 				fmt.Fprintf(out, "  ok: %s %s\n", key(obj), r.Status)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	maasnames "github.com/maasctl/maasctl/internal/names"
 )
 
 // Names the 3.2 tier system uses (upgrade guide, Phase 1).
@@ -61,7 +62,7 @@ const (
 // Labels and annotations maasctl puts on the objects a migration creates.
 // Rollback deletes only journaled objects that carry MigrationLabel.
 const (
-	ManagedByLabel       = "app.kubernetes.io/managed-by"
+	ManagedByLabel       = maasnames.ManagedByLabel
 	MigrationLabel       = "maasctl.io/migration"
 	MigrationLabelValue  = "tiers"
 	BackupAnnotation     = "maasctl.io/migration-backup"

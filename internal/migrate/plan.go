@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	maasnames "github.com/maasctl/maasctl/internal/names"
 )
 
 // Blocker is one thing the subscription model cannot express, naming the
@@ -595,7 +597,7 @@ func (pl *planner) object(kind, ns, name string, spec map[string]any) *unstructu
 		"apiVersion": maasAPIVersion, "kind": kind,
 		"metadata": map[string]any{
 			"name": name, "namespace": ns,
-			"labels": map[string]any{ManagedByLabel: "maasctl", MigrationLabel: MigrationLabelValue},
+			"labels": map[string]any{ManagedByLabel: maasnames.ManagedByValue, MigrationLabel: MigrationLabelValue},
 		},
 		"spec": spec,
 	}}

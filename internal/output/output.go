@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/event"
 )
 
 // Format names a renderer: auto, tty, plain or json.
@@ -38,7 +38,7 @@ func ParseFormat(s string) (Format, error) {
 
 // New returns an event renderer writing to w. Auto picks tty when w is a
 // terminal and plain otherwise.
-func New(f Format, w io.Writer) func(steps.Event) {
+func New(f Format, w io.Writer) func(event.Event) {
 	if f == Auto {
 		f = Plain
 		if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
@@ -48,7 +48,7 @@ func New(f Format, w io.Writer) func(steps.Event) {
 	switch f {
 	case JSON:
 		enc := json.NewEncoder(w)
-		return func(ev steps.Event) { _ = enc.Encode(ev) }
+		return func(ev event.Event) { _ = enc.Encode(ev) }
 	case TTY:
 		return (&text{w: w, color: true}).render
 	default:
@@ -75,28 +75,28 @@ func dur(d time.Duration) string {
 	return fmt.Sprintf("%.1fs", d.Seconds())
 }
 
-func (t *text) render(ev steps.Event) {
+func (t *text) render(ev event.Event) {
 	pos := fmt.Sprintf("[%2d/%d]", ev.Index, ev.Total)
 	switch ev.Type {
-	case steps.EventRunStarted:
+	case event.RunStarted:
 		fmt.Fprintf(t.w, "maasctl: running %s\n", ev.Message)
-	case steps.EventStarted:
+	case event.Started:
 		line := fmt.Sprintf("%s %s %-26s %s", pos, t.paint("36", "▶"), ev.Step, ev.Title)
 		if ev.Message != "" {
 			line += " (" + ev.Message + ")"
 		}
 		fmt.Fprintln(t.w, line)
-	case steps.EventProgress:
+	case event.Progress:
 		fmt.Fprintf(t.w, "%s   %-26s %s\n", strings.Repeat(" ", len(pos)), ev.Step, t.paint("2", ev.Message))
-	case steps.EventSkipped:
+	case event.Unchanged:
 		fmt.Fprintf(t.w, "%s %s %-26s unchanged %s\n", pos, t.paint("32", "="), ev.Step, dur(ev.Duration))
-	case steps.EventDone:
+	case event.Done:
 		fmt.Fprintf(t.w, "%s %s %-26s done %s\n", pos, t.paint("32", "✓"), ev.Step, dur(ev.Duration))
-	case steps.EventFailed:
+	case event.Failed:
 		fmt.Fprintf(t.w, "%s %s %-26s failed after %s: %s\n", pos, t.paint("31", "✗"), ev.Step, dur(ev.Duration), ev.Message)
-	case steps.EventBlocked:
+	case event.Blocked:
 		fmt.Fprintf(t.w, "%s %s %-26s not run: %s\n", pos, t.paint("33", "-"), ev.Step, ev.Message)
-	case steps.EventRunDone:
+	case event.RunDone:
 		s := ev.Summary
 		fmt.Fprintf(t.w, "maasctl: %d done, %d unchanged, %d failed, %d not run in %s (API requests: %d reads, %d writes to managed objects)\n",
 			len(s.Done), len(s.Unchanged), len(s.Failed), len(s.Blocked), dur(s.Duration), s.Reads, s.Writes)

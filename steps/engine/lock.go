@@ -1,4 +1,4 @@
-package steps
+package engine
 
 import (
 	"context"
@@ -10,15 +10,18 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/maasctl/maasctl/internal/names"
 )
 
 // LeaseName is the coordination.k8s.io Lease that serialises runs.
-const LeaseName = "maasctl-run"
+const LeaseName = names.LeaseName
 
 // LockHeldError says another run holds the Lease.
 type LockHeldError struct {
@@ -76,7 +79,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: StateNamespace},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
-		}, metav1.CreateOptions{FieldManager: "maasctl"})
+		}, metav1.CreateOptions{FieldManager: names.FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			return nil, heldBy(ctx, leases, "a run that started at the same moment")
 		}
@@ -91,7 +94,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 		}
 		cur.Spec.HolderIdentity, cur.Spec.LeaseDurationSeconds = &identity, &secs
 		cur.Spec.AcquireTime, cur.Spec.RenewTime = &now, &now
-		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "maasctl"})
+		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager})
 		if apierrors.IsConflict(err) {
 			return nil, heldBy(ctx, leases, "another run that took the expired lease just now")
 		}
@@ -134,7 +137,7 @@ func (l *Lock) renew(ctx context.Context) {
 			}
 			now := metav1.NewMicroTime(time.Now())
 			cur.Spec.RenewTime = &now
-			if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "maasctl"}); err == nil {
+			if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager}); err == nil {
 				l.writes.Add(1)
 			}
 		}
@@ -171,8 +174,11 @@ func ensureStateNamespace(ctx context.Context, kc kubernetes.Interface) error {
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read Namespace %s: %w", StateNamespace, err)
 	}
-	ns := &corev1Namespace
-	_, err = kc.CoreV1().Namespaces().Create(ctx, ns.DeepCopy(), metav1.CreateOptions{FieldManager: "maasctl"})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   StateNamespace,
+		Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
+	}}
+	_, err = kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: names.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Namespace %s: %w", StateNamespace, err)
 	}

@@ -282,7 +282,7 @@ func maasctlBinary(t *testing.T) string {
 		return filepath.Join(dir, "maasctl")
 	}
 	bin := filepath.Join(t.TempDir(), "maasctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/maasctl").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/maasctl").CombinedOutput(); err != nil {
 		t.Fatalf("build maasctl: %v\n%s", err, out)
 	}
 	return bin

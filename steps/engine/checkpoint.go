@@ -1,4 +1,8 @@
-package steps
+// Package engine is what runs maasctl's steps without knowing any of them:
+// the DAG schedule (forward for install, backward for uninstall, typed
+// node states), checkpoints, the run Lease and the run's errors. It holds
+// no step ID; package steps builds the registry and the phases on it.
+package engine
 
 import (
 	"context"
@@ -12,15 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/names"
 )
 
 // StateNamespace holds maasctl's own state: the checkpoints ConfigMap and the
 // run Lease.
 const (
-	StateNamespace       = "maasctl"
-	CheckpointsConfigMap = "maasctl-checkpoints"
+	StateNamespace       = names.StateNamespace
+	CheckpointsConfigMap = names.CheckpointsConfigMap
 )
 
 // Checkpoint is what maasctl records after a step succeeded. It is a hint
@@ -49,7 +53,9 @@ type Checkpoints struct {
 	writeMu          sync.Mutex
 }
 
-func checkpointKey(stepID string) string { return strings.ReplaceAll(stepID, "/", ".") }
+// CheckpointKey is the data key of a step's checkpoint: its ID with "/"
+// replaced by ".".
+func CheckpointKey(stepID string) string { return strings.ReplaceAll(stepID, "/", ".") }
 
 // LoadCheckpoints reads the checkpoints; a missing ConfigMap is empty.
 func LoadCheckpoints(ctx context.Context, c *kube.Clients) (*Checkpoints, error) {
@@ -74,7 +80,7 @@ func LoadCheckpoints(ctx context.Context, c *kube.Clients) (*Checkpoints, error)
 func (cp *Checkpoints) Get(stepID string) (Checkpoint, bool) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	p, ok := cp.data[checkpointKey(stepID)]
+	p, ok := cp.data[CheckpointKey(stepID)]
 	return p, ok
 }
 
@@ -96,7 +102,7 @@ func (cp *Checkpoints) All() map[string]Checkpoint {
 // carried return without a write of their own.
 func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 	cp.mu.Lock()
-	cp.data[checkpointKey(p.Step)] = p
+	cp.data[CheckpointKey(p.Step)] = p
 	cp.changes++
 	mine := cp.changes
 	cp.mu.Unlock()
@@ -123,7 +129,7 @@ func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
 			"name": CheckpointsConfigMap, "namespace": StateNamespace,
-			"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue},
+			"labels": map[string]any{names.ManagedByLabel: names.ManagedByValue},
 		},
 		"data": data,
 	}}

@@ -25,14 +25,14 @@ import (
 	"github.com/maasctl/maasctl/steps"
 )
 
-// The playbook under bench/ansible/ is a generic interpreter: install.yaml
+// The playbook under e2e/bench/ansible/ is a generic interpreter: install.yaml
 // walks steps in dependency order; each step is a list of actions, either
 // "apply this file" (kubernetes.core.k8s, server-side apply) or "wait for
 // this object" (kubernetes.core.k8s_info with until/retries). The bench
 // writes the actions from the same rendered objects maasctl applies and
 // with the readiness conditions maasctl waits for (steps/objects.go).
 
-// ansibleWait is one wait of the playbook (bench/ansible/wait.yaml).
+// ansibleWait is one wait of the playbook (e2e/bench/ansible/wait.yaml).
 type ansibleWait struct {
 	APIVersion string `json:"api_version"`
 	Kind       string `json:"kind"`
@@ -287,7 +287,7 @@ func ansiblePlaybook(ctx context.Context, install bool, logf func(string, ...any
 	return bin, python, nil
 }
 
-// runPlaybook runs bench/ansible/install.yaml with the vars file and
+// runPlaybook runs e2e/bench/ansible/install.yaml with the vars file and
 // returns its wall time; the log goes to logFile.
 func runPlaybook(ctx context.Context, bin, python, playbook, vars, logFile string) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, bin, "-i", "localhost,", "-c", "local", playbook,

@@ -2,9 +2,9 @@
 // simulated operators (e2e/testenv, e2e/sim): install wall time against
 // the critical path of the simulated operator delays, the same with steps
 // forced serial, condition detection latency, the no-op re-run, the same
-// objects applied by an Ansible playbook (bench/ansible), scale in external
+// objects applied by an Ansible playbook (e2e/bench/ansible), scale in external
 // models, and peak memory. `make bench` runs cmd/maasctl-bench, which
-// prints a table and writes bench/results.json. Benchmarks report; they
+// prints a table and writes e2e/bench/results.json. Benchmarks report; they
 // are not timed tests (the smoke test only checks that every figure is
 // produced).
 package bench
@@ -64,7 +64,7 @@ type Options struct {
 	// Ansible runs the Ansible comparison; InstallAnsible lets the bench
 	// install Debian's ansible and python3-kubernetes when missing.
 	Ansible, InstallAnsible bool
-	// Playbook is bench/ansible/install.yaml.
+	// Playbook is e2e/bench/ansible/install.yaml.
 	Playbook string
 	// Smoke is the short mode of CI: one control plane, steps serial,
 	// delays scaled 1000x, the no-op re-run and a 2-model scale step on the
@@ -82,7 +82,7 @@ func (o *Options) wants(group string) bool {
 	return len(o.Figures) == 0 || slices.Contains(o.Figures, group)
 }
 
-// Results are every figure of a run; the JSON of bench/results.json.
+// Results are every figure of a run; the JSON of e2e/bench/results.json.
 type Results struct {
 	When    time.Time     `json:"when"`
 	Machine Machine       `json:"machine"`

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/maasctl/maasctl/bench"
+	"github.com/maasctl/maasctl/e2e/bench"
 )
 
 func main() {
@@ -23,12 +23,12 @@ func main() {
 	flag.StringVar(&o.Dir, "dir", "", "folder for control plane state, logs and Ansible files (default a new temporary folder)")
 	flag.Float64Var(&o.Scale, "scale", 100, "divide the realistic operator delays by this")
 	flag.StringVar(&models, "models", "1,10,100,1000", "external-model counts of the scale figure")
-	flag.BoolVar(&o.Ansible, "ansible", true, "compare with the Ansible playbook (bench/ansible)")
+	flag.BoolVar(&o.Ansible, "ansible", true, "compare with the Ansible playbook (e2e/bench/ansible)")
 	flag.BoolVar(&o.InstallAnsible, "install-ansible", true, "apt-get install ansible and python3-kubernetes when missing (root only)")
-	flag.StringVar(&o.Playbook, "playbook", "bench/ansible/install.yaml", "the Ansible playbook")
+	flag.StringVar(&o.Playbook, "playbook", "e2e/bench/ansible/install.yaml", "the Ansible playbook")
 	flag.BoolVar(&o.Smoke, "smoke", false, "short mode: one control plane, serial install, no-op re-run, 2 models, no Ansible")
 	flag.StringVar(&figures, "figures", "install,slow,serial,ansible,scale", "figure groups to measure: install (with detection latency and the no-op re-run), slow (the install with 10× longer delays), serial, ansible, scale")
-	flag.StringVar(&jsonPath, "json", "bench/results.json", "write the figures here as JSON")
+	flag.StringVar(&jsonPath, "json", "e2e/bench/results.json", "write the figures here as JSON")
 	flag.Parse()
 	for _, s := range strings.Split(models, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -1,0 +1,336 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/blang/semver/v4"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// plannedOperators are the OLM operators this install subscribes, the CNPG
+// operator only when postgresql.cnpg.io is not served yet.
+func plannedOperators(ctx context.Context, e *Env) ([]inventory.Operator, error) {
+	ops := slices.Clone(e.Inv.Operators)
+	served, err := crdEstablishedShared(ctx, e, cnpgCRD)
+	if err != nil {
+		return nil, err
+	}
+	if !served {
+		ops = append([]inventory.Operator{e.Inv.Database.Operator}, ops...)
+	}
+	return ops, nil
+}
+
+// operatorInstalled reports whether op's Subscription already installed a
+// CSV (the catalog then matters only for updates).
+func operatorInstalled(ctx context.Context, e *Env, op inventory.Operator) (*unstructured.Unstructured, error) {
+	sub, err := getOptional(ctx, e.Clients, subscriptionGVK, op.Namespace, op.Package)
+	if kube.IsNotServed(err) {
+		return nil, nil
+	}
+	return sub, err
+}
+
+// checkCatalogSources: each CatalogSource the plan subscribes from is
+// READY, and where the packages.operators.coreos.com API is served its
+// PackageManifest offers the pinned channel.
+func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	out, err := eachConcurrently(ops, func(op inventory.Operator) ([]Finding, error) {
+		var out []Finding
+		sub, err := operatorInstalled(ctx, e, op)
+		if err != nil {
+			return nil, err
+		}
+		installed := false
+		if sub != nil {
+			csv, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
+			installed = csv != ""
+		}
+		sev := errorf
+		if installed {
+			sev = warnf // already installed: only updates need the catalog
+		}
+		cs, err := getShared(ctx, e, catalogSourceGVK, op.SourceNamespace, op.Source)
+		if kube.IsNotServed(err) {
+			return nil, errOLMNotServed
+		}
+		if err != nil {
+			return nil, err
+		}
+		if cs == nil {
+			out = append(out, sev("oc get catalogsource -n "+op.SourceNamespace+"; fix operators["+op.ID+"].source",
+				"CatalogSource %s/%s (for %s) not found", op.SourceNamespace, op.Source, op.Package))
+			return out, nil
+		}
+		if st, _, _ := unstructured.NestedString(cs.Object, "status", "connectionState", "lastObservedState"); st != "READY" {
+			if st == "" {
+				st = "no state yet"
+			}
+			out = append(out, sev(fmt.Sprintf("oc get catalogsource %s -n %s -o yaml; oc get pods -n %s -l olm.catalogSource=%s", op.Source, op.SourceNamespace, op.SourceNamespace, op.Source),
+				"CatalogSource %s/%s (for %s) is %s, not READY: OLM cannot resolve %s from it", op.SourceNamespace, op.Source, op.Package, st, op.Package))
+			return out, nil
+		}
+		pm, err := getOptional(ctx, e.Clients, packageManifestGVK, op.SourceNamespace, op.Package)
+		if kube.IsNotServed(err) {
+			return out, nil // not on every cluster (an aggregated API of OLM's package server)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if pm == nil {
+			out = append(out, sev("oc get packagemanifests -n "+op.SourceNamespace+" | grep "+op.Package, "package %s is not in any catalog (PackageManifest %s/%s not found)", op.Package, op.SourceNamespace, op.Package))
+			return out, nil
+		}
+		chans := packageChannels(pm)
+		if !slices.Contains(chans, op.Channel) {
+			out = append(out, sev("set operators["+op.ID+"].channel to one of: "+strings.Join(chans, ", "),
+				"package %s offers no channel %s (channels: %s)", op.Package, op.Channel, strings.Join(chans, ", ")))
+		}
+		return out, nil
+	})
+	if errors.Is(err, errOLMNotServed) {
+		return []Finding{errorf("install on OpenShift (OLM serves operators.coreos.com)", "OLM is not available: operators.coreos.com CatalogSource is not served")}, nil
+	}
+	return out, err
+}
+
+// errOLMNotServed ends checkCatalogSources and checkOperatorGroups early:
+// OLM's kinds are not served.
+var errOLMNotServed = errors.New("operators.coreos.com is not served")
+
+// eachConcurrently runs fn for every item at the same time and returns
+// their findings in the items' order, or the error of the first item (in
+// that order) that failed. Preflight checks that read per operator use it:
+// their reads are independent, and preflight is on every run's critical
+// path.
+func eachConcurrently[T any](items []T, fn func(T) ([]Finding, error)) ([]Finding, error) {
+	fs := make([][]Finding, len(items))
+	errs := make([]error, len(items))
+	inParallel(len(items), len(items), func(i int) { fs[i], errs[i] = fn(items[i]) })
+	var out []Finding
+	for i := range items {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		out = append(out, fs[i]...)
+	}
+	return out, nil
+}
+
+// packageChannels returns status.channels[].name of a PackageManifest.
+func packageChannels(pm *unstructured.Unstructured) []string {
+	var out []string
+	l, _, _ := unstructured.NestedSlice(pm.Object, "status", "channels")
+	for _, c := range l {
+		if m, ok := c.(map[string]any); ok {
+			if n, _ := m["name"].(string); n != "" {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// channelHead returns status.channels[name].currentCSV of a PackageManifest.
+func channelHead(pm *unstructured.Unstructured, channel string) string {
+	l, _, _ := unstructured.NestedSlice(pm.Object, "status", "channels")
+	for _, c := range l {
+		if m, ok := c.(map[string]any); ok && m["name"] == channel {
+			s, _ := m["currentCSV"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// checkOperatorGroups: an existing operator namespace has at most one
+// OperatorGroup, compatible with the operator (case B02 c: OLM fails the
+// CSV with TooManyOperatorGroups otherwise).
+func checkOperatorGroups(ctx context.Context, e *Env) ([]Finding, error) {
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	var first []inventory.Operator // the first operator of each namespace
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if !seen[op.Namespace] {
+			seen[op.Namespace] = true
+			first = append(first, op)
+		}
+	}
+	out, err := eachConcurrently(first, func(op inventory.Operator) ([]Finding, error) {
+		if _, err := pickOperatorGroup(ctx, e, op); err != nil {
+			if kube.IsNotServed(err) {
+				return nil, errOLMNotServed
+			}
+			return []Finding{errorf("", "%v", err)}, nil
+		}
+		return nil, nil
+	})
+	if errors.Is(err, errOLMNotServed) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// rhclBadVersions are RHCL releases with a known AuthPolicy bypass.
+var rhclBadVersions = []string{"1.4.0"}
+
+// checkRHCLVersion refuses an installed or pinned RHCL 1.4.0 (or anything
+// below the operator's minVersion).
+func checkRHCLVersion(ctx context.Context, e *Env) ([]Finding, error) {
+	op := e.Inv.Operator("rhcl")
+	if op == nil {
+		return nil, nil
+	}
+	var out []Finding
+	if op.StartingCSV != "" {
+		if v := versionFromCSVName(op.StartingCSV); v != "" && badRHCL(v, op.MinVersion) {
+			out = append(out, errorf("set operators[rhcl].startingCSV to 1.4.1 or later, or clear it",
+				"operators[rhcl].startingCSV pins %s, version %s, which has a known AuthPolicy bypass", op.StartingCSV, v))
+		}
+	}
+	csvs, err := listOptional(ctx, e.Clients, csvGVK, op.Namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, csv := range csvs {
+		if !strings.HasPrefix(csv.GetName(), op.Package+".") || csv.GetLabels()["olm.copiedFrom"] != "" {
+			continue
+		}
+		v, _, _ := unstructured.NestedString(csv.Object, "spec", "version")
+		if badRHCL(v, op.MinVersion) {
+			out = append(out, errorf(fmt.Sprintf("approve the update to 1.4.1 or later on Subscription %s/%s (oc get installplan -n %s)", op.Namespace, op.Package, op.Namespace),
+				"CSV %s/%s is Red Hat Connectivity Link %s, which has a known AuthPolicy bypass; at least %s is required", op.Namespace, csv.GetName(), v, op.MinVersion))
+		}
+	}
+	return out, nil
+}
+
+func badRHCL(v, minVersion string) bool {
+	have, err := semver.ParseTolerant(v)
+	if err != nil {
+		return false
+	}
+	for _, b := range rhclBadVersions {
+		if have.Equals(semver.MustParse(b)) {
+			return true
+		}
+	}
+	if min, err := semver.ParseTolerant(minVersion); err == nil && have.LT(min) {
+		return true
+	}
+	return false
+}
+
+// versionFromCSVName returns the version part of a CSV name such as
+// rhcl-operator.v1.4.0 or rhods-operator.3.5.0.
+func versionFromCSVName(name string) string {
+	_, v, ok := strings.Cut(name, ".")
+	if !ok {
+		return ""
+	}
+	return strings.TrimPrefix(v, "v")
+}
+
+// conflictingPackages are operators that manage the same CRDs as RHOAI.
+var conflictingPackages = map[string]string{
+	"opendatahub-operator": "Open Data Hub manages the same DataScienceCluster and DSCInitialization CRDs as RHOAI",
+}
+
+// checkConflictingOperators refuses an Open Data Hub Subscription and a
+// Subscription to one of the planned packages in another namespace.
+func checkConflictingOperators(ctx context.Context, e *Env) ([]Finding, error) {
+	subs, err := listOptional(ctx, e.Clients, subscriptionGVK, "", "")
+	if err != nil {
+		return nil, err
+	}
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for _, s := range subs {
+		pkg, _, _ := unstructured.NestedString(s.Object, "spec", "name")
+		if why, bad := conflictingPackages[pkg]; bad {
+			out = append(out, errorf(fmt.Sprintf("uninstall it first: oc delete subscription %s -n %s, then its CSV", s.GetName(), s.GetNamespace()),
+				"Subscription %s/%s installs %s: %s", s.GetNamespace(), s.GetName(), pkg, why))
+			continue
+		}
+		for _, op := range ops {
+			if pkg == op.Package && s.GetNamespace() != op.Namespace {
+				out = append(out, errorf(fmt.Sprintf("remove it (oc delete subscription %s -n %s) or set operators[%s].namespace=%s", s.GetName(), s.GetNamespace(), op.ID, s.GetNamespace()),
+					"Subscription %s/%s already installs %s in another namespace than %s; two copies of one operator fight over the same CRDs", s.GetNamespace(), s.GetName(), pkg, op.Namespace))
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkOrphanCSVs finds, in each operator namespace, CSVs of a planned
+// package that no Subscription references (left by an uninstall that
+// deleted the Subscription only; OLM then fails the new Subscription with
+// ResolutionFailed / ConstraintsNotSatisfiable, case B20), and planned
+// Subscriptions whose resolution already failed.
+func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return eachConcurrently(ops, func(op inventory.Operator) ([]Finding, error) {
+		csvs, err := listOptional(ctx, e.Clients, csvGVK, op.Namespace, "")
+		if err != nil {
+			return nil, err
+		}
+		subs, err := listOptional(ctx, e.Clients, subscriptionGVK, op.Namespace, "")
+		if err != nil {
+			return nil, err
+		}
+		return orphanFindings(op, csvs, subs), nil
+	})
+}
+
+// orphanFindings is checkOrphanCSVs for one operator over listed objects.
+func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructured) []Finding {
+	var out []Finding
+	referenced := map[string]bool{}
+	for _, s := range subs {
+		for _, f := range []string{"installedCSV", "currentCSV"} {
+			if n, _, _ := unstructured.NestedString(s.Object, "status", f); n != "" {
+				referenced[n] = true
+			}
+		}
+		pkg, _, _ := unstructured.NestedString(s.Object, "spec", "name")
+		if pkg != op.Package {
+			continue
+		}
+		if c, ok := waiters.GetCondition(&s, "ResolutionFailed"); ok && c.Status == "True" {
+			out = append(out, errorf(fmt.Sprintf("oc describe subscription %s -n %s; remove the CSV or Subscription it names, then re-run", s.GetName(), s.GetNamespace()),
+				"Subscription %s/%s cannot be resolved: %s", s.GetNamespace(), s.GetName(), c))
+		}
+	}
+	for _, csv := range csvs {
+		if !strings.HasPrefix(csv.GetName(), op.Package+".") || csv.GetLabels()["olm.copiedFrom"] != "" || referenced[csv.GetName()] {
+			continue
+		}
+		out = append(out, errorf(fmt.Sprintf("oc delete csv %s -n %s (its operator is no longer subscribed), then re-run", csv.GetName(), op.Namespace),
+			"CSV %s/%s of %s exists but no Subscription references it; OLM refuses to install %s again (ResolutionFailed: constraints not satisfiable, CSV exists and is not referenced by a subscription)",
+			op.Namespace, csv.GetName(), op.Package, op.Package))
+	}
+	return out
+}

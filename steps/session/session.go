@@ -1,0 +1,192 @@
+// Package session is maasctl's front door, as clusterctl's client is
+// clusterctl's: one call (Open) reads the inventory (YAML files or the
+// Ansible role's variables, then --set values), builds the Vault client
+// the inventory describes and, on first use, the cluster configuration
+// from the kube flags, with the cluster's bearer token read from Vault
+// when asked (--kube-token-from-vault or inventory vault.kubeTokenPath).
+// Every command opens its session the same way, so every command takes
+// the same inventory inputs and the same cluster credentials.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/vault"
+)
+
+// Options are the inputs every command shares.
+type Options struct {
+	// Files are inventory YAML files or Ansible vars files with
+	// rhoai_maas_* variables (-f, repeatable; later files win).
+	Files []string
+	// Sets are --set path=value overrides, applied after the files.
+	Sets []string
+	// VaultAddr overrides vault.address (--vault-addr).
+	VaultAddr string
+	// Kube are the kubectl flags (--kubeconfig, --context, --server,
+	// --certificate-authority); nil means the defaults (KUBECONFIG).
+	Kube *genericclioptions.ConfigFlags
+	// KubeTokenFromVault is PATH:KEY of the cluster's bearer token in
+	// Vault (--kube-token-from-vault); empty means vault.kubeTokenPath.
+	KubeTokenFromVault string
+}
+
+// FlagError is a bad flag value (exit code 2, nothing changed).
+type FlagError struct {
+	Flag string
+	Err  error
+}
+
+func (e *FlagError) Error() string { return e.Flag + ": " + e.Err.Error() }
+func (e *FlagError) Unwrap() error { return e.Err }
+
+// Session is an opened front door: the validated inventory, the Vault
+// client (or why there is none) and, once asked for, the cluster config.
+type Session struct {
+	Inventory *inventory.Inventory
+	opts      Options
+	vault     *vault.Client
+	vaultErr  error
+}
+
+// LoadInventory reads files (inventory YAML or Ansible vars) and sets,
+// applies vaultAddr and validates. Errors wrap steps.ErrInvalidInventory
+// and name the field.
+func LoadInventory(files, sets []string, vaultAddr string) (*inventory.Inventory, error) {
+	inv, err := inventory.LoadWithAnsible(files, sets)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+	}
+	if vaultAddr != "" {
+		inv.Vault.Address = vaultAddr
+	}
+	if err := inv.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+	}
+	return inv, nil
+}
+
+// Open loads the inventory and builds the Vault client it describes. A
+// Vault that cannot be configured is not an error here (Vault() says
+// why) unless the cluster token must come from it. Nothing is sent to the
+// cluster or to Vault.
+func Open(o Options) (*Session, error) {
+	inv, err := LoadInventory(o.Files, o.Sets, o.VaultAddr)
+	if err != nil {
+		return nil, err
+	}
+	if o.Kube == nil {
+		o.Kube = genericclioptions.NewConfigFlags(true)
+	}
+	s := &Session{Inventory: inv, opts: o}
+	s.vault, s.vaultErr = VaultClient(inv)
+	if s.vaultErr != nil {
+		s.vault = nil
+		if s.tokenSpec() != "" {
+			return nil, s.vaultErr
+		}
+	}
+	return s, nil
+}
+
+// VaultClient builds the Vault client the inventory describes: address
+// (vault.address, else VAULT_ADDR), auth method and its settings; TLS,
+// namespace and token come from the environment like the vault CLI.
+func VaultClient(inv *inventory.Inventory) (*vault.Client, error) {
+	a := inv.Vault.Auth
+	return vault.NewClient(vault.Options{
+		Address: inv.Vault.Address,
+		Auth: vault.AuthOptions{
+			Method: a.Method, MountPath: a.MountPath, Role: a.Role, JWTFile: a.ServiceAccountTokenPath,
+			RoleIDFile: a.RoleIDFile, SecretIDFile: a.SecretIDFile,
+		},
+	})
+}
+
+// Vault returns the Vault client, or why there is none.
+func (s *Session) Vault() (*vault.Client, error) { return s.vault, s.vaultErr }
+
+func (s *Session) tokenSpec() string {
+	if s.opts.KubeTokenFromVault != "" {
+		return s.opts.KubeTokenFromVault
+	}
+	return s.Inventory.Vault.KubeTokenPath
+}
+
+// Config returns the cluster client configuration. Without a Vault token
+// path it is the kubeconfig's. With one, it keeps only where the API
+// server is and how to trust it (the kubeconfig context's cluster,
+// --server, --certificate-authority, or the in-cluster config in a pod),
+// drops every credential the kubeconfig names, and authenticates with the
+// bearer token read from Vault, as the playbook's hashi_vault lookup did.
+// The token stays in memory. It is checked with a SelfSubjectReview so a
+// stale token fails here, naming the Vault path, instead of at the first
+// step.
+func (s *Session) Config(ctx context.Context) (*rest.Config, error) {
+	spec := s.tokenSpec()
+	if spec == "" {
+		cfg, err := s.opts.Kube.ToRESTConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		return cfg, nil
+	}
+	path, key, err := vault.ParseKeyPath(spec)
+	if err != nil {
+		return nil, &FlagError{Flag: "--kube-token-from-vault", Err: err}
+	}
+	base, err := s.opts.Kube.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("find the API server for the token from Vault %s (kubeconfig cluster or --server): %w", spec, err)
+	}
+	if s.vault == nil {
+		return nil, errors.Join(fmt.Errorf("the cluster token comes from Vault %s, but Vault is not configured", spec), s.vaultErr)
+	}
+	token, err := s.vault.ReadKey(ctx, path, key)
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster token from Vault %s: %w", spec, err)
+	}
+	cfg := rest.AnonymousClientConfig(base)
+	cfg.BearerToken = token
+	if err := checkClusterToken(ctx, cfg, spec); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Clients returns the Kubernetes clients of Config.
+func (s *Session) Clients(ctx context.Context) (*kube.Clients, error) {
+	cfg, err := s.Config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kube.New(cfg)
+}
+
+// checkClusterToken asks the API server who the token is
+// (authentication.k8s.io/v1 SelfSubjectReview). Only a 401 is an error: an
+// older API server without the endpoint, or a transient failure, is left to
+// the install's own requests.
+func checkClusterToken(ctx context.Context, cfg *rest.Config, spec string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("cluster client for the token from Vault %s: %w", spec, err)
+	}
+	_, err = cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("the API server %s rejects the token from Vault %s (401 Unauthorized): the ServiceAccount token has expired or was rotated; store a current one, e.g. `vault kv put ... token=$(oc create token rhoai-deployer -n <namespace> --duration=24h)`", cfg.Host, spec)
+	}
+	return nil
+}
