@@ -228,6 +228,7 @@ func (s *Server) WriteCAFile(dir string) (string, error) {
 func (s *Server) Close() error {
 	err := s.srv.Close()
 	<-s.done
+	s.api.closeAll()
 	return err
 }
 
