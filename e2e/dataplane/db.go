@@ -207,6 +207,9 @@ func (s *Server) instance(ctx context.Context) (*maasAPIInstance, error) {
 		s.api.log = append(s.api.log, in.err.Error())
 		return nil, in.err
 	}
+	if s.ownPG != nil {
+		s.provision(ctx, raw)
+	}
 	if in.cfg, in.target, err = s.connConfig(raw); err != nil {
 		in.err = &dbError{Public: "maas-api is not running", Cause: "failed to initialize token store: " + err.Error()}
 		s.api.log = append(s.api.log, in.err.Cause)
@@ -365,4 +368,30 @@ func migrate(ctx context.Context, in *maasAPIInstance) error {
 		}
 	}
 	return nil
+}
+
+// provision creates, in the private PostgreSQL (Options.DBHosts nil), the
+// role and database the URL names, once per URL and only when the role is
+// missing, as CNPG's initdb does for the Cluster (e2e/sim/cnpg_db.go).
+// Failures are left for maas-api's own connection to report.
+func (s *Server) provision(ctx context.Context, raw string) {
+	if _, done := s.provisioned.LoadOrStore(raw, true); done {
+		return
+	}
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil || cfg.User == "" || cfg.Database == "" {
+		return
+	}
+	c, err := s.ownPG.Admin(ctx)
+	if err != nil {
+		return
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := c.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_roles WHERE rolname = $1`, cfg.User).Scan(&exists); err != nil || exists {
+		return
+	}
+	id := pgx.Identifier{cfg.User}.Sanitize()
+	_, _ = c.Exec(ctx, "CREATE ROLE "+id+" LOGIN PASSWORD '"+strings.ReplaceAll(cfg.Password, "'", "''")+"'")
+	_, _ = c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" OWNER "+id)
 }
