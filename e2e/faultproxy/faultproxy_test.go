@@ -131,7 +131,12 @@ func TestFaultKinds(t *testing.T) {
 			if c.Requests != 1 || c.Total() != wantInjected || c.Injected[tt.fault] != wantInjected {
 				t.Errorf("counts %+v, want 1 request and %d %s", c, wantInjected, tt.fault)
 			}
+			// The proxy completes a record after the client has its
+			// response: wait for the completion, bounded.
 			recs := p.Requests()
+			for deadline := time.Now().Add(5 * time.Second); (len(recs) != 1 || recs[0].End.IsZero()) && time.Now().Before(deadline); recs = p.Requests() {
+				time.Sleep(5 * time.Millisecond)
+			}
 			if len(recs) != 1 || recs[0].Status != tt.wantStatus || recs[0].UserAgent != "test-client" {
 				t.Fatalf("records %+v", recs)
 			}
