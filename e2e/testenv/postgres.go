@@ -385,36 +385,12 @@ func loadPostgres(stateDir string) (*PostgresServer, error) {
 // startProcessAs is startProcess for a binary outside BinDir, run as cred
 // (nil: as the caller), with the minimal postgresEnv.
 func startProcessAs(stateDir, bin, name string, detach bool, cred *syscall.Credential, args ...string) (*process, error) {
-	p := &process{
-		name:    name,
-		logFile: filepath.Join(stateDir, name+".log"),
-		pidFile: filepath.Join(stateDir, name+".pid"),
-		done:    make(chan struct{}),
-	}
-	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s log: %w", name, err)
-	}
-	defer logf.Close()
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = filepath.Dir(filepath.Dir(bin)) // any folder the server user can enter
 	cmd.Env = postgresEnv()
 	cmd.SysProcAttr = sysProcAttr(detach)
 	cmd.SysProcAttr.Credential = cred
-	if err := startCmd(cmd, detach); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p.cmd, p.pid = cmd, cmd.Process.Pid
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	if err := os.WriteFile(p.pidFile, []byte(strconv.Itoa(p.pid)+"\n"), 0o600); err != nil {
-		_ = p.stop(0)
-		return nil, fmt.Errorf("write %s pid file: %w", name, err)
-	}
-	return p, nil
+	return launch(stateDir, name, detach, cmd)
 }
 
 // writeSelfSignedCert writes a self-signed ECDSA P-256 serving certificate

@@ -31,6 +31,16 @@ type process struct {
 // startProcess launches bin/name with args, stdout and stderr appended to
 // stateDir/name.log, and records its pid in stateDir/name.pid.
 func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*process, error) {
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Dir = stateDir
+	cmd.SysProcAttr = sysProcAttr(detach)
+	return launch(stateDir, name, detach, cmd)
+}
+
+// launch starts cmd (its path, args, folder, environment and SysProcAttr
+// set by the caller) as component name: stdout and stderr go to
+// stateDir/name.log, its pid to stateDir/name.pid.
+func launch(stateDir, name string, detach bool, cmd *exec.Cmd) (*process, error) {
 	p := &process{
 		name:    name,
 		logFile: filepath.Join(stateDir, name+".log"),
@@ -42,13 +52,10 @@ func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*
 		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	// An *os.File is handed to the child as is (no copying goroutine), so
 	// the log keeps working after a detached parent has exited.
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.Dir = stateDir
-	cmd.SysProcAttr = sysProcAttr(detach)
 	if err := startCmd(cmd, detach); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
