@@ -201,7 +201,8 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 			}
 		}
 	} else {
-		env, err := testenv.Start(ctx, testenv.Options{})
+		olmDelay, _ := sim.SplitOLMDelay(o.simDelay)
+		env, err := testenv.Start(ctx, testenv.Options{OperatorPodReadyDelay: olmDelay})
 		if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 			t.Skipf("local control plane not built (%v): run make testenv", err)
 		}
@@ -260,7 +261,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sim.Start(ctx, simCfg, sim.Options{Delay: o.simDelay, Logger: logger})
+		h, err := sim.Start(ctx, simCfg, sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger})
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)
 		}
@@ -411,4 +412,11 @@ func get(t *testing.T, c *cluster, apiVersion, kind, ns, name string) *unstructu
 		t.Fatalf("get %s %s/%s: %v", kind, ns, name, err)
 	}
 	return live
+}
+
+// simOnlyDelay is d without the OLM delay (which goes to the control
+// plane: testenv.Options.OperatorPodReadyDelay).
+func simOnlyDelay(d map[string]time.Duration) map[string]time.Duration {
+	_, out := sim.SplitOLMDelay(d)
+	return out
 }

@@ -35,9 +35,14 @@ type cluster struct {
 // startCluster starts the local control plane (with the default fixture)
 // and the simulators, both stopped in t.Cleanup. It skips when the control
 // plane binaries are not built, unless MAASCTL_REQUIRE_TESTENV=1.
+//
+// opts.Delay[OLM] goes to the control plane (the real OLM's operator pods
+// turn Ready that long after they start); the rest to the simulators.
 func startCluster(t *testing.T, opts Options) *cluster {
 	t.Helper()
-	env, err := testenv.Start(t.Context(), testenv.Options{Logf: t.Logf})
+	olmDelay, delays := SplitOLMDelay(opts.Delay)
+	opts.Delay = delays
+	env, err := testenv.Start(t.Context(), testenv.Options{Logf: t.Logf, OperatorPodReadyDelay: olmDelay})
 	if errors.Is(err, testenv.ErrNotBuilt) {
 		if os.Getenv(testenv.EnvRequire) == "1" {
 			t.Fatalf("%s=1 but: %v", testenv.EnvRequire, err)
@@ -351,41 +356,6 @@ func TestDSC35MaaSNeedsDBSecret(t *testing.T) {
 	}
 	if _, err := c.kube.AppsV1().Deployments(aiGatewayInfraNS).Get(t.Context(), maasAPIDeployment, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("maas-api exists before its database secret: %v", err)
-	}
-}
-
-func TestInstallModeSupports(t *testing.T) {
-	csv := func(modes map[string]bool) *unstructured.Unstructured {
-		var l []any
-		for k, v := range modes {
-			l = append(l, map[string]any{"type": k, "supported": v})
-		}
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"installModes": l}}}
-		u.SetNamespace("ns")
-		return u
-	}
-	all := map[string]bool{"AllNamespaces": true}
-	own := map[string]bool{"OwnNamespace": true, "SingleNamespace": true}
-	tests := []struct {
-		name    string
-		modes   map[string]bool
-		targets []string
-		wantErr bool
-	}{
-		{name: "all namespaces supported", modes: all, targets: []string{""}},
-		{name: "all namespaces unsupported", modes: own, targets: []string{""}, wantErr: true},
-		{name: "own namespace", modes: own, targets: []string{"ns"}},
-		{name: "own namespace unsupported", modes: all, targets: []string{"ns"}, wantErr: true},
-		{name: "single other namespace", modes: own, targets: []string{"other"}},
-		{name: "multi namespace unsupported", modes: own, targets: []string{"a", "b"}, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := installModeSupports(csv(tt.modes), tt.targets)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-			}
-		})
 	}
 }
 
@@ -828,7 +798,10 @@ func TestDelay(t *testing.T) {
 	start := time.Now()
 	c.subscribe(t, "openshift-operators", "rhcl-operator", "stable-1.4", "redhat-operators", nil)
 	s := c.waitFor(t, gvrSubscription, "openshift-operators", "rhcl-operator", time.Minute, "exists", exists)
-	ip := c.waitFor(t, gvrInstallPlan, "openshift-operators", installPlanName(s), time.Minute, "exists", exists)
+	s = c.waitFor(t, gvrSubscription, "openshift-operators", "rhcl-operator", time.Minute, "installPlanRef", func(u *unstructured.Unstructured) bool {
+		return str(u, "status", "installPlanRef", "name") != ""
+	})
+	ip := c.waitFor(t, gvrInstallPlan, "openshift-operators", str(s, "status", "installPlanRef", "name"), time.Minute, "exists", exists)
 	// creationTimestamp has one-second resolution.
 	if got := ip.GetCreationTimestamp().Sub(s.GetCreationTimestamp().Time); got > delay-2*time.Second {
 		t.Errorf("installplan created %s after the subscription, want the install work to start at once (within %s)", got, delay-2*time.Second)
@@ -848,21 +821,12 @@ func TestDelay(t *testing.T) {
 	}
 }
 
-// TestFaults exercises the failure seams: a CSV that fails its install check
-// (case B02) and an ACME order stuck on DNS-01 propagation (case B13).
+// TestFaults exercises the failure seams: an ACME order stuck on DNS-01
+// propagation (case B13).
 func TestFaults(t *testing.T) {
 	c := startCluster(t, Options{Faults: Faults{
-		FailCSV:            []string{"leader-worker-set.v1.0.0"},
 		CertificatePending: true,
 	}})
-
-	t.Run("csv fails its install check", func(t *testing.T) {
-		c.subscribe(t, "openshift-lws-operator", "leader-worker-set", "stable-v1.0", "redhat-operators", []any{"openshift-lws-operator"})
-		c.waitFor(t, gvrCSV, "openshift-lws-operator", "leader-worker-set.v1.0.0", time.Minute, "Failed InstallCheckFailed",
-			func(u *unstructured.Unstructured) bool {
-				return str(u, "status", "phase") == "Failed" && str(u, "status", "reason") == "InstallCheckFailed"
-			})
-	})
 
 	t.Run("certificate pending on dns-01", func(t *testing.T) {
 		c.apply(t, gvrCertificate, map[string]any{

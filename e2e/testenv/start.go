@@ -21,7 +21,7 @@ const maxPortAttempts = 3
 
 // ownedStateFiles are removed from a reused StateDir before a start.
 var ownedStateFiles = []string{
-	"etcd", "certs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
+	"etcd", "certs", "catalogs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
 }
 
 // resolved is Options with defaults filled in and paths made absolute.
@@ -95,6 +95,12 @@ func resolve(opts Options) (*resolved, error) {
 	bins := []string{Etcd, KubeAPIServer}
 	if !o.NoControllers {
 		bins = append(bins, KubeControllerManager, KubeScheduler, Kwok)
+		if !o.NoOLM {
+			if err := checkRoot(); err != nil {
+				return nil, fmt.Errorf("start local control plane: %w", err)
+			}
+			bins = append(bins, OLMOperator, CatalogOperator, Opm, NetnsRun)
+		}
 	}
 	if err := checkBinaries(o.BinDir, bins...); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
@@ -102,6 +108,11 @@ func resolve(opts Options) (*resolved, error) {
 	if o.crdFiles, err = PlatformCRDFiles(o.CRDDir); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
 	}
+	olmCRDs, err := OLMCRDFiles(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("start local control plane: %w", err)
+	}
+	o.crdFiles = append(o.crdFiles, olmCRDs...)
 	if o.StateDir == "" {
 		if o.StateDir, err = os.MkdirTemp("", "maasctl-testenv-"); err != nil {
 			return nil, fmt.Errorf("start local control plane: create state folder: %w", err)
@@ -133,7 +144,7 @@ func prepareStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state folder: %w", err)
 	}
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, name := range allComponents {
 		p, err := loadProcess(dir, name)
 		if err != nil {
 			return err
@@ -148,7 +159,7 @@ func prepareStateDir(dir string) error {
 // clearState removes the files testenv owns in dir.
 func clearState(dir string) error {
 	names := append([]string(nil), ownedStateFiles...)
-	for _, c := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, c := range allComponents {
 		names = append(names, c+".log", c+".pid")
 	}
 	for _, n := range names {
@@ -324,10 +335,15 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		return nil, cause(err)
 	}
 	o.logf("%d platform CRDs established after %d ms", len(o.crdFiles), time.Since(t0).Milliseconds())
+	withOLM := !o.NoControllers && !o.NoOLM
+	var objs []*unstructured.Unstructured
 	if !o.NoFixture {
-		objs := o.Fixture
+		objs = o.Fixture
 		if objs == nil {
 			objs = FixtureObjects()
+		}
+		if withOLM {
+			objs = olmFixture(objs)
 		}
 		if err := ApplyObjects(mctx, env.cfg, objs...); err != nil {
 			return nil, fmt.Errorf("apply fixture: %w", cause(err))
@@ -350,6 +366,35 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		}); err != nil {
 			return nil, fmt.Errorf("wait for Node %s Ready: %w", NodeName, cause(err))
 		}
+	}
+	if withOLM {
+		launches, err := olmLaunches(o, o.StateDir, env.kubeconfig, apiPort)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range launches {
+			p, err := startProcessEnv(o.StateDir, filepath.Join(o.BinDir, NetnsRun), l.name, o.Detach, l.env, l.args...)
+			if err != nil {
+				return nil, err
+			}
+			env.procs = append(env.procs, p)
+			go func() {
+				select {
+				case <-p.done:
+					cancelMon(&exitedError{p: p})
+				case <-mctx.Done():
+				}
+			}()
+			o.logf("%s started (pid %d)", l.name, p.pid)
+		}
+		dyn, err := dynamic.NewForConfig(env.cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitOLMReady(mctx, dyn, objs); err != nil {
+			return nil, cause(err)
+		}
+		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
 	}
 	env.startElapsed = time.Since(t0)
 	o.logf("local control plane ready after %d ms; KUBECONFIG=%s", env.startElapsed.Milliseconds(), env.kubeconfig)

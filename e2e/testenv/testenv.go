@@ -58,6 +58,9 @@ const DefaultStartTimeout = 2 * time.Minute
 // stopGrace is how long a component gets after SIGTERM before SIGKILL.
 const stopGrace = 10 * time.Second
 
+// allComponents are the component names in start order.
+var allComponents = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, OLMOperator, CatalogOperator}
+
 // ErrNotBuilt is wrapped by the error [Start] returns when a binary or the
 // kwok stage files are missing; `make testenv` provides both. Tests use
 // errors.Is(err, ErrNotBuilt) to skip (unless EnvRequire is "1").
@@ -98,6 +101,15 @@ type Options struct {
 	// calling process dies (Linux PR_SET_PDEATHSIG) and put in its own
 	// process group so a terminal's Ctrl-C does not reach it out of order.
 	Detach bool
+	// NoOLM starts no OLM (olm and catalog operators, opm): the fixture's
+	// CatalogSources then keep their recorded status, and nothing installs
+	// Subscriptions. OLM runs only with controllers.
+	NoOLM bool
+	// OperatorPodReadyDelay, when positive, makes kwok report the pods of
+	// every operator the catalogs install Ready that long after they start
+	// (standing for an image pull and start), so their CSVs stay Installing
+	// that long (see WriteCatalog).
+	OperatorPodReadyDelay time.Duration
 	// StartTimeout bounds Start as a whole. Default: DefaultStartTimeout.
 	StartTimeout time.Duration
 	// Logf, if set, receives progress lines (component started, ready
@@ -160,7 +172,7 @@ func (e *Env) Stop() error {
 
 func (e *Env) stop() error {
 	var errs []error
-	for _, name := range []string{Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
+	for _, name := range []string{CatalogOperator, OLMOperator, Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
 		p := e.proc(name)
 		if p == nil {
 			continue
@@ -221,8 +233,11 @@ type ComponentStatus struct {
 // Components reports the components recorded in StateDir, in start order.
 func (e *Env) Components() []ComponentStatus {
 	var out []ComponentStatus
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, name := range allComponents {
 		s := ComponentStatus{Name: name, Log: e.LogFile(name)}
+		if e.proc(name) == nil && (name == OLMOperator || name == CatalogOperator) {
+			continue // started only with OLM
+		}
 		if p := e.proc(name); p != nil {
 			s.PID = p.pid
 			s.Running = p.alive()
@@ -252,7 +267,7 @@ func Load(stateDir string) (*Env, error) {
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
 	e := &Env{stateDir: abs, kubeconfig: filepath.Join(abs, "kubeconfig")}
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, name := range allComponents {
 		p, err := loadProcess(abs, name)
 		if err != nil {
 			return nil, err
