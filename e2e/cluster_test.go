@@ -420,3 +420,26 @@ func simOnlyDelay(d map[string]time.Duration) map[string]time.Duration {
 	_, out := sim.SplitOLMDelay(d)
 	return out
 }
+
+// assertLoopbackOnly fails t when a socket of the local control plane's
+// processes (kube-apiserver, etcd, controllers, the real OLM and its opm
+// servers) has a remote end beyond loopback (issue 12, item 6). A cluster
+// without a local control plane (an external one) is not checked.
+func assertLoopbackOnly(t *testing.T, c *cluster) {
+	t.Helper()
+	if c.env == nil {
+		return
+	}
+	conns, err := c.env.Connections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) == 0 {
+		t.Fatal("no sockets of the control plane found; the loopback check would pass vacuously")
+	}
+	for _, cn := range conns {
+		if cn.LeavesLoopback() {
+			t.Errorf("connection leaves loopback: %s", cn)
+		}
+	}
+}

@@ -49,6 +49,20 @@ const (
 // and catalog binaries `make testenv` builds (e2e/testenv/olm/go.mod).
 const OLMVersion = "v0.46.0"
 
+// OpenShiftAPIVersion is the github.com/openshift/api module version the
+// olm tools module requires (e2e/testenv/olm/go.mod). OLM finds the
+// config.openshift.io group served (the fixture's Ingress and
+// ClusterVersion) and then watches Proxy and APIServer too, failing its
+// start when they are not served; their CRDs come from this module.
+const OpenShiftAPIVersion = "v0.0.0-20260204104751-e09e5a4ebcd0"
+
+// openShiftConfigCRDs are the config.openshift.io CRDs OLM watches on
+// OpenShift, under config/v1/zz_generated.crd-manifests of OpenShiftAPIVersion.
+var openShiftConfigCRDs = []string{
+	"0000_03_config-operator_01_proxies.crd.yaml",
+	"0000_10_config-operator_01_apiservers-Default.crd.yaml",
+}
+
 // opmPorts are the ports, inside the catalog operator's network namespace,
 // on which `opm serve` serves each catalog.
 var opmPorts = map[string]int{CatalogRedHat: 50051, CatalogCertified: 50052}
@@ -68,7 +82,8 @@ func olmCRDDir(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-// OLMCRDFiles returns OLM's CRD files from the module cache, sorted.
+// OLMCRDFiles returns OLM's CRD files from the module cache, sorted, and
+// the config.openshift.io CRDs OLM watches on OpenShift (Proxy, APIServer).
 func OLMCRDFiles(ctx context.Context) ([]string, error) {
 	dir, err := olmCRDDir(ctx)
 	if err != nil {
@@ -79,6 +94,18 @@ func OLMCRDFiles(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	sort.Strings(files)
+	cache, err := goModCache(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(cache, "github.com", "openshift", "api@"+OpenShiftAPIVersion, "config", "v1", "zz_generated.crd-manifests")
+	for _, f := range openShiftConfigCRDs {
+		p := filepath.Join(cfg, f)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%w: OpenShift config CRD %s not in the module cache", ErrNotBuilt, p)
+		}
+		files = append(files, p)
+	}
 	return files, nil
 }
 

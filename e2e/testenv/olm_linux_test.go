@@ -160,3 +160,24 @@ func TestRealOLM(t *testing.T) {
 		t.Errorf("%d distinct OLM network namespaces, want 4 (olm and catalog of each control plane): %v", len(olmNS), olmNS)
 	}
 }
+
+// TestOLMModuleVersions: the module versions testenv reads CRDs of match
+// the olm tools module that builds the binaries.
+func TestOLMModuleVersions(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "e2e", "testenv", "olm", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mod, v := range map[string]string{
+		"github.com/operator-framework/operator-lifecycle-manager": OLMVersion,
+		"github.com/openshift/api":                                 OpenShiftAPIVersion,
+	} {
+		if !strings.Contains(string(b), mod+" "+v) {
+			t.Errorf("e2e/testenv/olm/go.mod does not require %s %s", mod, v)
+		}
+	}
+}
