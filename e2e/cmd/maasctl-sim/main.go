@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay olm=20s ...] [-v]
+//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [-v]
 package main
 
 import (
