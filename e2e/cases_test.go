@@ -441,8 +441,9 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 		mustSucceed(t, c.install(t))
 	})
 	t.Run("installplan requires approval", func(t *testing.T) {
-		// The real OLM makes the Subscription's InstallPlan Manual (as
-		// when this or another Subscription of the namespace is Manual);
+		// Every Subscription is Manual, so the real OLM makes every
+		// InstallPlan Manual (as when another Subscription of a namespace
+		// is Manual, case B02 b);
 		// next to it waits a Manual plan that no Subscription references,
 		// for a CSV the channel does not resolve to, as a newer catalog
 		// version leaves one (enclave PR #467).
@@ -454,7 +455,10 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 			},
 		})
 		c := newCaseCluster(t, caseOptions{extra: []*unstructured.Unstructured{namespace("redhat-ods-operator"), extra}})
-		manual := []string{"--set", "operators[rhoai].approval=Manual"}
+		var manual []string
+		for _, id := range []string{"cnpg", "rhcl", "lws", "rhoai"} {
+			manual = append(manual, "--set", "operators["+id+"].approval=Manual")
+		}
 		r := c.install(t, append(manual, "--set", "waitTimeoutSeconds=60")...)
 		mustFail(t, r)
 		msg := failure(r, "operators/rhoai")
