@@ -455,8 +455,8 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 			},
 		})
 		c := newCaseCluster(t, caseOptions{extra: []*unstructured.Unstructured{namespace("redhat-ods-operator"), extra}})
-		var manual []string
-		for _, id := range []string{"cnpg", "rhcl", "lws", "rhoai"} {
+		manual := []string{"--set", "database.operator.approval=Manual"}
+		for _, id := range []string{"rhcl", "lws", "rhoai"} {
 			manual = append(manual, "--set", "operators["+id+"].approval=Manual")
 		}
 		r := c.install(t, append(manual, "--set", "waitTimeoutSeconds=60")...)
