@@ -11,7 +11,7 @@ K8S_VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
 K8S_LDFLAGS  := -s -w $(foreach p,$(K8S_VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 K8S_BINS     := $(TESTENV)/kube-apiserver $(TESTENV)/kube-controller-manager $(TESTENV)/kube-scheduler
 TOOLS        := $(BIN)/maasctl $(BIN)/maasctl-sim $(BIN)/vault-test-server $(BIN)/testenv-ctl
-TOOLS_MODS   := etcd k8s olm opm kuadrant authorino cnpg
+TOOLS_MODS   := etcd k8s olm opm kuadrant limitador authorino cnpg
 GO_SOURCES   := $(shell find . -name '*.go' -not -path './bin/*' $(foreach m,$(TOOLS_MODS),-not -path './e2e/testenv/$(m)/*')) go.mod go.sum $(shell find assets/manifests e2e/testenv/fixture -type f 2>/dev/null)
 
 .PHONY: all build testenv demo test unit bench vet clean
@@ -33,8 +33,8 @@ $(BIN)/testenv-ctl: $(GO_SOURCES)
 # Real upstream operators (issue 12): each tools module under e2e/testenv pins one exact release;
 # a binary is rebuilt only when its module's go.mod or go.sum changes.
 OLM_BINS      := $(TESTENV)/olm $(TESTENV)/catalog
-KUADRANT_BINS := $(TESTENV)/kuadrant-operator $(TESTENV)/authorino-operator $(TESTENV)/limitador-operator
-OPERATOR_BINS := $(OLM_BINS) $(TESTENV)/netns-run $(TESTENV)/opm $(KUADRANT_BINS) $(TESTENV)/authorino $(TESTENV)/cnpg-manager
+KUADRANT_BINS := $(TESTENV)/kuadrant-operator $(TESTENV)/authorino-operator
+OPERATOR_BINS := $(OLM_BINS) $(TESTENV)/netns-run $(TESTENV)/opm $(KUADRANT_BINS) $(TESTENV)/limitador-operator $(TESTENV)/authorino $(TESTENV)/cnpg-manager
 
 ## testenv: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, and the real operators
 ## (OLM, opm, Kuadrant, Authorino, CloudNativePG) built from Go modules (once; cached in bin/testenv)
@@ -61,9 +61,15 @@ $(KUADRANT_BINS) &: e2e/testenv/kuadrant/go.mod e2e/testenv/kuadrant/go.sum
 	mkdir -p $(TESTENV)
 	cd e2e/testenv/kuadrant && \
 	  $(GOBUILD) -ldflags='-s -w' -o $(TESTENV)/kuadrant-operator github.com/kuadrant/kuadrant-operator/cmd && \
-	  $(GOBUILD) -ldflags='-s -w' -o $(TESTENV)/authorino-operator github.com/kuadrant/authorino-operator && \
-	  $(GOBUILD) -ldflags='-s -w' -o $(TESTENV)/limitador-operator github.com/kuadrant/limitador-operator
+	  $(GOBUILD) -ldflags='-s -w' -o $(TESTENV)/authorino-operator github.com/kuadrant/authorino-operator
 	touch $(KUADRANT_BINS)
+
+# limitador-operator v0.15.0 (the version kuadrant-operator v1.5.2 pins) needs its own, older
+# k8s.io/api (VolumeResourceRequirements): it does not build in kuadrant-operator's module graph.
+$(TESTENV)/limitador-operator: e2e/testenv/limitador/go.mod e2e/testenv/limitador/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/limitador && $(GOBUILD) -ldflags='-s -w' -o $@ github.com/kuadrant/limitador-operator
+	touch $@
 
 $(TESTENV)/authorino: e2e/testenv/authorino/go.mod e2e/testenv/authorino/go.sum
 	mkdir -p $(TESTENV)

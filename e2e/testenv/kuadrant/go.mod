@@ -5,7 +5,6 @@ go 1.26.4
 tool (
 	github.com/kuadrant/authorino-operator
 	github.com/kuadrant/kuadrant-operator/cmd
-	github.com/kuadrant/limitador-operator
 )
 
 require (
