@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -415,8 +416,8 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{name: "defaults", opts: Options{CRDDir: dir}},
 		{name: "bad version", opts: Options{CRDDir: dir, RHOAIVersion: "3.6"}, wantErr: "rhoai version"},
-		{name: "unknown delay", opts: Options{CRDDir: dir, Delay: map[string]time.Duration{"olmm": time.Second}}, wantErr: "unknown controller"},
-		{name: "negative delay", opts: Options{CRDDir: dir, Delay: map[string]time.Duration{OLM: -time.Second}}, wantErr: "negative"},
+		{name: "unknown delay", opts: Options{CRDDir: dir, Delay: map[string]time.Duration{"dscc": time.Second}}, wantErr: "unknown controller"},
+		{name: "negative delay", opts: Options{CRDDir: dir, Delay: map[string]time.Duration{DSC: -time.Second}}, wantErr: "negative"},
 		{name: "no crd dir", opts: Options{CRDDir: dir + "/nope"}, wantErr: "no olm/ folder"},
 	}
 	for _, tt := range tests {
@@ -849,4 +850,22 @@ func TestFaults(t *testing.T) {
 			t.Errorf("secret maas-gateway-tls: err %v, want NotFound", err)
 		}
 	})
+}
+
+// TestOLMIsNotASimulator: OLM is real, so the simulators refuse an OLM
+// delay (it belongs to testenv.Options.OperatorPodReadyDelay), and
+// SplitOLMDelay hands it over.
+func TestOLMIsNotASimulator(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "olm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Options{CRDDir: dir, Delay: map[string]time.Duration{OLM: time.Second}}.withDefaults()
+	if err == nil || !strings.Contains(err.Error(), `unknown controller "olm"`) {
+		t.Errorf("OLM delay: err %v, want unknown controller", err)
+	}
+	olm, rest := SplitOLMDelay(map[string]time.Duration{OLM: 2 * time.Second, DSC: time.Second})
+	if olm != 2*time.Second || len(rest) != 1 || rest[DSC] != time.Second {
+		t.Errorf("SplitOLMDelay = %s, %v; want 2s, map[dsc:1s]", olm, rest)
+	}
 }
