@@ -150,7 +150,9 @@ func (e *Env) RESTConfig() *rest.Config {
 func (e *Env) StateDir() string { return e.stateDir }
 
 // LogFile returns the path of a component's log (component is one of
-// Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok).
+// Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok,
+// OLMOperator, CatalogOperator; the OLM logs hold netns-run's programs: olm,
+// or catalog and its two opm servers).
 func (e *Env) LogFile(component string) string {
 	return filepath.Join(e.stateDir, component+".log")
 }

@@ -207,7 +207,7 @@ func TestDetachedLoadStop(t *testing.T) {
 		}
 		names = append(names, c.Name)
 	}
-	if want := []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok}; !slices.Equal(names, want) {
+	if want := []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, OLMOperator, CatalogOperator}; !slices.Equal(names, want) {
 		t.Errorf("components %v, want %v", names, want)
 	}
 	if err := loaded.Ready(t.Context()); err != nil {
