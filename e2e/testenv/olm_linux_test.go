@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestCatalogValidates generates both catalogs and runs `opm validate` on
@@ -179,5 +181,62 @@ func TestOLMModuleVersions(t *testing.T) {
 		if !strings.Contains(string(b), mod+" "+v) {
 			t.Errorf("e2e/testenv/olm/go.mod does not require %s %s", mod, v)
 		}
+	}
+}
+
+// TestWithReadyDelay: the fast pod-ready stage gains a delay read from
+// PodReadyDelayAnnotation, so Options.OperatorPodReadyDelay (the OLM
+// delay of the e2e tests and bench) really holds the operator pods back.
+func TestWithReadyDelay(t *testing.T) {
+	stage := []byte("spec:\n  selector: {}\n  next:\n    statusTemplate: x\n")
+	got, err := withReadyDelay(stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "spec:\n  selector: {}\n" + readyDelayStanza + "    statusTemplate: x\n"
+	if string(got) != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if _, err := withReadyDelay(got); err == nil {
+		t.Error("a second insertion was not refused")
+	}
+}
+
+// TestPodReadyDelayLive: under kwok, a pod annotated with
+// PodReadyDelayAnnotation turns Ready no earlier than the delay after its
+// creation, and one without it at once.
+func TestPodReadyDelayLive(t *testing.T) {
+	t.Parallel()
+	env := startEnv(t, Options{NoOLM: true, NoFixture: true})
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig())
+	const delay = 6 * time.Second
+	ready := map[string]time.Duration{}
+	for _, name := range []string{"slow", "fast"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec:       corev1.PodSpec{NodeName: NodeName, Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c:1"}}},
+		}
+		if name == "slow" {
+			pod.Annotations = map[string]string{PodReadyDelayAnnotation: delay.String()}
+		}
+		t0 := time.Now()
+		if _, err := cs.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		err := waitFor(ctx, dynamic.NewForConfigOrDie(env.RESTConfig()).Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace("default"), name,
+			func(u *unstructured.Unstructured) (bool, error) { return hasCondition(u, "Ready", "True"), nil })
+		cancel()
+		if err != nil {
+			t.Fatalf("pod %s Ready: %v", name, err)
+		}
+		ready[name] = time.Since(t0)
+	}
+	t.Logf("Ready after: annotated %s (delay %s), plain %s", ready["slow"], delay, ready["fast"])
+	if ready["slow"] < delay {
+		t.Errorf("annotated pod Ready after %s, before its %s delay", ready["slow"], delay)
+	}
+	if ready["fast"] >= delay {
+		t.Errorf("plain pod Ready only after %s", ready["fast"])
 	}
 }
