@@ -31,6 +31,22 @@ type process struct {
 // startProcess launches bin/name with args, stdout and stderr appended to
 // stateDir/name.log, and records its pid in stateDir/name.pid.
 func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*process, error) {
+	return startProcessEnv(stateDir, filepath.Join(binDir, componentBinary(name)), name, detach, nil, args...)
+}
+
+// componentBinary is the program a component runs as (argv[0]'s base
+// name): the OLM operators run through netns-run.
+func componentBinary(name string) string {
+	switch name {
+	case OLMOperator, CatalogOperator:
+		return NetnsRun
+	}
+	return name
+}
+
+// startProcessEnv is startProcess of program bin, with env added to this
+// process's environment.
+func startProcessEnv(stateDir, bin, name string, detach bool, env []string, args ...string) (*process, error) {
 	p := &process{
 		name:    name,
 		logFile: filepath.Join(stateDir, name+".log"),
@@ -42,7 +58,10 @@ func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*
 		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// An *os.File is handed to the child as is (no copying goroutine), so
 	// the log keeps working after a detached parent has exited.
 	cmd.Stdout = logf
@@ -107,7 +126,7 @@ func (p *process) alive() bool {
 	if p.cmd != nil {
 		return !p.exited()
 	}
-	return pidIsComponent(p.pid, p.name)
+	return pidIsComponent(p.pid, componentBinary(p.name))
 }
 
 // stop sends SIGTERM, waits up to grace, then sends SIGKILL and waits again
