@@ -79,7 +79,7 @@ func startPlane(t *testing.T, c *cluster) *plane {
 // keys returns maas-api's stored keys (its api_keys table).
 func (p *plane) keys(t *testing.T) []*dataplane.Key {
 	t.Helper()
-	k, err := p.Keys(context.Background())
+	k, err := p.KeysErr(context.Background())
 	if err != nil {
 		t.Fatalf("read maas-api's keys: %v", err)
 	}

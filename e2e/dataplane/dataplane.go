@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
@@ -105,7 +106,11 @@ type Options struct {
 	// default inventory maas-postgres-rw.rhoai-maas-db.svc:5432, the CNPG
 	// -rw Service) to the loopback address of the PostgreSQL serving it
 	// (testenv PostgresServer.Addr). The stand-in resolves no DNS: an
-	// unmapped host fails as an unknown name (db.go).
+	// unmapped host fails as an unknown name (db.go). Nil (tests with
+	// no database of their own, such as internal/verify's): Start runs a
+	// private PostgreSQL (testenv.StartPostgres) and, as CNPG's initdb
+	// would, creates the role and database that the URL of maas-db-config
+	// names when maas-api first starts; Close stops it.
 	DBHosts map[string]string
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
@@ -139,20 +144,22 @@ func ForCluster(cfg *rest.Config) (verify.Reader, Authenticator, error) {
 
 // Server is a running data plane.
 type Server struct {
-	o         Options
-	inv       *inventory.Inventory
-	url       string
-	caPEM     []byte
-	srv       *http.Server
-	ln        net.Listener
-	api       maasAPIState
-	issued    issuedKeys
-	limits    *limiter
-	modelDown atomic.Bool
-	bodyLimit atomic.Int64
-	mu        sync.Mutex
-	log       []Request
-	done      chan struct{}
+	o           Options
+	inv         *inventory.Inventory
+	url         string
+	caPEM       []byte
+	srv         *http.Server
+	ln          net.Listener
+	api         maasAPIState
+	ownPG       *testenv.PostgresServer // without Options.DBHosts
+	provisioned sync.Map                // URL hash -> bool (ownPG roles made)
+	issued      issuedKeys
+	limits      *limiter
+	modelDown   atomic.Bool
+	bodyLimit   atomic.Int64
+	mu          sync.Mutex
+	log         []Request
+	done        chan struct{}
 }
 
 // Request is one request the data plane answered (path without query).
@@ -186,6 +193,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		o: o, inv: o.Inventory, caPEM: caPEM, ln: ln,
 		url:    "https://" + ln.Addr().String(),
 		limits: newLimiter(), done: make(chan struct{}),
+	}
+	if o.DBHosts == nil {
+		pg, err := testenv.StartPostgres(ctx)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("dataplane: no DBHosts given and no private PostgreSQL: %w", err)
+		}
+		s.ownPG = pg
+		s.o.DBHosts = DBHostsFor(pg.Addr())
 	}
 	s.bodyLimit.Store(int64(o.BodyLimit))
 	s.srv = &http.Server{
@@ -228,6 +244,12 @@ func (s *Server) WriteCAFile(dir string) (string, error) {
 func (s *Server) Close() error {
 	err := s.srv.Close()
 	<-s.done
+	s.api.closeAll()
+	if s.ownPG != nil {
+		if perr := s.ownPG.Stop(); err == nil {
+			err = perr
+		}
+	}
 	return err
 }
 
@@ -246,9 +268,16 @@ func (s *Server) IssuedKeys() []string {
 	return append([]string(nil), s.issued.list...)
 }
 
-// Keys returns the rows of maas-api's api_keys table, newest first. The
-// error says why maas-api or its database cannot answer.
-func (s *Server) Keys(ctx context.Context) ([]*Key, error) {
+// Keys returns the rows of maas-api's api_keys table, newest first (nil
+// when maas-api or its database cannot answer; KeysErr says why).
+func (s *Server) Keys() []*Key {
+	k, _ := s.KeysErr(context.Background())
+	return k
+}
+
+// KeysErr is Keys with the error saying why maas-api or its database
+// cannot answer.
+func (s *Server) KeysErr(ctx context.Context) ([]*Key, error) {
 	in, err := s.instance(ctx)
 	if err != nil {
 		return nil, err

@@ -86,11 +86,75 @@ func (e *dbError) Error() string { return e.Public + ": " + e.Cause }
 
 // maasAPIInstance is the running (or crash-looping) maas-api.
 type maasAPIInstance struct {
-	key     string // deployment UID/generation + URL hash
+	key     string // deployment UID/generation
 	cfg     *pgx.ConnConfig
 	target  string // "database maas on host:port", for messages
 	started bool
 	err     *dbError // why the last start failed
+
+	// idle are pooled connections for key validation only (see
+	// validationConn), at most maxIdle, each dropped after maxLifetime.
+	mu   sync.Mutex
+	idle []pooledConn
+}
+
+type pooledConn struct {
+	c       *pgx.Conn
+	created time.Time
+}
+
+// maas-api's pool defaults (db_driver.go: DB_MAX_IDLE_CONNS 5,
+// DB_CONN_MAX_LIFETIME_SECONDS 300).
+const (
+	maxIdle     = 5
+	maxLifetime = 300 * time.Second
+)
+
+// validationConn returns a pooled connection for the key validation that
+// Authorino asks maas-api for on every model request, or a new one. Only
+// this hot path is pooled, as maas-api pools all of its statements: a new
+// TLS and SCRAM handshake per model call would add its latency to every
+// answer, and verify tells the gateway's fast 429 from a model server's
+// slow one by latency (case B17). Key minting, listing and revocation
+// still open a new connection each, so a password changed behind the
+// Secret shows on the next of those.
+func (in *maasAPIInstance) validationConn(ctx context.Context) (*pgx.Conn, time.Time, error) {
+	in.mu.Lock()
+	for len(in.idle) > 0 {
+		pc := in.idle[len(in.idle)-1]
+		in.idle = in.idle[:len(in.idle)-1]
+		if time.Since(pc.created) < maxLifetime && !pc.c.IsClosed() {
+			in.mu.Unlock()
+			return pc.c, pc.created, nil
+		}
+		_ = pc.c.Close(context.WithoutCancel(ctx))
+	}
+	in.mu.Unlock()
+	created := time.Now()
+	c, err := in.connect(ctx, "validation failed")
+	return c, created, err
+}
+
+// release puts c back into the pool (or closes it when the pool is full,
+// the instance was replaced, or c failed).
+func (in *maasAPIInstance) release(ctx context.Context, c *pgx.Conn, created time.Time, ok bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if ok && in.idle != nil && len(in.idle) < maxIdle && time.Since(created) < maxLifetime {
+		in.idle = append(in.idle, pooledConn{c: c, created: created})
+		return
+	}
+	_ = c.Close(context.WithoutCancel(ctx))
+}
+
+// closeIdle closes the pooled connections; later releases close theirs.
+func (in *maasAPIInstance) closeIdle() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, pc := range in.idle {
+		_ = pc.c.Close(context.Background())
+	}
+	in.idle = nil
 }
 
 type maasAPIState struct {
@@ -132,13 +196,19 @@ func (s *Server) instance(ctx context.Context) (*maasAPIInstance, error) {
 		return in, nil
 	}
 	// A (re)start reads the Secret again.
-	in := &maasAPIInstance{key: key}
+	if old := s.api.inst; old != nil {
+		old.closeIdle()
+	}
+	in := &maasAPIInstance{key: key, idle: []pooledConn{}}
 	s.api.inst = in
 	raw, err := s.dbURL(ctx)
 	if err != nil {
 		in.err = &dbError{Public: "maas-api is not running", Cause: err.Error()}
 		s.api.log = append(s.api.log, in.err.Error())
 		return nil, in.err
+	}
+	if s.ownPG != nil {
+		s.provision(ctx, raw)
 	}
 	if in.cfg, in.target, err = s.connConfig(raw); err != nil {
 		in.err = &dbError{Public: "maas-api is not running", Cause: "failed to initialize token store: " + err.Error()}
@@ -152,6 +222,15 @@ func (s *Server) instance(ctx context.Context) (*maasAPIInstance, error) {
 	}
 	in.started = true
 	return in, nil
+}
+
+// closeAll closes the current instance's pooled connections (Close).
+func (st *maasAPIState) closeAll() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.inst != nil {
+		st.inst.closeIdle()
+	}
 }
 
 func (st *maasAPIState) fail(e *dbError) error {
@@ -289,4 +368,30 @@ func migrate(ctx context.Context, in *maasAPIInstance) error {
 		}
 	}
 	return nil
+}
+
+// provision creates, in the private PostgreSQL (Options.DBHosts nil), the
+// role and database the URL names, once per URL and only when the role is
+// missing, as CNPG's initdb does for the Cluster (e2e/sim/cnpg_db.go).
+// Failures are left for maas-api's own connection to report.
+func (s *Server) provision(ctx context.Context, raw string) {
+	if _, done := s.provisioned.LoadOrStore(raw, true); done {
+		return
+	}
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil || cfg.User == "" || cfg.Database == "" {
+		return
+	}
+	c, err := s.ownPG.Admin(ctx)
+	if err != nil {
+		return
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := c.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_roles WHERE rolname = $1`, cfg.User).Scan(&exists); err != nil || exists {
+		return
+	}
+	id := pgx.Identifier{cfg.User}.Sanitize()
+	_, _ = c.Exec(ctx, "CREATE ROLE "+id+" LOGIN PASSWORD '"+strings.ReplaceAll(cfg.Password, "'", "''")+"'")
+	_, _ = c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" OWNER "+id)
 }

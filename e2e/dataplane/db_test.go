@@ -87,7 +87,7 @@ func TestKeysLiveInTheDatabase(t *testing.T) {
 	if got := adminQuery(t, `SELECT version || ' ' || dirty FROM schema_migrations`); len(got) != 1 || got[0] != fmt.Sprintf("%d false", SchemaVersion) {
 		t.Errorf("schema_migrations = %q, want version %d clean", got, SchemaVersion)
 	}
-	keys, err := c.s.Keys(ctx)
+	keys, err := c.s.KeysErr(ctx)
 	if err != nil || len(keys) != 1 || keys[0].ID != id {
 		t.Errorf("Keys() = %v, %v", keys, err)
 	}

@@ -162,22 +162,26 @@ VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10)`, k.ID, k.Username, k
 // /internal/v1/api-keys/validate call Authorino makes). A nil key with a
 // nil error is an invalid key; why says which.
 func (s *Server) lookupKey(ctx context.Context, in *maasAPIInstance, plain string, now time.Time) (k *Key, why string, err error) {
-	err = s.query(ctx, in, "validation failed", func(c *pgx.Conn) error {
-		var err error
-		k, err = scanKey(c.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE key_hash = $1`, hashKey(plain)))
-		if err != nil {
-			return err
+	c, created, err := in.validationConn(ctx)
+	if err != nil {
+		var de *dbError
+		if errors.As(err, &de) {
+			s.api.fail(de)
 		}
-		if !k.Revoked && now.Before(k.Expires) {
-			_, err = c.Exec(ctx, `UPDATE api_keys SET last_used_at = $2 WHERE id = $1`, k.ID, now.UTC())
-		}
-		return err
-	})
+		return nil, "", err
+	}
+	k, err = scanKey(c.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE key_hash = $1`, hashKey(plain)))
+	if err == nil && !k.Revoked && now.Before(k.Expires) {
+		_, err = c.Exec(ctx, `UPDATE api_keys SET last_used_at = $2 WHERE id = $1`, k.ID, now.UTC())
+	}
+	in.release(ctx, c, created, err == nil || errors.Is(err, pgx.ErrNoRows))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, "unknown key", nil
 	case err != nil:
-		return nil, "", err
+		de := &dbError{Public: "validation failed", Cause: in.target + ": " + describe(err)}
+		s.api.fail(de)
+		return nil, "", de
 	case k.Revoked:
 		return nil, "revoked", nil
 	case !now.Before(k.Expires):
