@@ -391,7 +391,7 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 	t.Run("restarted once whatever the message says", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{
 			delay:  map[string]time.Duration{sim.Gateway: 8 * time.Second},
-			faults: sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation"},
+			faults: sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation", IstioAfterKuadrantOperator: true},
 		})
 		pods := c.record(t, gvrPods, "openshift-operators", sel)
 		r := c.install(t, "--set", "waitTimeoutSeconds=150")

@@ -124,6 +124,10 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 		return nil
 	}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
+	if istiod == nil && m.opts.Faults.IstioAfterKuadrantOperator && (&kuadrantCtl{m: m}).operatorPod() == nil {
+		g.class.queue.AddAfter(k, istioPollInterval) // pods do not requeue classes
+		return nil
+	}
 	if istiod == nil {
 		if err := m.ensureNamespace(ctx, istiodNamespace); err != nil {
 			return err
@@ -154,6 +158,10 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 // operator's Deployment at the end of the OLM delay): half the delay, at
 // most one second (the time a Deployment takes to become Available on a
 // loaded local control plane).
+// istioPollInterval is how often a class held by
+// Faults.IstioAfterKuadrantOperator looks for the Kuadrant operator pod.
+const istioPollInterval = 200 * time.Millisecond
+
 func rolloutLead(d time.Duration) time.Duration {
 	return min(d/2, time.Second)
 }

@@ -163,6 +163,15 @@ type Faults struct {
 	// MissingDependency whatever operator pod runs, as when the dependency
 	// is really missing (case B01 variant).
 	KuadrantStuckMissingDependency bool
+	// IstioAfterKuadrantOperator holds the install of Istio (istiod) until
+	// a Kuadrant operator pod runs, so the operator certainly starts
+	// before its Gateway API provider exists: the trigger state of case
+	// B01. Without it the order is a race between the gateway delay and
+	// the real OLM installing the RHCL CSV, which under load can finish
+	// after Istio exists (then no MissingDependency occurs, as on a
+	// cluster where RHCL was installed late). The gateway delay still
+	// holds the GatewayClass's Accepted as before.
+	IstioAfterKuadrantOperator bool
 	// MaaSFailures makes the MaaS controller report an object as failed:
 	// keys are "Kind/namespace/name" (e.g. "MaaSModelRef/ns/m"), values the
 	// status message. ExternalProvider, ExternalModel and MaaSModelRef get
