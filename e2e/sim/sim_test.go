@@ -809,7 +809,9 @@ func conditionIn(l any, typ string) map[string]any {
 // created; until then there is no installedCSV (case B02 a: "CSV not yet
 // there" must count as progress).
 func TestDelay(t *testing.T) {
-	const delay = 4 * time.Second
+	// 8 s: the InstallPlan comes from the real catalog operator, whose
+	// resolution took 3 s on a loaded 2-core machine.
+	const delay = 8 * time.Second
 	c := startCluster(t, Options{Delay: map[string]time.Duration{OLM: delay}})
 	start := time.Now()
 	c.subscribe(t, "openshift-operators", "rhcl-operator", "stable-1.4", "redhat-operators", nil)
