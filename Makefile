@@ -11,7 +11,8 @@ K8S_VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
 K8S_LDFLAGS  := -s -w $(foreach p,$(K8S_VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 K8S_BINS     := $(TESTENV)/kube-apiserver $(TESTENV)/kube-controller-manager $(TESTENV)/kube-scheduler
 TOOLS        := $(BIN)/maasctl $(BIN)/maasctl-sim $(BIN)/vault-test-server $(BIN)/testenv-ctl
-GO_SOURCES   := $(shell find . -name '*.go' -not -path './bin/*' -not -path './e2e/testenv/etcd/*' -not -path './e2e/testenv/k8s/*') go.mod go.sum $(shell find assets/manifests e2e/testenv/fixture -type f 2>/dev/null)
+TOOLS_MODS   := etcd k8s olm opm kuadrant limitador authorino cnpg
+GO_SOURCES   := $(shell find . -name '*.go' -not -path './bin/*' $(foreach m,$(TOOLS_MODS),-not -path './e2e/testenv/$(m)/*')) go.mod go.sum $(shell find assets/manifests e2e/testenv/fixture -type f 2>/dev/null)
 
 .PHONY: all build testenv demo test unit bench vet clean
 
@@ -29,9 +30,57 @@ $(BIN)/vault-test-server: $(GO_SOURCES)
 $(BIN)/testenv-ctl: $(GO_SOURCES)
 	$(GOBUILD) -o $@ ./e2e/cmd/testenv
 
-## testenv: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok built from Go modules (once; cached in bin/testenv);
+# Real upstream operators (issue 12): each tools module under e2e/testenv pins one exact release;
+# a binary is rebuilt only when its module's go.mod or go.sum changes.
+OLM_BINS      := $(TESTENV)/olm $(TESTENV)/catalog
+KUADRANT_BINS := $(TESTENV)/kuadrant-operator $(TESTENV)/authorino-operator
+OPERATOR_BINS := $(OLM_BINS) $(TESTENV)/netns-run $(TESTENV)/opm $(KUADRANT_BINS) $(TESTENV)/limitador-operator $(TESTENV)/authorino $(TESTENV)/cnpg-manager
+
+## testenv: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, and the real operators
+## (OLM, opm, Kuadrant, Authorino, CloudNativePG) built from Go modules (once; cached in bin/testenv);
 ## Debian's PostgreSQL server (initdb, pg_ctl, postgres), installed with apt-get when missing and run as root
-testenv: $(TESTENV)/etcd $(K8S_BINS) $(TESTENV)/kwok postgresql
+testenv: $(TESTENV)/etcd $(K8S_BINS) $(TESTENV)/kwok $(OPERATOR_BINS) postgresql
+
+$(OLM_BINS) &: e2e/testenv/olm/go.mod e2e/testenv/olm/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/olm && $(GOBUILD) -tags=json1 -ldflags='-s -w' -o $(TESTENV)/ \
+	  github.com/operator-framework/operator-lifecycle-manager/cmd/olm \
+	  github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
+	touch $(OLM_BINS)
+
+# netns-run: runs olm and catalog in network namespaces of their own (they hard-code :8080).
+$(TESTENV)/netns-run: e2e/cmd/netns-run/main.go go.mod go.sum
+	mkdir -p $(TESTENV)
+	$(GOBUILD) -ldflags='-s -w' -o $@ ./e2e/cmd/netns-run
+
+$(TESTENV)/opm: e2e/testenv/opm/go.mod e2e/testenv/opm/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/opm && $(GOBUILD) -tags=json1,containers_image_openpgp -ldflags='-s -w' -o $@ github.com/operator-framework/operator-registry/cmd/opm
+	touch $@
+
+$(KUADRANT_BINS) &: e2e/testenv/kuadrant/go.mod e2e/testenv/kuadrant/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/kuadrant && \
+	  $(GOBUILD) -ldflags='-s -w' -o $(TESTENV)/kuadrant-operator github.com/kuadrant/kuadrant-operator/cmd && \
+	  $(GOBUILD) -ldflags='-s -w' -o $(TESTENV)/authorino-operator github.com/kuadrant/authorino-operator
+	touch $(KUADRANT_BINS)
+
+# limitador-operator v0.15.0 (the version kuadrant-operator v1.5.2 pins) needs its own, older
+# k8s.io/api (VolumeResourceRequirements): it does not build in kuadrant-operator's module graph.
+$(TESTENV)/limitador-operator: e2e/testenv/limitador/go.mod e2e/testenv/limitador/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/limitador && $(GOBUILD) -ldflags='-s -w' -o $@ github.com/kuadrant/limitador-operator
+	touch $@
+
+$(TESTENV)/authorino: e2e/testenv/authorino/go.mod e2e/testenv/authorino/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/authorino && $(GOBUILD) -ldflags='-s -w' -o $@ github.com/kuadrant/authorino
+	touch $@
+
+$(TESTENV)/cnpg-manager: e2e/testenv/cnpg/go.mod e2e/testenv/cnpg/go.sum
+	mkdir -p $(TESTENV)
+	cd e2e/testenv/cnpg && $(GOBUILD) -ldflags='-s -w' -o $@ github.com/cloudnative-pg/cloudnative-pg/cmd/manager
+	touch $@
 
 .PHONY: postgresql
 postgresql:

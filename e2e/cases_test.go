@@ -80,7 +80,8 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		o.edit(objs)
 	}
 	objs = append(objs, o.extra...)
-	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs})
+	olmDelay, simDelay := sim.SplitOLMDelay(o.delay)
+	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs, OperatorPodReadyDelay: olmDelay})
 	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 		t.Skipf("local control plane not built (%v): run make testenv", err)
 	}
@@ -106,7 +107,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{RHOAIVersion: o.rhoai, Delay: o.delay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()})
+		h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{RHOAIVersion: o.rhoai, Delay: simDelay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()})
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)
 		}
@@ -390,7 +391,7 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 	t.Run("restarted once whatever the message says", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{
 			delay:  map[string]time.Duration{sim.Gateway: 8 * time.Second},
-			faults: sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation"},
+			faults: sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation", IstioAfterKuadrantOperator: true},
 		})
 		pods := c.record(t, gvrPods, "openshift-operators", sel)
 		r := c.install(t, "--set", "waitTimeoutSeconds=150")
@@ -440,8 +441,25 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 		mustSucceed(t, c.install(t))
 	})
 	t.Run("installplan requires approval", func(t *testing.T) {
-		c := newCaseCluster(t, caseOptions{faults: sim.Faults{ManualApproval: true, ExtraInstallPlans: []string{"rhods-operator.3.6.0"}}})
-		r := c.install(t, "--set", "waitTimeoutSeconds=60")
+		// Every Subscription is Manual, so the real OLM makes every
+		// InstallPlan Manual (as when another Subscription of a namespace
+		// is Manual, case B02 b);
+		// next to it waits a Manual plan that no Subscription references,
+		// for a CSV the channel does not resolve to, as a newer catalog
+		// version leaves one (enclave PR #467).
+		extra := obj("operators.coreos.com/v1alpha1", "InstallPlan", "redhat-ods-operator", "install-extra", map[string]any{
+			"spec": map[string]any{
+				"approval": "Manual", "approved": false, "generation": int64(2),
+				"clusterServiceVersionNames": []any{"rhods-operator.3.6.0"},
+				"source":                     "redhat-operators", "sourceNamespace": "openshift-marketplace",
+			},
+		})
+		c := newCaseCluster(t, caseOptions{extra: []*unstructured.Unstructured{namespace("redhat-ods-operator"), extra}})
+		manual := []string{"--set", "database.operator.approval=Manual"}
+		for _, id := range []string{"rhcl", "lws", "rhoai"} {
+			manual = append(manual, "--set", "operators["+id+"].approval=Manual")
+		}
+		r := c.install(t, append(manual, "--set", "waitTimeoutSeconds=60")...)
 		mustFail(t, r)
 		msg := failure(r, "operators/rhoai")
 		mustContain(t, "operators/rhoai failure", msg, "InstallPlan redhat-ods-operator/install-", "rhods-operator.3.5.0", "--approve-installplans")
@@ -450,14 +468,14 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 				t.Errorf("InstallPlan %s/%s was approved without --approve-installplans", ip.GetNamespace(), ip.GetName())
 			}
 		}
-		r = c.install(t, "--approve-installplans", "--set", "waitTimeoutSeconds=120")
+		r = c.install(t, append(manual, "--approve-installplans", "--set", "waitTimeoutSeconds=120")...)
 		mustSucceed(t, r)
-		extra := 0
+		extras := 0
 		for _, ip := range c.list(t, gvkIP, "") {
 			csvs, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
 			a, _, _ := unstructured.NestedBool(ip.Object, "spec", "approved")
 			if slices.Contains(csvs, "rhods-operator.3.6.0") {
-				extra++
+				extras++
 				if a {
 					t.Errorf("InstallPlan %s for the unexpected CSV rhods-operator.3.6.0 was approved", ip.GetName())
 				}
@@ -465,8 +483,8 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 				t.Errorf("InstallPlan %s/%s (%v) not approved", ip.GetNamespace(), ip.GetName(), csvs)
 			}
 		}
-		if extra != 1 {
-			t.Errorf("%d InstallPlans for the unexpected CSV, want 1 (the fault did not apply?)", extra)
+		if extras != 1 {
+			t.Errorf("%d InstallPlans for the unexpected CSV, want 1 (the fault did not apply?)", extras)
 		}
 	})
 	t.Run("two operatorgroups", func(t *testing.T) {

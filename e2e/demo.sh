@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: start the local control plane (etcd, kube-apiserver, kcm,
-# scheduler, kwok, PostgreSQL), the Vault-API test server and the simulated operators;
+# scheduler, kwok, the real OLM, PostgreSQL), the Vault-API test server and the simulated operators;
 # run `maasctl install` with the embedded default inventory twice (the second
 # run must change nothing); then stop everything it started.
 set -euo pipefail
@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/bin}
 STATE=${STATE:-$PWD/.state/demo}
 # Simulated operator delays (scaled-down real ones); override with SIM_DELAYS.
-SIM_DELAYS=${SIM_DELAYS:---delay olm=300ms --delay cnpg=500ms --delay dsc=800ms}
+# OLM is real (testenv runs its olm and catalog operators), so it has no delay here.
+SIM_DELAYS=${SIM_DELAYS:---delay cnpg=500ms --delay dsc=800ms}
 
 pids=()
 cleanup() {

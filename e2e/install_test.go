@@ -110,6 +110,18 @@ func TestInstallEndToEnd(t *testing.T) {
 	}
 	t.Logf("first run: %s wall, %d reads, %d writes", first.wall, summary(t, first.events).Reads, summary(t, first.events).Writes)
 
+	// The operators came from the real OLM: their CSVs Succeeded.
+	for _, k := range [][2]string{
+		{"redhat-ods-operator", "rhods-operator.3.5.0"},
+		{"openshift-operators", "rhcl-operator.v1.4.1"},
+	} {
+		csv := get(t, c, "operators.coreos.com/v1alpha1", "ClusterServiceVersion", k[0], k[1])
+		if p, _, _ := unstructured.NestedString(csv.Object, "status", "phase"); p != "Succeeded" {
+			t.Errorf("CSV %s/%s phase %q, want Succeeded", k[0], k[1], p)
+		}
+	}
+	assertLoopbackOnly(t, c)
+
 	// The end state the deployment README's "Verify" list names.
 	dsc := get(t, c, "datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "", "default-dsc")
 	if p, _, _ := unstructured.NestedString(dsc.Object, "status", "phase"); p != "Ready" {

@@ -88,7 +88,8 @@ func newTiersCluster(t *testing.T, simDelay map[string]time.Duration) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	env, err := testenv.Start(ctx, testenv.Options{})
+	olmDelay, simDelay := sim.SplitOLMDelay(simDelay)
+	env, err := testenv.Start(ctx, testenv.Options{OperatorPodReadyDelay: olmDelay})
 	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 		t.Skipf("local control plane not built (%v): run make testenv", err)
 	}

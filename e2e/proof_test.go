@@ -196,7 +196,7 @@ func managedState(t *testing.T, c *cluster) map[string]objState {
 			t.Errorf("managed object %s: %v", kube.Describe(o), err)
 			continue
 		}
-		s := objState{Labels: live.GetLabels(), Generation: live.GetGeneration()}
+		s := objState{Labels: clusterIndependentLabels(live.GetLabels()), Generation: live.GetGeneration()}
 		if live.GetKind() == "Secret" {
 			data, _, _ := unstructured.NestedMap(live.Object, "data")
 			for k := range data {
@@ -862,4 +862,19 @@ func TestChangingWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clusterIndependentLabels is labels with the OperatorGroup UID in the key
+// of OLM's label olm.operatorgroup.uid/<uid> (the real olm-operator puts it
+// on every target namespace of an OperatorGroup) replaced by "<uid>": UIDs
+// differ between the two clusters compared, the label's presence does not.
+func clusterIndependentLabels(l map[string]string) map[string]string {
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		if strings.HasPrefix(k, "olm.operatorgroup.uid/") {
+			k = "olm.operatorgroup.uid/<uid>"
+		}
+		out[k] = v
+	}
+	return out
 }

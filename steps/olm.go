@@ -299,7 +299,11 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 	csvs, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
 	want, source := expectedCSV(ctx, e, op, sub)
 	approveCmd := fmt.Sprintf(`oc patch installplan %s -n %s --type merge -p '{"spec":{"approved":true}}'`, name, op.Namespace)
-	if problem := installPlanProblem(csvs, want, source, op); problem != "" {
+	own, problem := siblingCSVs(ctx, e, op, name, csvs)
+	if problem == "" {
+		problem = installPlanProblem(own, want, source, op)
+	}
+	if problem != "" {
 		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval, and maasctl will not approve it: %s; inspect it with 'oc get installplan %s -n %s -o yaml' and approve it by hand only if it is right (%s)",
 			op.Namespace, name, strings.Join(csvs, ", "), problem, name, op.Namespace, approveCmd)
 	}
@@ -313,6 +317,52 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 	}
 	e.progress(stepID, "approved InstallPlan %s (CSV %s, the expected CSV from %s)", name, strings.Join(csvs, ", "), source)
 	return nil
+}
+
+// siblingCSVs splits a namespace-wide InstallPlan: OLM resolves all
+// Subscriptions of a namespace together, so one plan installs the CSVs of
+// several of them (seen on the real catalog operator v0.46.0: CNPG and RHCL
+// in openshift-operators, both Manual, share one plan). It returns the CSVs
+// of plan that are op's own, and a problem when another CSV is not the
+// expected CSV of another planned operator of the namespace whose
+// Subscription references the same plan.
+func siblingCSVs(ctx context.Context, e *Env, op inventory.Operator, plan string, csvs []string) ([]string, string) {
+	if len(csvs) < 2 {
+		return csvs, ""
+	}
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		return csvs, ""
+	}
+	sibling := map[string]bool{}
+	for _, o := range ops {
+		if o.Namespace != op.Namespace || o.Package == op.Package {
+			continue
+		}
+		sub, err := operatorInstalled(ctx, e, o)
+		if err != nil || sub == nil {
+			continue
+		}
+		if ref, _, _ := unstructured.NestedString(sub.Object, "status", "installPlanRef", "name"); ref != plan {
+			continue
+		}
+		want, source := expectedCSV(ctx, e, o, sub)
+		for _, c := range csvs {
+			if c == want {
+				if p := installPlanProblem([]string{c}, want, source, o); p != "" {
+					return csvs, p
+				}
+				sibling[c] = true
+			}
+		}
+	}
+	var own []string
+	for _, c := range csvs {
+		if !sibling[c] {
+			own = append(own, c)
+		}
+	}
+	return own, ""
 }
 
 // installPlanProblem says why an InstallPlan for csvs must not be

@@ -50,26 +50,28 @@ func TestCriticalPath(t *testing.T) {
 }
 
 // TestStepChainsNameRealSteps: every step of the delay table exists in the
-// registry and every controller in the simulators.
+// registry and every delay key is a simulator's or sim.OLM (the real OLM's
+// delay, which testenv applies to the operator pods).
 func TestStepChainsNameRealSteps(t *testing.T) {
 	reg, err := steps.NewRegistry(inventory.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
+	known := append(sim.ControllerNames(), sim.OLM)
 	for id, chain := range stepChains {
 		if reg.Get(id) == nil {
 			t.Errorf("stepChains names step %s, which is not in the registry", id)
 		}
 		for _, stage := range chain {
 			for _, c := range stage {
-				if !slices.Contains(sim.ControllerNames(), c) {
+				if !slices.Contains(known, c) {
 					t.Errorf("step %s: unknown simulator %q", id, c)
 				}
 			}
 		}
 	}
 	for k := range RealisticDelays {
-		if !slices.Contains(sim.ControllerNames(), k) {
+		if !slices.Contains(known, k) {
 			t.Errorf("RealisticDelays: unknown simulator %q", k)
 		}
 	}

@@ -59,7 +59,8 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	te, err := testenv.Start(ctx, testenv.Options{StateDir: filepath.Join(dir, "testenv")})
+	olmDelay, _ := sim.SplitOLMDelay(o.delays)
+	te, err := testenv.Start(ctx, testenv.Options{StateDir: filepath.Join(dir, "testenv"), OperatorPodReadyDelay: olmDelay})
 	if err != nil {
 		return nil, fmt.Errorf("start the local control plane: %w", err)
 	}
@@ -98,7 +99,7 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		c.stop()
 		return nil, err
 	}
-	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: o.delays, Logger: logger, Postgres: te.Postgres().AdminConnString()})
+	h, err := sim.Start(sctx, simCfg, sim.Options{Delay: simOnly(o.delays), Logger: logger, Postgres: te.Postgres().AdminConnString()})
 	if err != nil {
 		cancel()
 		closeLog()
@@ -203,4 +204,11 @@ func simLogger(path string) (l *zap.Logger, close func(), err error) {
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(f), zapcore.DebugLevel)
 	l = zap.New(core)
 	return l, func() { _ = l.Sync(); _ = f.Close() }, nil
+}
+
+// simOnly is d without the OLM delay, which the control plane applies
+// (testenv.Options.OperatorPodReadyDelay): OLM is real.
+func simOnly(d map[string]time.Duration) map[string]time.Duration {
+	_, out := sim.SplitOLMDelay(d)
+	return out
 }

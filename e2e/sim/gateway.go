@@ -124,6 +124,10 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 		return nil
 	}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
+	if istiod == nil && m.opts.Faults.IstioAfterKuadrantOperator && (&kuadrantCtl{m: m}).operatorPod() == nil {
+		g.class.queue.AddAfter(k, istioPollInterval) // pods do not requeue classes
+		return nil
+	}
 	if istiod == nil {
 		if err := m.ensureNamespace(ctx, istiodNamespace); err != nil {
 			return err
@@ -147,6 +151,10 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	}
 	return m.updateStatus(ctx, gvrGatewayClass, gc, status)
 }
+
+// istioPollInterval is how often a class held by
+// Faults.IstioAfterKuadrantOperator looks for the Kuadrant operator pod.
+const istioPollInterval = 200 * time.Millisecond
 
 // rolloutLead is how long before the end of a delay d a simulator creates
 // a Deployment whose pod, on a cluster, starts only at the end of the work

@@ -98,10 +98,6 @@ type manager struct {
 	// probes holds, per custom resource kind, a channel closed once the
 	// API server's watch cache for it is ready (see watchable).
 	probes sync.Map // schema.GroupVersionResource -> chan struct{}
-	// olmCRDs holds the names of the CRDs an InstallPlan of this process
-	// created: their operator runs only while a CSV owns them
-	// (operatorRunning).
-	olmCRDs sync.Map // string -> bool
 	// inFlight holds the ids of background creations running now (see
 	// background).
 	inFlight sync.Map // string -> bool
@@ -168,7 +164,6 @@ func (m *manager) start(ctx context.Context) error {
 		return fmt.Errorf("connect to api server: %w", err)
 	}
 	m.ctx = ctx
-	registerOLM(m)
 	registerCNPG(m)
 	registerCertManager(m)
 	registerServiceCA(m)
@@ -855,18 +850,11 @@ func (m *manager) background(id string, fn func(ctx context.Context) error, done
 	}()
 }
 
-// crdPatterns lists the CRD globs the simulated operators register, in the
-// order an install needs them: the OLM bundles' first, then those the
-// DataScienceCluster's components and MaaS register.
+// crdPatterns lists the CRD globs the simulated operators register: those
+// the DataScienceCluster's components and MaaS register. (The operator
+// bundles' CRDs are created by the real OLM from the generated catalog.)
 func (m *manager) crdPatterns() []string {
 	var out []string
-	for _, pkgs := range catalogs(m.opts.RHOAIVersion) {
-		for _, chans := range pkgs {
-			for _, b := range chans {
-				out = append(out, b.CRDs...)
-			}
-		}
-	}
 	for _, c := range dscComponents(m.opts.RHOAIVersion) {
 		out = append(out, c.crds...)
 	}

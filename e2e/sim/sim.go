@@ -11,8 +11,6 @@
 //
 // The simulators and the operators they stand in for:
 //
-//	olm           OLM catalog and OLM operators: CatalogSource, OperatorGroup,
-//	              Subscription, InstallPlan, ClusterServiceVersion
 //	cnpg          CloudNativePG: postgresql.cnpg.io Cluster
 //	cert-manager  cert-manager: Certificate, CertificateRequest
 //	service-ca    OpenShift service-ca operator: serving-cert Secrets
@@ -26,7 +24,9 @@
 //	maas          MaaS controller: ExternalProvider, ExternalModel,
 //	              MaaSModelRef, MaaSAuthPolicy, MaaSSubscription
 //
-// Those names are the keys of Options.Delay.
+// Those names are the keys of Options.Delay. OLM itself is real (e2e/testenv
+// runs operator-lifecycle-manager's olm and catalog operators on generated
+// catalogs); each simulated operator starts when its real CSV is Succeeded.
 package sim
 
 import (
@@ -45,7 +45,6 @@ import (
 // Controller names: the keys of Options.Delay and the "controller" field of
 // every log line.
 const (
-	OLM         = "olm"
 	CNPG        = "cnpg"
 	CertManager = "cert-manager"
 	ServiceCA   = "service-ca"
@@ -59,9 +58,27 @@ const (
 	MaaS        = "maas"
 )
 
+// OLM is the delay key of OLM installs in the delay maps callers keep
+// beside the simulators' (bench, e2e): not a simulator, since OLM is real.
+// SplitOLMDelay takes it out; testenv.Options.OperatorPodReadyDelay applies
+// it.
+const OLM = "olm"
+
+// SplitOLMDelay returns delays[OLM] and a copy of delays without it (the
+// simulators' Options.Delay).
+func SplitOLMDelay(delays map[string]time.Duration) (time.Duration, map[string]time.Duration) {
+	out := make(map[string]time.Duration, len(delays))
+	for k, v := range delays {
+		if k != OLM {
+			out[k] = v
+		}
+	}
+	return delays[OLM], out
+}
+
 // ControllerNames lists every simulated controller name, sorted.
 func ControllerNames() []string {
-	n := []string{OLM, CNPG, CertManager, ServiceCA, Gateway, Router, Kuadrant, Authorino, LWS, DSCI, DSC, MaaS}
+	n := []string{CNPG, CertManager, ServiceCA, Gateway, Router, Kuadrant, Authorino, LWS, DSCI, DSC, MaaS}
 	sort.Strings(n)
 	return n
 }
@@ -82,9 +99,10 @@ type Options struct {
 	// ../shared/crds relative to the repository root found above the working
 	// directory.
 	CRDDir string
-	// RHOAIVersion is "3.5" (default), "3.4" or "3.3". It selects the
-	// rhods-operator channel the simulated catalog offers (stable-<version>),
-	// the DSC/DSCI CRD set and the MaaS switch the RHOAI operator honours.
+	// RHOAIVersion is "3.5" (default), "3.4" or "3.3": the RHOAI release
+	// whose behaviour and MaaS switch the RHOAI operator simulator has. It
+	// should match the rhods-operator channel the install subscribes to
+	// (stable-<version>), whose bundle brings the DSC/DSCI CRD set.
 	RHOAIVersion string
 	// Delay holds a per-controller delay (keys: ControllerNames) applied once
 	// per object before the controller first acts on it, measured from when
@@ -112,16 +130,6 @@ type Options struct {
 // Faults are failure modes a test can switch on. They mirror failures seen in
 // the field (../shared/cases/README.md); each says which case it models.
 type Faults struct {
-	// ManualApproval makes every InstallPlan the simulated OLM creates use
-	// approval Manual, as when another Subscription in the namespace is
-	// Manual (case B02 b).
-	ManualApproval bool
-	// FailCSV names CSVs (for example "rhods-operator.3.5.0") that go to phase
-	// Failed with reason InstallCheckFailed instead of Succeeded (case B02).
-	FailCSV []string
-	// UnhealthyCatalogs names CatalogSources (by name) the simulated catalog
-	// operator reports as TRANSIENT_FAILURE instead of READY.
-	UnhealthyCatalogs []string
 	// CertificatePending keeps every CertificateRequest Pending with an ACME
 	// "waiting for DNS-01 propagation" message, so Certificates never become
 	// Ready (case B13).
@@ -155,11 +163,15 @@ type Faults struct {
 	// MissingDependency whatever operator pod runs, as when the dependency
 	// is really missing (case B01 variant).
 	KuadrantStuckMissingDependency bool
-	// ExtraInstallPlans names CSVs (e.g. "rhods-operator.3.6.0") for which
-	// the simulated OLM creates, next to the Subscription's own plan, a
-	// second Manual InstallPlan that no Subscription references, as a newer
-	// catalog version does mid-install (case B02, enclave PR #467).
-	ExtraInstallPlans []string
+	// IstioAfterKuadrantOperator holds the install of Istio (istiod) until
+	// a Kuadrant operator pod runs, so the operator certainly starts
+	// before its Gateway API provider exists: the trigger state of case
+	// B01. Without it the order is a race between the gateway delay and
+	// the real OLM installing the RHCL CSV, which under load can finish
+	// after Istio exists (then no MissingDependency occurs, as on a
+	// cluster where RHCL was installed late). The gateway delay still
+	// holds the GatewayClass's Accepted as before.
+	IstioAfterKuadrantOperator bool
 	// MaaSFailures makes the MaaS controller report an object as failed:
 	// keys are "Kind/namespace/name" (e.g. "MaaSModelRef/ns/m"), values the
 	// status message. ExternalProvider, ExternalModel and MaaSModelRef get

@@ -30,11 +30,13 @@ const FieldManager = "maasctl-testenv"
 
 // PlatformCRDDirs are the folders under the CRD tree installed at start:
 // what a fresh OpenShift 4.22 cluster with the cert-manager operator serves
-// (Route, Ingress and ClusterVersion config, OLM, cert-manager, Gateway
-// API). Operator-owned CRDs (cnpg, kuadrant, authorino, lws-operator,
-// opendatahub, odh-dashboard, kserve, ai-gateway-operator, maas) are left
-// to the simulated OLM, which registers them when a CSV succeeds.
-var PlatformCRDDirs = []string{"openshift", "olm", "cert-manager", "gateway-api"}
+// (Route, Ingress and ClusterVersion config, cert-manager, Gateway API).
+// OLM's CRDs come from its module (OLMCRDFiles). Operator-owned CRDs (cnpg,
+// kuadrant, authorino, lws-operator, opendatahub, ...) are inlined in the
+// generated catalogs' bundles (WriteCatalog): OLM's InstallPlans create
+// them; the RHOAI operator's component CRDs (odh-dashboard, kserve,
+// ai-gateway-operator, maas) are registered by its simulator.
+var PlatformCRDDirs = []string{"openshift", "cert-manager", "gateway-api"}
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 

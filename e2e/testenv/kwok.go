@@ -43,6 +43,11 @@ func writeKwokStages(ctx context.Context, stateDir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("read kwok stage: %w", err)
 		}
+		if f == "pod/fast/pod-ready.yaml" {
+			if b, err = withReadyDelay(b); err != nil {
+				return "", err
+			}
+		}
 		out.WriteString("---\n")
 		out.Write(b)
 		if !bytes.HasSuffix(b, []byte("\n")) {
@@ -54,4 +59,27 @@ func writeKwokStages(ctx context.Context, stateDir string) (string, error) {
 		return "", fmt.Errorf("write kwok stages: %w", err)
 	}
 	return path, nil
+}
+
+// readyDelayStanza makes the fast pod-ready stage honour
+// PodReadyDelayAnnotation the way kwok's general pod-ready stage
+// (kustomize/stage/pod/general/pod-ready.yaml) does, without its 1 s
+// default and 5 s jitter: a pod without the annotation turns Ready at once.
+const readyDelayStanza = `  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.annotations["` + PodReadyDelayAnnotation + `"]'
+  next:
+`
+
+// withReadyDelay inserts readyDelayStanza before the stage's next: block.
+func withReadyDelay(stage []byte) ([]byte, error) {
+	const next = "\n  next:\n"
+	i := bytes.Index(stage, []byte(next))
+	if i < 0 || bytes.Contains(stage, []byte("\n  delay:")) {
+		return nil, fmt.Errorf("kwok stage pod/fast/pod-ready.yaml of %s: no spec.next or already a spec.delay; cannot add the ready delay", KwokVersion)
+	}
+	out := append([]byte(nil), stage[:i+1]...)
+	out = append(out, readyDelayStanza...)
+	return append(out, stage[i+len(next):]...), nil
 }

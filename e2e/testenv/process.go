@@ -31,7 +31,29 @@ type process struct {
 // startProcess launches bin/name with args, stdout and stderr appended to
 // stateDir/name.log, and records its pid in stateDir/name.pid.
 func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*process, error) {
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd := exec.Command(filepath.Join(binDir, componentBinary(name)), args...)
+	cmd.Dir = stateDir
+	cmd.SysProcAttr = sysProcAttr(detach)
+	return launch(stateDir, name, detach, cmd)
+}
+
+// componentBinary is the program a component runs as (argv[0]'s base
+// name): the OLM operators run through netns-run.
+func componentBinary(name string) string {
+	switch name {
+	case OLMOperator, CatalogOperator:
+		return NetnsRun
+	}
+	return name
+}
+
+// startProcessEnv is startProcess of program bin, with env added to this
+// process's environment.
+func startProcessEnv(stateDir, bin, name string, detach bool, env []string, args ...string) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Dir = stateDir
 	cmd.SysProcAttr = sysProcAttr(detach)
 	return launch(stateDir, name, detach, cmd)
@@ -114,7 +136,7 @@ func (p *process) alive() bool {
 	if p.cmd != nil {
 		return !p.exited()
 	}
-	return pidIsComponent(p.pid, p.name)
+	return pidIsComponent(p.pid, componentBinary(p.name))
 }
 
 // stop sends SIGTERM, waits up to grace, then sends SIGKILL and waits again

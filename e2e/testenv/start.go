@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,7 +22,7 @@ const maxPortAttempts = 3
 
 // ownedStateFiles are removed from a reused StateDir before a start.
 var ownedStateFiles = []string{
-	"etcd", "certs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
+	"etcd", "certs", "catalogs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
 	Postgres + ".json", Postgres + "-admin.conn", Postgres + ".log", Postgres + ".pid",
 }
 
@@ -96,6 +97,12 @@ func resolve(opts Options) (*resolved, error) {
 	bins := []string{Etcd, KubeAPIServer}
 	if !o.NoControllers {
 		bins = append(bins, KubeControllerManager, KubeScheduler, Kwok)
+		if !o.NoOLM {
+			if err := checkRoot(); err != nil {
+				return nil, fmt.Errorf("start local control plane: %w", err)
+			}
+			bins = append(bins, OLMOperator, CatalogOperator, Opm, NetnsRun)
+		}
 	}
 	if err := checkBinaries(o.BinDir, bins...); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
@@ -103,6 +110,11 @@ func resolve(opts Options) (*resolved, error) {
 	if o.crdFiles, err = PlatformCRDFiles(o.CRDDir); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
 	}
+	olmCRDs, err := OLMCRDFiles(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("start local control plane: %w", err)
+	}
+	o.crdFiles = append(o.crdFiles, olmCRDs...)
 	if o.StateDir == "" {
 		if o.StateDir, err = os.MkdirTemp("", "maasctl-testenv-"); err != nil {
 			return nil, fmt.Errorf("start local control plane: create state folder: %w", err)
@@ -134,7 +146,7 @@ func prepareStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create state folder: %w", err)
 	}
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, Postgres} {
+	for _, name := range append(slices.Clone(allComponents), Postgres) {
 		p, err := loadProcess(dir, name)
 		if err != nil {
 			return err
@@ -149,7 +161,7 @@ func prepareStateDir(dir string) error {
 // clearState removes the files testenv owns in dir.
 func clearState(dir string) error {
 	names := append([]string(nil), ownedStateFiles...)
-	for _, c := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, c := range allComponents {
 		names = append(names, c+".log", c+".pid")
 	}
 	for _, n := range names {
@@ -333,10 +345,15 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		return nil, cause(err)
 	}
 	o.logf("%d platform CRDs established after %d ms", len(o.crdFiles), time.Since(t0).Milliseconds())
+	withOLM := !o.NoControllers && !o.NoOLM
+	var objs []*unstructured.Unstructured
 	if !o.NoFixture {
-		objs := o.Fixture
+		objs = o.Fixture
 		if objs == nil {
 			objs = FixtureObjects()
+		}
+		if withOLM {
+			objs = olmFixture(objs)
 		}
 		if err := ApplyObjects(mctx, env.cfg, objs...); err != nil {
 			return nil, fmt.Errorf("apply fixture: %w", cause(err))
@@ -362,6 +379,35 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 	}
 	if env.pg, err = pgs.wait(); err != nil {
 		return nil, fmt.Errorf("start PostgreSQL (log %s): %w", env.LogFile(Postgres), err)
+	}
+	if withOLM {
+		launches, err := olmLaunches(o, o.StateDir, env.kubeconfig, apiPort)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range launches {
+			p, err := startProcessEnv(o.StateDir, filepath.Join(o.BinDir, NetnsRun), l.name, o.Detach, l.env, l.args...)
+			if err != nil {
+				return nil, err
+			}
+			env.procs = append(env.procs, p)
+			go func() {
+				select {
+				case <-p.done:
+					cancelMon(&exitedError{p: p})
+				case <-mctx.Done():
+				}
+			}()
+			o.logf("%s started (pid %d)", l.name, p.pid)
+		}
+		dyn, err := dynamic.NewForConfig(env.cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitOLMReady(mctx, dyn, objs); err != nil {
+			return nil, cause(err)
+		}
+		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
 	}
 	env.startElapsed = time.Since(t0)
 	o.logf("local control plane ready after %d ms; KUBECONFIG=%s", env.startElapsed.Milliseconds(), env.kubeconfig)

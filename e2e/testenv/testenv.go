@@ -60,6 +60,9 @@ const DefaultStartTimeout = 2 * time.Minute
 // stopGrace is how long a component gets after SIGTERM before SIGKILL.
 const stopGrace = 10 * time.Second
 
+// allComponents are the component names in start order.
+var allComponents = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, OLMOperator, CatalogOperator}
+
 // ErrNotBuilt is wrapped by the error [Start] returns when a binary or the
 // kwok stage files are missing; `make testenv` provides both. Tests use
 // errors.Is(err, ErrNotBuilt) to skip (unless EnvRequire is "1").
@@ -103,6 +106,15 @@ type Options struct {
 	// calling process dies (Linux PR_SET_PDEATHSIG) and put in its own
 	// process group so a terminal's Ctrl-C does not reach it out of order.
 	Detach bool
+	// NoOLM starts no OLM (olm and catalog operators, opm): the fixture's
+	// CatalogSources then keep their recorded status, and nothing installs
+	// Subscriptions. OLM runs only with controllers.
+	NoOLM bool
+	// OperatorPodReadyDelay, when positive, makes kwok report the pods of
+	// every operator the catalogs install Ready that long after they start
+	// (standing for an image pull and start), so their CSVs stay Installing
+	// that long (see WriteCatalog).
+	OperatorPodReadyDelay time.Duration
 	// StartTimeout bounds Start as a whole. Default: DefaultStartTimeout.
 	StartTimeout time.Duration
 	// Logf, if set, receives progress lines (component started, ready
@@ -144,7 +156,9 @@ func (e *Env) RESTConfig() *rest.Config {
 func (e *Env) StateDir() string { return e.stateDir }
 
 // LogFile returns the path of a component's log (component is one of
-// Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok).
+// Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok,
+// OLMOperator, CatalogOperator; the OLM logs hold netns-run's programs: olm,
+// or catalog and its two opm servers).
 func (e *Env) LogFile(component string) string {
 	return filepath.Join(e.stateDir, component+".log")
 }
@@ -174,7 +188,7 @@ func (e *Env) stop() error {
 	if err := e.pg.stop(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, name := range []string{Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
+	for _, name := range []string{CatalogOperator, OLMOperator, Kwok, KubeScheduler, KubeControllerManager, KubeAPIServer, Etcd} {
 		p := e.proc(name)
 		if p == nil {
 			continue
@@ -235,8 +249,11 @@ type ComponentStatus struct {
 // Components reports the components recorded in StateDir, in start order.
 func (e *Env) Components() []ComponentStatus {
 	var out []ComponentStatus
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, name := range allComponents {
 		s := ComponentStatus{Name: name, Log: e.LogFile(name)}
+		if e.proc(name) == nil && (name == OLMOperator || name == CatalogOperator) {
+			continue // started only with OLM
+		}
 		if p := e.proc(name); p != nil {
 			s.PID = p.pid
 			s.Running = p.alive()
@@ -273,7 +290,7 @@ func Load(stateDir string) (*Env, error) {
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
 	e := &Env{stateDir: abs, kubeconfig: filepath.Join(abs, "kubeconfig")}
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok} {
+	for _, name := range allComponents {
 		p, err := loadProcess(abs, name)
 		if err != nil {
 			return nil, err

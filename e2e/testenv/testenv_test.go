@@ -85,8 +85,8 @@ func TestStart(t *testing.T) {
 			{"cert-manager Certificate", schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}, true},
 			{"Gateway API HTTPRoute", schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}, true},
 			{"OpenShift Route", schema.GroupVersionResource{Group: "route.openshift.io", Version: "v1", Resource: "routes"}, true},
-			{"operator-owned CNPG Cluster is left to the simulated OLM", schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "clusters"}, false},
-			{"operator-owned Kuadrant is left to the simulated OLM", schema.GroupVersionResource{Group: "kuadrant.io", Version: "v1beta1", Resource: "kuadrants"}, false},
+			{"operator-owned CNPG Cluster is left to OLM (the catalog bundle)", schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "clusters"}, false},
+			{"operator-owned Kuadrant is left to OLM (the catalog bundle)", schema.GroupVersionResource{Group: "kuadrant.io", Version: "v1beta1", Resource: "kuadrants"}, false},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -207,7 +207,7 @@ func TestDetachedLoadStop(t *testing.T) {
 		}
 		names = append(names, c.Name)
 	}
-	if want := []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, Postgres}; !slices.Equal(names, want) {
+	if want := []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok, OLMOperator, CatalogOperator, Postgres}; !slices.Equal(names, want) {
 		t.Errorf("components %v, want %v", names, want)
 	}
 	if err := loaded.Ready(t.Context()); err != nil {

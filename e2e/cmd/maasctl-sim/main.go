@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay olm=20s ...] [--postgres-admin CONNSTRING] [-v]
+//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [-v]
 package main
 
 import (
