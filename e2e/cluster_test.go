@@ -212,7 +212,21 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		}
 	} else {
 		olmDelay, _ := sim.SplitOLMDelay(o.simDelay)
-		env, err := testenv.Start(ctx, testenv.Options{OperatorPodReadyDelay: olmDelay})
+		to := testenv.Options{OperatorPodReadyDelay: olmDelay}
+		if o.proxy != nil && o.simViaProxy {
+			// The real OLM writes Subscriptions, InstallPlans and CSVs
+			// maasctl also reads and applies: a recording proxy that is to
+			// see every writer starts before OLM, and OLM goes through it.
+			to.OLMVia = func(_ context.Context, api *rest.Config) (string, error) {
+				// ctx, not Start's: the proxy outlives Start.
+				p, err := startProxy(ctx, t, c, *o.proxy, api)
+				if err != nil {
+					return "", err
+				}
+				return p.URL(), nil
+			}
+		}
+		env, err := testenv.Start(ctx, to)
 		if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 			t.Skipf("local control plane not built (%v): run make testenv", err)
 		}
@@ -245,14 +259,12 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	simCfg := c.restConfig()
 	var proxyKubeconfig string
 	if o.proxy != nil {
-		po := *o.proxy
-		po.Upstream = c.restConfig()
-		p, err := faultproxy.Start(ctx, po)
-		if err != nil {
-			t.Fatalf("start fault proxy: %v", err)
+		p := c.proxy
+		if p == nil {
+			if p, err = startProxy(ctx, t, c, *o.proxy, c.restConfig()); err != nil {
+				t.Fatalf("start fault proxy: %v", err)
+			}
 		}
-		t.Cleanup(func() { _ = p.Close() })
-		c.proxy = p
 		proxyKubeconfig = filepath.Join(c.dir, "proxy.kubeconfig")
 		if err := p.WriteKubeconfig(proxyKubeconfig); err != nil {
 			t.Fatal(err)
@@ -289,6 +301,19 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		c.kubeconfig = proxyKubeconfig
 	}
 	return c
+}
+
+// startProxy starts c's fault proxy (c.proxy) in front of upstream; it is
+// closed when t ends.
+func startProxy(ctx context.Context, t *testing.T, c *cluster, po faultproxy.Options, upstream *rest.Config) (*faultproxy.Proxy, error) {
+	po.Upstream = upstream
+	p, err := faultproxy.Start(ctx, po)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	c.proxy = p
+	return p, nil
 }
 
 // installFixture makes an external cluster (kind) look like the local

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // The real Operator Lifecycle Manager of the local control plane (issue 12):
@@ -182,6 +184,35 @@ func olmLaunches(o *resolved, stateDir, kubeconfig string, apiPort int) ([]olmLa
 			env: []string{"KUBECONFIG=" + kubeconfig, "OPERATOR_NAMESPACE=openshift-operator-lifecycle-manager", "OPERATOR_NAME=olm-operator"}},
 		{name: CatalogOperator, args: catalogArgs},
 	}, nil
+}
+
+// olmServer is the kubeconfig and loopback port OLM's operators use: the
+// control plane's, or with Options.OLMVia the server it returns (written
+// to olm.kubeconfig in the state folder, no credentials).
+func olmServer(ctx context.Context, o *resolved, cfg *rest.Config, kubeconfig string, apiPort int) (string, int, error) {
+	if o.OLMVia == nil {
+		return kubeconfig, apiPort, nil
+	}
+	if o.Detach {
+		return "", 0, errors.New("testenv: Options.OLMVia cannot be used with Detach (the server it returns lives in the calling process)")
+	}
+	server, err := o.OLMVia(ctx, rest.CopyConfig(cfg))
+	if err != nil {
+		return "", 0, fmt.Errorf("Options.OLMVia: %w", err)
+	}
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+		return "", 0, fmt.Errorf("Options.OLMVia returned %q: want http://127.0.0.1:PORT (netns-run forwards one loopback port into OLM's namespaces)", server)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("Options.OLMVia returned %q: port is not 1-65535", server)
+	}
+	path := filepath.Join(o.StateDir, "olm.kubeconfig")
+	if err := writeKubeconfig(path, server, nil, ""); err != nil {
+		return "", 0, fmt.Errorf("OLM kubeconfig: %w", err)
+	}
+	return path, port, nil
 }
 
 var (

@@ -381,7 +381,11 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		return nil, fmt.Errorf("start PostgreSQL (log %s): %w", env.LogFile(Postgres), err)
 	}
 	if withOLM {
-		launches, err := olmLaunches(o, o.StateDir, env.kubeconfig, apiPort)
+		olmKubeconfig, olmPort, err := olmServer(mctx, o, env.cfg, env.kubeconfig, apiPort)
+		if err != nil {
+			return nil, err
+		}
+		launches, err := olmLaunches(o, o.StateDir, olmKubeconfig, olmPort)
 		if err != nil {
 			return nil, err
 		}
