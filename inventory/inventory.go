@@ -166,6 +166,79 @@ type Kuadrant struct {
 	// AuthorinoCertSecret is the Secret the service CA writes.
 	// Default authorino-server-cert.
 	AuthorinoCertSecret string `json:"authorinoCertSecret"`
+	// AuthServiceTimeout is how long the gateway's Wasm shim waits for
+	// Authorino per request (the Kuadrant operator's AUTH_SERVICE_TIMEOUT,
+	// a Go duration; upstream default 200ms, kuadrant-operator
+	// internal/wasm/utils.go). Default 2s: RHOAIENG-71638, where 200 ms
+	// made API-key validation time out under load.
+	AuthServiceTimeout string `json:"authServiceTimeout"`
+	// RateLimitFailureMode is what the gateway does when Limitador cannot
+	// be reached: "deny" answers 500 (fail closed), "allow" lets requests
+	// through without quota (fail open, the upstream default). It sets the
+	// Kuadrant operator's RATELIMIT_SERVICE_FAILURE_MODE,
+	// RATELIMIT_CHECK_SERVICE_FAILURE_MODE and
+	// RATELIMIT_REPORT_SERVICE_FAILURE_MODE (kuadrant-operator
+	// internal/wasm/utils.go; case N05). Default deny.
+	RateLimitFailureMode string `json:"rateLimitFailureMode"`
+	// OperatorEnv are further variables maasctl sets in the RHCL
+	// Subscription's spec.config.env (which OLM copies into every
+	// container of the operator's Deployments). Entries of other names
+	// already in the Subscription are kept (case B19).
+	OperatorEnv []EnvVar `json:"operatorEnv,omitempty"`
+}
+
+// EnvVar is one environment variable of an operator Subscription's
+// spec.config.env.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Kuadrant operator environment variables maasctl owns (kuadrant-operator
+// v1.5 internal/wasm/utils.go and internal/controller
+// data_plane_policies_workflow.go).
+const (
+	EnvGatewayControllerNames = "ISTIO_GATEWAY_CONTROLLER_NAMES"
+	EnvAuthServiceTimeout     = "AUTH_SERVICE_TIMEOUT"
+	EnvRateLimitFailure       = "RATELIMIT_SERVICE_FAILURE_MODE"
+	EnvRateLimitCheckFailure  = "RATELIMIT_CHECK_SERVICE_FAILURE_MODE"
+	EnvRateLimitReportFailure = "RATELIMIT_REPORT_SERVICE_FAILURE_MODE"
+	// IstioGatewayController is the Kuadrant operator's built-in gateway
+	// controller name: other names (OpenShift's
+	// openshift.io/gateway-controller/v1) need EnvGatewayControllerNames.
+	IstioGatewayController = "istio.io/gateway-controller"
+)
+
+// MissingEnv lists "NAME=value" of want that have (an environment by
+// variable name) does not hold with that exact value, in want's order.
+func MissingEnv(have map[string]string, want []EnvVar) []string {
+	var out []string
+	for _, w := range want {
+		if v, ok := have[w.Name]; !ok || v != w.Value {
+			out = append(out, w.Name+"="+w.Value)
+		}
+	}
+	return out
+}
+
+// KuadrantOperatorEnv is the spec.config.env maasctl keeps in the RHCL
+// Subscription, in this order: ISTIO_GATEWAY_CONTROLLER_NAMES when the
+// Gateway's controller is not Kuadrant's built-in one, AUTH_SERVICE_TIMEOUT,
+// the three rate-limit failure modes, then kuadrant.operatorEnv. Empty
+// settings are left out.
+func (inv *Inventory) KuadrantOperatorEnv() []EnvVar {
+	k := inv.Kuadrant
+	var out []EnvVar
+	if c := inv.Gateway.ControllerName; c != "" && c != IstioGatewayController {
+		out = append(out, EnvVar{EnvGatewayControllerNames, c})
+	}
+	if k.AuthServiceTimeout != "" {
+		out = append(out, EnvVar{EnvAuthServiceTimeout, k.AuthServiceTimeout})
+	}
+	if m := k.RateLimitFailureMode; m != "" {
+		out = append(out, EnvVar{EnvRateLimitFailure, m}, EnvVar{EnvRateLimitCheckFailure, m}, EnvVar{EnvRateLimitReportFailure, m})
+	}
+	return append(out, k.OperatorEnv...)
 }
 
 // DBConfig is the maas-db-config Secret.

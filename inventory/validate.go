@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
@@ -387,7 +388,39 @@ func (v *validator) kuadrant(p *field.Path, k *Kuadrant) {
 	v.label(p.Child("authorinoName"), k.AuthorinoName, "Authorino name", "authorino")
 	v.serviceName(p.Child("authorinoService"), k.AuthorinoService, "Authorino Service name", "authorino-authorino-authorization")
 	v.subdomain(p.Child("authorinoCertSecret"), k.AuthorinoCertSecret, "Secret name", "authorino-server-cert")
+	if t := k.AuthServiceTimeout; t != "" {
+		if d, err := time.ParseDuration(t); err != nil || d <= 0 {
+			v.add(field.Invalid(p.Child("authServiceTimeout"), t, "must be a positive duration such as 2s or 500ms (the Wasm shim's wait for Authorino)"))
+		}
+	}
+	if k.RateLimitFailureMode != "" {
+		v.oneOf(p.Child("rateLimitFailureMode"), k.RateLimitFailureMode, failureModes)
+	}
+	owned := map[string]string{
+		EnvGatewayControllerNames: "gateway.controllerName",
+		EnvAuthServiceTimeout:     "kuadrant.authServiceTimeout",
+		EnvRateLimitFailure:       "kuadrant.rateLimitFailureMode",
+		EnvRateLimitCheckFailure:  "kuadrant.rateLimitFailureMode",
+		EnvRateLimitReportFailure: "kuadrant.rateLimitFailureMode",
+	}
+	seen := map[string]bool{}
+	for i, ev := range k.OperatorEnv {
+		ep := p.Child("operatorEnv").Index(i).Child("name")
+		switch {
+		case len(validation.IsEnvVarName(ev.Name)) > 0:
+			v.add(field.Invalid(ep, ev.Name, "must be an environment variable name: "+strings.Join(validation.IsEnvVarName(ev.Name), "; ")))
+		case owned[ev.Name] != "":
+			v.add(field.Invalid(ep, ev.Name, "is set from "+owned[ev.Name]+": set that field instead"))
+		case seen[ev.Name]:
+			v.add(field.Duplicate(ep, ev.Name))
+		}
+		seen[ev.Name] = true
+	}
 }
+
+// failureModes are the Kuadrant Wasm shim's failure modes
+// (kuadrant-operator internal/wasm FailureModeAllow, FailureModeDeny).
+var failureModes = []string{"deny", "allow"}
 
 func (v *validator) dbConfig(p *field.Path, c *DBConfig, maasAPINamespace string) {
 	v.subdomain(p.Child("name"), c.Name, "Secret name", "maas-db-config")

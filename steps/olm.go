@@ -52,7 +52,21 @@ func olmInstall(ctx context.Context, e *Env, s *Step, op inventory.Operator) err
 	if err := applyObjects(ctx, e, stepID, []*unstructured.Unstructured{sub}); err != nil {
 		return err
 	}
-	return waitOperator(ctx, e, stepID, op)
+	// The env goes in before OLM installs the CSV where it can, so the
+	// operator's first pod already runs with it.
+	want := envOf(e.Inv, op)
+	if len(want) > 0 {
+		if err := upsertSubscriptionEnv(ctx, e, stepID, sub, want); err != nil {
+			return err
+		}
+	}
+	if err := waitOperator(ctx, e, stepID, op); err != nil {
+		return err
+	}
+	if len(want) > 0 {
+		return waitOperatorEnv(ctx, e, stepID, op, want)
+	}
+	return nil
 }
 
 // pickOperatorGroup returns the name of a compatible OperatorGroup already in
@@ -521,6 +535,11 @@ func checkOperator(ctx context.Context, e *Env, s *Step, op inventory.Operator) 
 			return false, "CRD " + name + " not Established", nil
 		}
 	}
+	if want := envOf(e.Inv, op); len(want) > 0 {
+		if msg, err := checkOperatorEnv(ctx, e, op, sub, csv, want); msg != "" || err != nil {
+			return false, msg, err
+		}
+	}
 	return true, "", nil
 }
 
@@ -530,8 +549,17 @@ func operatorStep(op inventory.Operator, title string, serves ...string) *Step {
 		Apply:   func(ctx context.Context, e *Env, s *Step) error { return olmInstall(ctx, e, s, op) },
 		Check:   func(ctx context.Context, e *Env, s *Step) (bool, string, error) { return checkOperator(ctx, e, s, op) },
 		Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) { return olmDesired(ctx, e, s, op) },
-		Render: func(_ *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
+		Render: func(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
 			docs, notes := olmRender(op, objs)
+			if want := envOf(inv, op); len(want) > 0 && len(docs) > 0 {
+				sub := docs[len(docs)-1].DeepCopy()
+				env, _ := mergeEnv(nil, want)
+				if err := unstructured.SetNestedSlice(sub.Object, env, "spec", "config", "env"); err != nil {
+					return nil, nil, err
+				}
+				docs = append(docs[:len(docs)-1:len(docs)-1], sub)
+				notes = append(notes, "spec.config.env: maasctl install upserts these entries by name and keeps the others; applied as a whole here, it replaces the list.")
+			}
 			return docs, notes, nil
 		},
 		Access: olmAccess(op),
@@ -580,6 +608,14 @@ func olmAccess(op inventory.Operator) func(*Env, *Step, func(schema.GroupVersion
 		}
 		if e.Policy.ApproveInstallPlans {
 			out = append(out, Access{"patch", "operators.coreos.com", "installplans", op.Namespace, ""})
+		}
+		if len(envOf(e.Inv, op)) > 0 {
+			// spec.config.env: read, upsert by name, update; then the
+			// operator's Deployments and pods (restarted once if stale).
+			out = append(out, Access{"update", "operators.coreos.com", "subscriptions", op.Namespace, op.Package})
+			out = append(out, readAccess("apps", "deployments", op.Namespace)...)
+			out = append(out, readAccess("", "pods", op.Namespace)...)
+			out = append(out, Access{"delete", "", "pods", op.Namespace, ""})
 		}
 		return out
 	})

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -60,6 +61,7 @@ const (
 	CodeAuthEnforced      = "MAAS-V010"
 	CodeSubscriptionAct   = "MAAS-V011"
 	CodeTokenLimitEnf     = "MAAS-V012"
+	CodeOperatorEnv       = "MAAS-V013"
 	CodeHealth            = "MAAS-V020"
 	CodeMintKey           = "MAAS-V021"
 	CodeListModels        = "MAAS-V022"
@@ -84,6 +86,7 @@ var Catalogue = []CodeInfo{
 	{CodeAuthEnforced, "generated Kuadrant AuthPolicy Enforced", false},
 	{CodeSubscriptionAct, "MaaSSubscription Active", false},
 	{CodeTokenLimitEnf, "generated Kuadrant TokenRateLimitPolicy Enforced", false},
+	{CodeOperatorEnv, "RHCL operator env (Subscription spec.config.env, running pod)", false},
 	{CodeHealth, "GET /maas-api/health answers 200", true},
 	{CodeMintKey, "API key minted (POST /maas-api/v1/api-keys)", true},
 	{CodeListModels, "GET /v1/models lists each model", true},
@@ -123,7 +126,7 @@ func (c Check) failDiag(detail string, dg Diagnosis) Check {
 
 func (c Check) skip(detail string) Check { c.Result, c.Detail = Skip, detail; return c }
 
-// LiveChecks evaluates the control-plane checks (MAAS-V001 to MAAS-V012) on
+// LiveChecks evaluates the control-plane checks (MAAS-V001 to MAAS-V013) on
 // a snapshot. They only read.
 func LiveChecks(s *State) []Check {
 	var out []Check
@@ -132,7 +135,98 @@ func LiveChecks(s *State) []Check {
 	out = append(out, checkModels(s)...)
 	out = append(out, checkPolicies(s, s.AuthPolicies, CodeAuthPolicyActive, CodeAuthEnforced, "MaaSAuthPolicy", "AuthPolicy", "authPolicies")...)
 	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
+	return append(out, checkOperatorEnv(s))
+}
+
+// envEffects says what goes wrong without each Kuadrant operator variable
+// maasctl sets (kuadrant-operator v1.5 internal/wasm/utils.go,
+// internal/controller/data_plane_policies_workflow.go).
+var envEffects = map[string]string{
+	inventory.EnvGatewayControllerNames: "Kuadrant does not recognise the OpenShift gateway, so its policies are not enforced there (case B19)",
+	inventory.EnvAuthServiceTimeout:     "the gateway gives up on Authorino after the 200 ms default and API-key checks time out under load (RHOAIENG-71638)",
+	inventory.EnvRateLimitFailure:       "requests pass without quota whenever Limitador is unavailable (fail open, case N05)",
+	inventory.EnvRateLimitCheckFailure:  "token quotas pass unchecked whenever Limitador is unavailable (fail open, case N05)",
+	inventory.EnvRateLimitReportFailure: "token usage goes unreported whenever Limitador is unavailable (fail open, case N05)",
+}
+
+// checkOperatorEnv (MAAS-V013): the RHCL Subscription's spec.config.env
+// holds every variable of inventory.KuadrantOperatorEnv with its value, and
+// a Running Kuadrant operator pod runs with them (OLM copies the list into
+// the Deployment; the operator reads it at start).
+func checkOperatorEnv(s *State) Check {
+	op := s.Inv.Operator("rhcl")
+	want := s.Inv.KuadrantOperatorEnv()
+	if op == nil || len(want) == 0 {
+		return newCheck(CodeOperatorEnv, "Subscription").skip("the inventory sets no RHCL operator env")
+	}
+	c := newCheck(CodeOperatorEnv, describe("Subscription", op.Namespace, op.Package))
+	if s.RHCLSubscription == nil {
+		return c.fail(s.MissingReason("Subscription", op.Namespace, op.Package), "the RHCL Subscription does not exist", "maasctl install")
+	}
+	env, _, _ := unstructured.NestedSlice(s.RHCLSubscription.Object, "spec", "config", "env")
+	if miss := inventory.MissingEnv(envByName(env), want); len(miss) > 0 {
+		return c.fail("spec.config.env lacks "+strings.Join(miss, ", "), envEffect(miss),
+			"maasctl install (it upserts these variables by name and keeps the other entries; a JSON merge patch of spec.config.env replaces the whole list)")
+	}
+	k := s.Inv.Kuadrant
+	var stale []string
+	for _, p := range s.KuadrantPods {
+		if str(p, "status", "phase") != "Running" || p.GetDeletionTimestamp() != nil {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(p.Object, "spec", "containers")
+		var miss []string
+		for _, ct := range cs {
+			m, _ := ct.(map[string]any)
+			cenv, _, _ := unstructured.NestedSlice(m, "env")
+			miss = append(miss, inventory.MissingEnv(envByName(cenv), want)...)
+		}
+		if len(miss) == 0 {
+			return c.pass("spec.config.env and Running pod " + p.GetName() + " hold " + strings.Join(envNames(want), ", "))
+		}
+		stale = append(stale, "pod "+p.GetName()+" lacks "+strings.Join(miss, ", "))
+	}
+	if len(stale) == 0 {
+		return c.fail("no Running Kuadrant operator pod ("+k.OperatorSelector+" in "+k.OperatorNamespace+")", "the RHCL operator is not running",
+			"oc get pods -n "+k.OperatorNamespace+" -l "+k.OperatorSelector)
+	}
+	return c.fail(strings.Join(stale, "; "), "the running operator pod predates the Subscription's env (OLM updated the Deployment; the pod was not replaced)",
+		KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))
+}
+
+// envByName reads an env list (Subscription or container), values by name.
+func envByName(env []any) map[string]string {
+	out := map[string]string{}
+	for _, item := range env {
+		m, _ := item.(map[string]any)
+		n, _ := m["name"].(string)
+		v, _ := m["value"].(string)
+		out[n] = v
+	}
 	return out
+}
+
+func envNames(env []inventory.EnvVar) []string {
+	out := make([]string, len(env))
+	for i, e := range env {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// envEffect joins what goes wrong without the variables of miss
+// ("NAME=value").
+func envEffect(miss []string) string {
+	var out []string
+	for _, m := range miss {
+		name, _, _ := strings.Cut(m, "=")
+		if e := envEffects[name]; e != "" {
+			out = append(out, name+": "+e)
+		} else {
+			out = append(out, name+" is set in kuadrant.operatorEnv")
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func str(u *unstructured.Unstructured, path ...string) string {

@@ -77,6 +77,33 @@ func TestLiveChecks(t *testing.T) {
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, KuadrantGVK, "kuadrant-system", "kuadrant", setConditions(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod"}))
 			}},
+		{name: "RHCL env wiped by a merge patch (B19)", wantCode: CodeOperatorEnv, wantCause: "ISTIO_GATEWAY_CONTROLLER_NAMES: Kuadrant does not recognise the OpenShift gateway",
+			wantFix: "maasctl install",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, SubscriptionGVK, "openshift-operators", "rhcl-operator", func(o *unstructured.Unstructured) {
+					_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "AUTH_SERVICE_TIMEOUT", "value": "2s"}}, "spec", "config", "env")
+				})
+			}},
+		{name: "RHCL rate limits fail open (N05)", wantCode: CodeOperatorEnv, wantCause: "RATELIMIT_CHECK_SERVICE_FAILURE_MODE: token quotas pass unchecked",
+			wantFix: "maasctl install",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, SubscriptionGVK, "openshift-operators", "rhcl-operator", func(o *unstructured.Unstructured) {
+					env, _, _ := unstructured.NestedSlice(o.Object, "spec", "config", "env")
+					for _, e := range env {
+						if m := e.(map[string]any); m["name"] == "RATELIMIT_CHECK_SERVICE_FAILURE_MODE" {
+							m["value"] = "allow"
+						}
+					}
+					_ = unstructured.SetNestedSlice(o.Object, env, "spec", "config", "env")
+				})
+			}},
+		{name: "RHCL operator pod predates the env (B19)", wantCode: CodeOperatorEnv, wantCause: "predates",
+			wantFix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, PodGVK, "openshift-operators", "kuadrant-operator-controller-manager-abc", func(o *unstructured.Unstructured) {
+					_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "manager", "image": "registry.invalid/kuadrant-operator:1.4.1"}}, "spec", "containers")
+				})
+			}},
 		{name: "Gateway listener certificate missing", wantCode: CodeGatewayProgrammed, wantCause: "certificate", wantFix: "oc describe certificate maas-default-gateway-cert",
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o *unstructured.Unstructured) {

@@ -35,6 +35,7 @@ var (
 	AuthPolicyGVK           = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1", Kind: "AuthPolicy"}
 	TokenRateLimitPolicyGVK = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1alpha1", Kind: "TokenRateLimitPolicy"}
 	CSVGVK                  = schema.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "ClusterServiceVersion"}
+	SubscriptionGVK         = schema.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "Subscription"}
 	DeploymentGVK           = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	PodGVK                  = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 	ServiceGVK              = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
@@ -107,6 +108,7 @@ type State struct {
 	KuadrantPolicies   map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
 	Backends           map[string]*Backend                   // by provider namespace/name
 	CSVs               []*unstructured.Unstructured          // in the RHCL operator namespace
+	RHCLSubscription   *unstructured.Unstructured            // the RHCL operator's Subscription
 	Missing            map[string]string                     // "Kind namespace/name" → reason
 	NotServed          map[string]bool                       // by Kind
 	gatewayServiceName string
@@ -239,6 +241,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	async(func() { s.Subscriptions = list(MaaSSubscriptionGVK, inv.RHOAI.MaaSNamespace, "") })
 	if op := inv.Operator("rhcl"); op != nil {
 		async(func() { s.CSVs = list(CSVGVK, op.Namespace, "") })
+		async(func() { s.RHCLSubscription = get(SubscriptionGVK, op.Namespace, op.Package) })
 	}
 	_ = reads.Wait()
 	generated := map[string]bool{}

@@ -1,0 +1,374 @@
+package steps
+
+// The operators phase, continued: the environment an OLM step keeps in its
+// Subscription's spec.config.env (case B19, N05). OLM copies that list into
+// every container of every Deployment of the installed CSV, a name in the
+// Subscription replacing the same name in the bundle
+// (operator-lifecycle-manager v0.46 pkg/controller/operators/olm/overrides
+// inject.InjectEnvIntoDeployment); the operator reads it only at start, so
+// it counts once a Ready pod runs with it.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// operatorEnvs gives, per operator ID, the spec.config.env its step keeps;
+// operators without an entry keep none (their Subscription's env is left
+// as it is).
+var operatorEnvs = map[string]func(*inventory.Inventory) []inventory.EnvVar{
+	"rhcl": (*inventory.Inventory).KuadrantOperatorEnv,
+}
+
+// envOf is the env the step of op keeps, nil when none.
+func envOf(inv *inventory.Inventory, op inventory.Operator) []inventory.EnvVar {
+	if f := operatorEnvs[op.ID]; f != nil {
+		return f(inv)
+	}
+	return nil
+}
+
+// mergeEnv upserts want into env (a spec.config.env list) by name: an entry
+// of a wanted name is replaced in place (a valueFrom there is dropped),
+// entries of other names are kept as they are, missing wanted ones are
+// appended in want's order. It returns the new list and the sorted names
+// whose entry changed (nil when the list stays as it is). A JSON merge
+// patch of the list would drop the entries maasctl does not own (case B19).
+func mergeEnv(env []any, want []inventory.EnvVar) ([]any, []string) {
+	wanted := map[string]string{}
+	for _, w := range want {
+		wanted[w.Name] = w.Value
+	}
+	var changed []string
+	out := make([]any, 0, len(env)+len(want))
+	done := map[string]bool{}
+	for _, item := range env {
+		m, _ := item.(map[string]any)
+		name, _ := m["name"].(string)
+		v, ok := wanted[name]
+		switch {
+		case !ok:
+			out = append(out, item)
+			continue
+		case done[name]:
+			// A second entry of a wanted name (OLM would apply the last):
+			// dropped.
+			changed = append(changed, name)
+			continue
+		}
+		done[name] = true
+		if cur, isStr := m["value"].(string); !isStr || cur != v || len(m) != 2 {
+			changed = append(changed, name)
+		}
+		out = append(out, map[string]any{"name": name, "value": v})
+	}
+	for _, w := range want {
+		if !done[w.Name] {
+			done[w.Name] = true
+			changed = append(changed, w.Name)
+			out = append(out, map[string]any{"name": w.Name, "value": w.Value})
+		}
+	}
+	if len(changed) == 0 {
+		return env, nil
+	}
+	sort.Strings(changed)
+	return out, slices.Compact(changed)
+}
+
+// envMap reads a spec.config.env or container env list (entries with a
+// valueFrom have no value here).
+func envMap(env []any) map[string]string {
+	out := map[string]string{}
+	for _, item := range env {
+		m, _ := item.(map[string]any)
+		name, _ := m["name"].(string)
+		v, _ := m["value"].(string)
+		out[name] = v
+	}
+	return out
+}
+
+// upsertSubscriptionEnv makes the live Subscription's spec.config.env hold
+// want (mergeEnv): a read, then an update carrying the resourceVersion read
+// (a conflict re-reads and merges again), and no write when nothing
+// changes. Values are not secret; the progress names the variables.
+func upsertSubscriptionEnv(ctx context.Context, e *Env, stepID string, sub *unstructured.Unstructured, want []inventory.EnvVar) error {
+	ri, _, err := e.Clients.Resource(subscriptionGVK, sub.GetNamespace())
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := ri.Get(ctx, sub.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read %s for its spec.config.env: %w", kube.Describe(sub), err)
+		}
+		env, _, _ := unstructured.NestedSlice(live.Object, "spec", "config", "env")
+		merged, changed := mergeEnv(env, want)
+		if changed == nil {
+			return nil
+		}
+		if err := unstructured.SetNestedSlice(live.Object, merged, "spec", "config", "env"); err != nil {
+			return err
+		}
+		if _, err := ri.Update(ctx, live, metav1.UpdateOptions{FieldManager: kube.FieldManager}); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			return fmt.Errorf("set spec.config.env of %s: %w", kube.Describe(sub), err)
+		}
+		e.progress(stepID, "set %s in spec.config.env of %s (%d other entries kept)", strings.Join(changed, ", "), kube.Describe(sub), len(merged)-len(want))
+		return nil
+	})
+}
+
+// csvDeployments names the Deployments of an installed CSV
+// (spec.install.spec.deployments[].name).
+func csvDeployments(csv *unstructured.Unstructured) []string {
+	deps, _, _ := unstructured.NestedSlice(csv.Object, "spec", "install", "spec", "deployments")
+	var out []string
+	for _, d := range deps {
+		m, _ := d.(map[string]any)
+		if n, _ := m["name"].(string); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// deploymentEnvRolledOut is Done when every container of the Deployment's
+// template holds want and the Deployment controller has rolled that
+// template out (observedGeneration caught up, every replica updated).
+func deploymentEnvRolledOut(want []inventory.EnvVar) waiters.Condition {
+	return func(d *unstructured.Unstructured) waiters.Result {
+		cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		for _, c := range cs {
+			m, _ := c.(map[string]any)
+			env, _, _ := unstructured.NestedSlice(m, "env")
+			if miss := inventory.MissingEnv(envMap(env), want); len(miss) > 0 {
+				return waiters.Result{Status: fmt.Sprintf("container %v of the template lacks %s (OLM has not copied the Subscription's env yet)", m["name"], strings.Join(miss, ", "))}
+			}
+		}
+		gen := d.GetGeneration()
+		obs, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+		if obs < gen {
+			return waiters.Result{Status: fmt.Sprintf("observedGeneration %d of %d", obs, gen)}
+		}
+		replicas, found, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+		if !found {
+			replicas = 1
+		}
+		updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
+		if updated < replicas {
+			return waiters.Result{Status: fmt.Sprintf("%d of %d replicas updated", updated, replicas)}
+		}
+		return waiters.Result{Done: true, Status: "rolled out"}
+	}
+}
+
+// podHasEnv reports whether every container of p holds want.
+func podHasEnv(p *corev1.Pod, want []inventory.EnvVar) bool {
+	for _, c := range p.Spec.Containers {
+		have := map[string]string{}
+		for _, ev := range c.Env {
+			have[ev.Name] = ev.Value
+		}
+		if len(inventory.MissingEnv(have, want)) > 0 {
+			return false
+		}
+	}
+	return len(p.Spec.Containers) > 0
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// deploymentSelector is the label selector of a Deployment's pods.
+func deploymentSelector(d *unstructured.Unstructured) (string, error) {
+	ml, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
+	if len(ml) == 0 {
+		return "", fmt.Errorf("Deployment %s/%s has no spec.selector.matchLabels", d.GetNamespace(), d.GetName())
+	}
+	return labels.SelectorFromSet(ml).String(), nil
+}
+
+var deploymentGVKApps = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+
+// waitOperatorEnv waits until every Deployment of the installed CSV has
+// rolled out a template holding want and runs a Ready pod holding it. OLM
+// updates the Deployment, yet a pod that predates the env may keep running
+// (case B19: the rollout was paused or the pod was never replaced): then
+// the pods without the env are deleted once, and the wait goes on for a
+// Ready pod with it.
+func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Operator, want []inventory.EnvVar) error {
+	csv, err := installedCSV(ctx, e, op)
+	if err != nil {
+		return err
+	}
+	for _, name := range csvDeployments(csv) {
+		t := waiters.Target{GVK: deploymentGVKApps, Namespace: op.Namespace, Name: name, Cond: deploymentEnvRolledOut(want),
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(stepID, "waiting for Deployment %s/%s to run the Subscription's env: %s", op.Namespace, name, r.Status)
+				}
+			}}
+		d, err := waiters.For(ctx, e.Clients, t)
+		if err != nil {
+			return fmt.Errorf("the operator's Deployment %s/%s never rolled out the env of Subscription %s/%s (%s): %w; check 'oc get deployment %s -n %s -o yaml'",
+				op.Namespace, name, op.Namespace, op.Package, envNames(want), err, name, op.Namespace)
+		}
+		if err := ensurePodWithEnv(ctx, e, stepID, d, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensurePodWithEnv waits for a Ready pod of Deployment d whose containers
+// hold want. When no live pod of d has the env at all (the running pods
+// predate it and nothing replaces them), those pods are deleted once.
+func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructured.Unstructured, want []inventory.EnvVar) error {
+	sel, err := deploymentSelector(d)
+	if err != nil {
+		return err
+	}
+	pods := e.Clients.Kube.CoreV1().Pods(d.GetNamespace())
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("list the pods of Deployment %s/%s: %w", d.GetNamespace(), d.GetName(), err)
+	}
+	// A pod with the env that is not Ready yet is a rollout under way:
+	// waited for. Only when no live pod has the env are the others
+	// restarted.
+	withEnv := false
+	for i := range list.Items {
+		p := &list.Items[i]
+		if podReady(p) && podHasEnv(p, want) {
+			return nil
+		}
+		withEnv = withEnv || (p.DeletionTimestamp == nil && podHasEnv(p, want))
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if withEnv || p.DeletionTimestamp != nil {
+			continue
+		}
+		e.progress(stepID, "restarting pod %s/%s: it predates the env of the Subscription (%s)", p.Namespace, p.Name, envNames(want))
+		uid := p.UID
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("restart pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	e.progress(stepID, "waiting for a Ready pod of Deployment %s/%s with the Subscription's env", d.GetNamespace(), d.GetName())
+	lw := waiters.SelectorListWatch(pods.List, pods.Watch, sel)
+	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*corev1.Pod)
+		return ok && ev.Type != watch.Deleted && podReady(p) && podHasEnv(p, want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("no Ready pod of Deployment %s/%s runs with %s: %w; check 'oc get pods -n %s -l %s'", d.GetNamespace(), d.GetName(), envNames(want), err, d.GetNamespace(), sel)
+	}
+	return nil
+}
+
+// installedCSV reads the CSV the op's Subscription installed.
+func installedCSV(ctx context.Context, e *Env, op inventory.Operator) (*unstructured.Unstructured, error) {
+	ri, _, err := e.Clients.Resource(subscriptionGVK, op.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := ri.Get(ctx, op.Package, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read Subscription %s/%s: %w", op.Namespace, op.Package, err)
+	}
+	name, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
+	if name == "" {
+		return nil, fmt.Errorf("Subscription %s/%s has no status.installedCSV", op.Namespace, op.Package)
+	}
+	cri, _, err := e.Clients.Resource(csvGVK, op.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	csv, err := cri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read CSV %s/%s: %w", op.Namespace, name, err)
+	}
+	return csv, nil
+}
+
+// checkOperatorEnv is the Check part of the env: "" when the Subscription
+// holds want and each CSV Deployment has rolled it out to a Ready pod, else
+// what is missing.
+func checkOperatorEnv(ctx context.Context, e *Env, op inventory.Operator, sub, csv *unstructured.Unstructured, want []inventory.EnvVar) (string, error) {
+	env, _, _ := unstructured.NestedSlice(sub.Object, "spec", "config", "env")
+	if miss := inventory.MissingEnv(envMap(env), want); len(miss) > 0 {
+		return fmt.Sprintf("Subscription %s/%s spec.config.env lacks %s", op.Namespace, op.Package, strings.Join(miss, ", ")), nil
+	}
+	dri, _, err := e.Clients.Resource(deploymentGVKApps, op.Namespace)
+	if err != nil {
+		return "", err
+	}
+	for _, name := range csvDeployments(csv) {
+		d, err := dri.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "Deployment " + op.Namespace + "/" + name + " missing", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if r := deploymentEnvRolledOut(want)(d); !r.Done {
+			return "Deployment " + op.Namespace + "/" + name + ": " + r.Status, nil
+		}
+		sel, err := deploymentSelector(d)
+		if err != nil {
+			return err.Error(), nil
+		}
+		list, err := e.Clients.Kube.CoreV1().Pods(op.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return "", err
+		}
+		ok := false
+		for i := range list.Items {
+			ok = ok || (podReady(&list.Items[i]) && podHasEnv(&list.Items[i], want))
+		}
+		if !ok {
+			return "no Ready pod of Deployment " + op.Namespace + "/" + name + " runs with " + envNames(want), nil
+		}
+	}
+	return "", nil
+}
+
+// envNames lists the names of want, comma-separated.
+func envNames(want []inventory.EnvVar) string {
+	n := make([]string, len(want))
+	for i, w := range want {
+		n[i] = w.Name
+	}
+	return strings.Join(n, ", ")
+}
