@@ -610,9 +610,9 @@ func olmAccess(op inventory.Operator) func(*Env, *Step, func(schema.GroupVersion
 			out = append(out, Access{"patch", "operators.coreos.com", "installplans", op.Namespace, ""})
 		}
 		if len(envOf(e.Inv, op)) > 0 {
-			// spec.config.env: read, upsert by name, update; then the
+			// spec.config.env: read, upsert by name, JSON patch; then the
 			// operator's Deployments and pods (restarted once if stale).
-			out = append(out, Access{"update", "operators.coreos.com", "subscriptions", op.Namespace, op.Package})
+			out = append(out, Access{"patch", "operators.coreos.com", "subscriptions", op.Namespace, op.Package})
 			out = append(out, readAccess("apps", "deployments", op.Namespace)...)
 			out = append(out, readAccess("", "pods", op.Namespace)...)
 			out = append(out, Access{"delete", "", "pods", op.Namespace, ""})

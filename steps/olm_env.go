@@ -10,6 +10,7 @@ package steps
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -21,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
@@ -107,15 +108,19 @@ func envMap(env []any) map[string]string {
 }
 
 // upsertSubscriptionEnv makes the live Subscription's spec.config.env hold
-// want (mergeEnv): a read, then an update carrying the resourceVersion read
-// (a conflict re-reads and merges again), and no write when nothing
-// changes. Values are not secret; the progress names the variables.
+// want (mergeEnv): a read, then a JSON patch (RFC 6902) that first tests
+// the list it read is still there and then replaces it, so a concurrent
+// edit of the list fails the patch (re-read and merged again, at most
+// envPatchAttempts times) while OLM's status writes do not; no write when
+// nothing changes. An Update with the resourceVersion would conflict with
+// every status write of OLM's. Values are not secret; the progress names
+// the variables.
 func upsertSubscriptionEnv(ctx context.Context, e *Env, stepID string, sub *unstructured.Unstructured, want []inventory.EnvVar) error {
 	ri, _, err := e.Clients.Resource(subscriptionGVK, sub.GetNamespace())
 	if err != nil {
 		return err
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	for attempt := 1; ; attempt++ {
 		live, err := ri.Get(ctx, sub.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("read %s for its spec.config.env: %w", kube.Describe(sub), err)
@@ -125,18 +130,39 @@ func upsertSubscriptionEnv(ctx context.Context, e *Env, stepID string, sub *unst
 		if changed == nil {
 			return nil
 		}
-		if err := unstructured.SetNestedSlice(live.Object, merged, "spec", "config", "env"); err != nil {
+		patch, err := json.Marshal(envPatch(live, merged))
+		if err != nil {
 			return err
 		}
-		if _, err := ri.Update(ctx, live, metav1.UpdateOptions{FieldManager: kube.FieldManager}); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
-			return fmt.Errorf("set spec.config.env of %s: %w", kube.Describe(sub), err)
+		_, err = ri.Patch(ctx, sub.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager})
+		if err == nil {
+			e.progress(stepID, "set %s in spec.config.env of %s (%d other entries kept)", strings.Join(changed, ", "), kube.Describe(sub), len(merged)-len(want))
+			return nil
 		}
-		e.progress(stepID, "set %s in spec.config.env of %s (%d other entries kept)", strings.Join(changed, ", "), kube.Describe(sub), len(merged)-len(want))
-		return nil
-	})
+		if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test failed") && attempt < envPatchAttempts {
+			continue // the list changed since the read
+		}
+		return fmt.Errorf("set spec.config.env of %s: %w", kube.Describe(sub), err)
+	}
+}
+
+// envPatchAttempts bounds the read-merge-patch rounds of
+// upsertSubscriptionEnv when the list keeps changing under it.
+const envPatchAttempts = 5
+
+// envPatch is the JSON patch that sets live's spec.config.env to env,
+// guarded by a test of the deepest of spec.config.env, spec.config and
+// spec that live has (its value as read).
+func envPatch(live *unstructured.Unstructured, env []any) []map[string]any {
+	test := func(path string, v any) map[string]any { return map[string]any{"op": "test", "path": path, "value": v} }
+	if old, ok, _ := unstructured.NestedSlice(live.Object, "spec", "config", "env"); ok {
+		return []map[string]any{test("/spec/config/env", old), {"op": "replace", "path": "/spec/config/env", "value": env}}
+	}
+	if cfg, ok, _ := unstructured.NestedMap(live.Object, "spec", "config"); ok {
+		return []map[string]any{test("/spec/config", cfg), {"op": "add", "path": "/spec/config/env", "value": env}}
+	}
+	spec, _, _ := unstructured.NestedMap(live.Object, "spec")
+	return []map[string]any{test("/spec", spec), {"op": "add", "path": "/spec/config", "value": map[string]any{"env": env}}}
 }
 
 // csvDeployments names the Deployments of an installed CSV

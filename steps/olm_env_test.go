@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -39,6 +40,33 @@ func TestMergeEnvUpsertsByName(t *testing.T) {
 			}
 			if d := cmp.Diff(tt.wantChanged, changed); d != "" {
 				t.Errorf("changed (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestEnvPatchTestsWhatItRead(t *testing.T) {
+	env := []any{map[string]any{"name": "A", "value": "1"}}
+	sub := func(spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	}
+	tests := []struct {
+		name string
+		live *unstructured.Unstructured
+		want []map[string]any
+	}{
+		{"env there", sub(map[string]any{"name": "p", "config": map[string]any{"env": []any{}}}), []map[string]any{
+			{"op": "test", "path": "/spec/config/env", "value": []any{}}, {"op": "replace", "path": "/spec/config/env", "value": env}}},
+		// config.resources must survive: add env into the config, not a new config.
+		{"config without env", sub(map[string]any{"config": map[string]any{"resources": map[string]any{}}}), []map[string]any{
+			{"op": "test", "path": "/spec/config", "value": map[string]any{"resources": map[string]any{}}}, {"op": "add", "path": "/spec/config/env", "value": env}}},
+		{"no config", sub(map[string]any{"name": "p"}), []map[string]any{
+			{"op": "test", "path": "/spec", "value": map[string]any{"name": "p"}}, {"op": "add", "path": "/spec/config", "value": map[string]any{"env": env}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if d := cmp.Diff(tt.want, envPatch(tt.live, env)); d != "" {
+				t.Errorf("patch (-want +got):\n%s", d)
 			}
 		})
 	}
