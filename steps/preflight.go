@@ -112,6 +112,8 @@ type PreflightCheck struct {
 func PreflightChecks() []PreflightCheck {
 	return []PreflightCheck{
 		{"openshift-version", "OpenShift " + MinOpenShift + " or later (ClusterVersion)", checkOpenShiftVersion},
+		{"gateway-api-crds", "Gateway API CRDs present, v1, the platform's standard " + MinGatewayAPIBundle + " or later (read only)", checkGatewayAPICRDs},
+		{"ossm-subscriptions", "no Service Mesh Subscription that blocks the ingress operator's own (OpenShift before " + OSSMConflictFixedIn + ")", checkOSSMSubscriptions},
 		{"cert-manager", "cert-manager served and the ClusterIssuer Ready", checkCertManager},
 		{"gateway-cert", "a user-supplied Gateway certificate covers only the MaaS host", checkGatewayCert},
 		{"model-secrets", "model namespaces and their API-key Secrets (key api-key)", checkModelSecrets},

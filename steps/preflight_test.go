@@ -378,3 +378,31 @@ func TestGatewayReadyNamesListeners(t *testing.T) {
 		t.Errorf("gatewayReady = %+v", r)
 	}
 }
+
+// TestN02IngressOwnsSubscription: the ingress operator's own OSSM
+// Subscription (annotated, or exactly the one older ingress operators
+// create) is not a conflict; a hand-installed one of the same package is.
+func TestN02IngressOwnsSubscription(t *testing.T) {
+	sub := func(ns, name, pkg, approval string, ann map[string]string) *unstructured.Unstructured {
+		s := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"name": pkg, "installPlanApproval": approval}}}
+		s.SetNamespace(ns)
+		s.SetName(name)
+		s.SetAnnotations(ann)
+		return s
+	}
+	for _, tt := range []struct {
+		name string
+		s    *unstructured.Unstructured
+		own  bool
+	}{
+		{"annotated", sub("openshift-operators", "servicemeshoperator3", "servicemeshoperator3", "Automatic", map[string]string{ingressOwnedAnnotation: ""}), true},
+		{"older ingress operator's", sub("openshift-operators", "servicemeshoperator3", "servicemeshoperator3", "Manual", nil), true},
+		{"hand-installed OSSM 3", sub("openshift-operators", "servicemeshoperator3", "servicemeshoperator3", "Automatic", nil), false},
+		{"OSSM 3 elsewhere", sub("istio-system", "servicemeshoperator3", "servicemeshoperator3", "Manual", nil), false},
+		{"OSSM 2", sub("openshift-operators", "servicemeshoperator", "servicemeshoperator", "Manual", nil), false},
+	} {
+		if got := ingressOwnsSubscription(tt.s); got != tt.own {
+			t.Errorf("%s: ingressOwnsSubscription = %v, want %v", tt.name, got, tt.own)
+		}
+	}
+}
