@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -68,5 +69,42 @@ func TestN01NeverAppliesGatewayAPICRDs(t *testing.T) {
 		if got := IsPlatformOwnedCRDName(name); got != want {
 			t.Errorf("IsPlatformOwnedCRDName(%s) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestN01AdmissionPolicyDenialIsNotRetried: a write an admission policy
+// denies (403 from a ValidatingAdmissionPolicy, as OpenShift's for Gateway
+// API CRDs) is sent once and reported as such, never retried.
+func TestN01AdmissionPolicyDenialIsNotRetried(t *testing.T) {
+	var patches atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/api":
+			_, _ = w.Write([]byte(`{"kind":"APIVersions","versions":["v1"]}`))
+		case r.URL.Path == "/apis":
+			_, _ = w.Write([]byte(`{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"example.com","versions":[{"groupVersion":"example.com/v1","version":"v1"}],"preferredVersion":{"groupVersion":"example.com/v1","version":"v1"}}]}`))
+		case r.URL.Path == "/apis/example.com/v1":
+			_, _ = w.Write([]byte(`{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"example.com/v1","resources":[{"name":"widgets","namespaced":false,"kind":"Widget","verbs":["get","patch"]}]}`))
+		case r.Method == http.MethodPatch:
+			patches.Add(1)
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"widgets.example.com \"w\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{"name": "w"}}}
+	_, err = c.Apply(context.Background(), w)
+	if err == nil || !strings.Contains(err.Error(), "forbidden by admission policy, not retried") {
+		t.Fatalf("Apply: %v, want the admission policy named as not retried", err)
+	}
+	if n := patches.Load(); n != 1 {
+		t.Errorf("%d PATCH requests, want exactly 1", n)
 	}
 }
