@@ -307,6 +307,10 @@ func (v *validator) vaultPath(p *field.Path, s string) {
 	}
 }
 
+// serviceMeshPackages are the OLM packages of OpenShift Service Mesh 2 and
+// 3 and upstream Sail.
+var serviceMeshPackages = map[string]bool{"servicemeshoperator": true, "servicemeshoperator3": true, "sailoperator": true}
+
 func (v *validator) operator(p *field.Path, op *Operator, ids map[string]*field.Path) {
 	v.label(p.Child("id"), op.ID, "operator ID", "rhoai")
 	if op.ID != "" {
@@ -320,6 +324,10 @@ func (v *validator) operator(p *field.Path, op *Operator, ids map[string]*field.
 	}
 	// Package names are PackageManifest object names.
 	v.subdomain(p.Child("package"), op.Package, "OLM package name", "rhods-operator")
+	if serviceMeshPackages[op.Package] {
+		v.add(field.Invalid(p.Child("package"), op.Package,
+			"maasctl never subscribes Service Mesh: on OpenShift 4.19+ the ingress operator installs it for Gateway API, and a second OSSM Subscription leaves the GatewayClass at Accepted=Unknown (case N02); remove this operators entry"))
+	}
 	v.required(p.Child("channel"), op.Channel, "set the OLM update channel to pin, e.g. stable-3.5")
 	v.subdomain(p.Child("source"), op.Source, "CatalogSource name", "redhat-operators")
 	v.label(p.Child("sourceNamespace"), op.SourceNamespace, "CatalogSource namespace", "openshift-marketplace")

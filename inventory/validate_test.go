@@ -93,6 +93,8 @@ func TestValidateRules(t *testing.T) {
 			i.Operators[2].Namespace = "openshift-operators"
 			i.Operators[2].Package = "rhcl-operator"
 		}, []string{"operators[2].package"}, "one Subscription per package"},
+		{"Service Mesh operator entry (case N02)", func(i *Inventory) { i.Operators[1].Package = "servicemeshoperator3" }, []string{"operators[1].package"}, "never subscribes Service Mesh"},
+		{"OSSM 2 operator entry (case N02)", func(i *Inventory) { i.Operators[1].Package = "servicemeshoperator" }, []string{"operators[1].package"}, "ingress operator installs it"},
 		{"wildcard hostname", func(i *Inventory) { i.Gateway.Hostname = "*.apps.example.com" }, []string{"gateway.hostname"}, "use e.g. maas.apps.example.com"},
 		{"hostname with scheme", func(i *Inventory) { i.Gateway.Hostname = "https://maas.example.com" }, []string{"gateway.hostname"}, "subdomain"},
 		{"service type", func(i *Inventory) { i.Gateway.ServiceType = "NodePort" }, []string{"gateway.serviceType"}, `"ClusterIP", "LoadBalancer"`},

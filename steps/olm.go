@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -313,7 +314,14 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 	csvs, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
 	want, source := expectedCSV(ctx, e, op, sub)
 	approveCmd := fmt.Sprintf(`oc patch installplan %s -n %s --type merge -p '{"spec":{"approved":true}}'`, name, op.Namespace)
-	own, problem := siblingCSVs(ctx, e, op, name, csvs)
+	// The version policy first, on every CSV of the plan (a namespace's
+	// plan may carry other Subscriptions' CSVs too): a denied version is
+	// never approved, whoever expects it (case N04).
+	problem := deniedInPlan(ctx, e, op, csvs)
+	var own []string
+	if problem == "" {
+		own, problem = siblingCSVs(ctx, e, op, name, csvs)
+	}
 	if problem == "" {
 		problem = installPlanProblem(own, want, source, op)
 	}
@@ -331,6 +339,23 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 	}
 	e.progress(stepID, "approved InstallPlan %s (CSV %s, the expected CSV from %s)", name, strings.Join(csvs, ", "), source)
 	return nil
+}
+
+// deniedInPlan says why an InstallPlan installing csvs must not be
+// approved under dependencyPolicy and the planned operators' minVersion
+// (CodeDependencyVersionDenied), or "" when none of its CSVs is denied.
+func deniedInPlan(ctx context.Context, e *Env, op inventory.Operator, csvs []string) string {
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		ops = slices.Clone(e.Inv.Operators)
+	}
+	ops = append([]inventory.Operator{op}, ops...)
+	for _, c := range csvs {
+		if p, fixTo := csvVersionProblem(c, ops); p != "" {
+			return fmt.Sprintf("%s: it would install %s, and %s; upgrade to >= %s", CodeDependencyVersionDenied, c, p, fixTo)
+		}
+	}
+	return ""
 }
 
 // siblingCSVs splits a namespace-wide InstallPlan: OLM resolves all
@@ -386,12 +411,8 @@ func installPlanProblem(csvs []string, want, source string, op inventory.Operato
 	if len(csvs) != 1 || csvs[0] != want {
 		return fmt.Sprintf("the expected CSV is %s (%s)", want, source)
 	}
-	if op.MinVersion != "" {
-		v, err1 := semver.ParseTolerant(versionFromCSVName(csvs[0]))
-		min, err2 := semver.ParseTolerant(op.MinVersion)
-		if err1 == nil && err2 == nil && v.LT(min) {
-			return fmt.Sprintf("%s is older than the required %s", csvs[0], op.MinVersion)
-		}
+	if p, fixTo := versionProblem(op.Package, versionFromCSVName(csvs[0]), op.MinVersion); p != "" {
+		return fmt.Sprintf("%s: %s is not allowed: %s; upgrade to >= %s", CodeDependencyVersionDenied, csvs[0], p, fixTo)
 	}
 	return ""
 }
@@ -469,10 +490,13 @@ func ownedCRDs(csv *unstructured.Unstructured) []string {
 	return out
 }
 
-// checkMinVersion rejects a CSV older than op.MinVersion (RHCL 1.4.0 has a
-// known auth bypass, so the default inventory requires 1.4.1).
+// checkMinVersion rejects a CSV that the version policy refuses: a denied
+// version of dependencyPolicy (RHCL 1.4.0 has a known auth bypass) or one
+// below the policy's or op.MinVersion's minimum. The error starts with
+// CodeDependencyVersionDenied.
 func checkMinVersion(csv *unstructured.Unstructured, op inventory.Operator) error {
-	if op.MinVersion == "" {
+	_, policed := dependencyPolicy[op.Package]
+	if op.MinVersion == "" && !policed {
 		return nil
 	}
 	v, _, _ := unstructured.NestedString(csv.Object, "spec", "version")
@@ -480,13 +504,14 @@ func checkMinVersion(csv *unstructured.Unstructured, op inventory.Operator) erro
 	if err != nil {
 		return fmt.Errorf("CSV %s has no valid spec.version (%q)", csv.GetName(), v)
 	}
-	min, err := semver.ParseTolerant(op.MinVersion)
-	if err != nil {
-		return fmt.Errorf("operators[%s].minVersion %q: %w", op.ID, op.MinVersion, err)
+	if op.MinVersion != "" {
+		if _, err := semver.ParseTolerant(op.MinVersion); err != nil {
+			return fmt.Errorf("operators[%s].minVersion %q: %w", op.ID, op.MinVersion, err)
+		}
 	}
-	if have.LT(min) {
-		return fmt.Errorf("%s %s is installed but at least %s is required: approve an update to %s or later (Subscription %s/%s)",
-			op.Package, have, min, min, op.Namespace, op.Package)
+	if p, fixTo := versionProblem(op.Package, have.String(), op.MinVersion); p != "" {
+		return fmt.Errorf("%s: CSV %s/%s is installed and %s: upgrade to >= %s (approve an update to %s or later on Subscription %s/%s)",
+			CodeDependencyVersionDenied, op.Namespace, csv.GetName(), p, fixTo, fixTo, op.Namespace, op.Package)
 	}
 	return nil
 }

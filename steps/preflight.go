@@ -72,6 +72,9 @@ type Finding struct {
 	// Check is the check's name (PreflightCheckNames).
 	Check    string   `json:"check"`
 	Severity Severity `json:"severity"`
+	// Code, when set, is a stable machine-readable name of the problem
+	// (e.g. DEPENDENCY_VERSION_DENIED); it never changes with the wording.
+	Code string `json:"code,omitempty"`
 	// Message says what is wrong, naming the object.
 	Message string `json:"message"`
 	// Fix is the command or change that fixes it.
@@ -81,9 +84,13 @@ type Finding struct {
 	Ignored bool `json:"ignored,omitempty"`
 }
 
-// String renders the finding as "check: message (fix: ...)".
+// String renders the finding as "check: [CODE] message (fix: ...)".
 func (f Finding) String() string {
-	s := f.Check + ": " + f.Message
+	s := f.Check + ": "
+	if f.Code != "" {
+		s += "[" + f.Code + "] "
+	}
+	s += f.Message
 	if f.Fix != "" {
 		s += " (fix: " + f.Fix + ")"
 	}
@@ -105,12 +112,14 @@ type PreflightCheck struct {
 func PreflightChecks() []PreflightCheck {
 	return []PreflightCheck{
 		{"openshift-version", "OpenShift " + MinOpenShift + " or later (ClusterVersion)", checkOpenShiftVersion},
+		{"gateway-api-crds", "Gateway API CRDs present, v1, the platform's standard " + MinGatewayAPIBundle + " or later (read only)", checkGatewayAPICRDs},
+		{"ossm-subscriptions", "no Service Mesh Subscription that blocks the ingress operator's own (OpenShift before " + OSSMConflictFixedIn + ")", checkOSSMSubscriptions},
 		{"cert-manager", "cert-manager served and the ClusterIssuer Ready", checkCertManager},
 		{"gateway-cert", "a user-supplied Gateway certificate covers only the MaaS host", checkGatewayCert},
 		{"model-secrets", "model namespaces and their API-key Secrets (key api-key)", checkModelSecrets},
 		{"catalog-sources", "CatalogSources READY and the pinned channels offered", checkCatalogSources},
 		{"operator-groups", "at most one compatible OperatorGroup per operator namespace", checkOperatorGroups},
-		{"rhcl-version", "Red Hat Connectivity Link not at a version with a known auth bypass", checkRHCLVersion},
+		{"rhcl-version", "Connectivity Link / Kuadrant installed, pinned or resolved at no denied version", checkRHCLVersion},
 		{"conflicting-operators", "no Open Data Hub or second RHOAI subscription", checkConflictingOperators},
 		{"orphan-csvs", "no leftover CSV or failed resolution blocks an operator install", checkOrphanCSVs},
 		{"storage-class", "a StorageClass for the CNPG volumes", checkStorageClass},
@@ -220,7 +229,11 @@ func (r *PreflightReport) WriteText(w io.Writer) error {
 			case f.Severity == SeverityError:
 				tag = "FAIL"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", tag, c.Name, f.Message)
+			msg := f.Message
+			if f.Code != "" {
+				msg = "[" + f.Code + "] " + msg
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", tag, c.Name, msg)
 			if f.Fix != "" {
 				fmt.Fprintf(tw, "\t\tfix: %s\n", f.Fix)
 			}

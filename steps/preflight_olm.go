@@ -188,54 +188,189 @@ func checkOperatorGroups(ctx context.Context, e *Env) ([]Finding, error) {
 	return out, err
 }
 
-// rhclBadVersions are RHCL releases with a known AuthPolicy bypass.
-var rhclBadVersions = []string{"1.4.0"}
+// CodeDependencyVersionDenied is the Finding code (and the code in the
+// error of an OLM step) of an operator version the dependency policy
+// refuses: installed, pinned, resolved or about to be approved.
+const CodeDependencyVersionDenied = "DEPENDENCY_VERSION_DENIED"
 
-// checkRHCLVersion refuses an installed or pinned RHCL 1.4.0 (or anything
-// below the operator's minVersion).
-func checkRHCLVersion(ctx context.Context, e *Env) ([]Finding, error) {
-	op := e.Inv.Operator("rhcl")
-	if op == nil {
-		return nil, nil
+// versionRule is the version policy of one OLM package.
+type versionRule struct {
+	// Deny lists exact versions that must never run.
+	Deny []string
+	// Min is the lowest version that may run ("" = any).
+	Min string
+	// Fixed is the first good version after a denied one: the fix names
+	// it ("upgrade to >= Fixed").
+	Fixed string
+	// Why says what goes wrong on a denied version, with its source.
+	Why string
+}
+
+// dependencyPolicy is the version policy per OLM package (case N04). It
+// applies beside an operator's inventory minVersion, which can raise the
+// minimum but never allow a denied version.
+//   - rhcl-operator 1.4.0: its Wasm shim never calls Authorino, so inference
+//     routes answer without authentication while the CRs report Enforced
+//     (opendatahub-io/models-as-a-service#1248; fixed in 1.4.1). RHOAI
+//     supports RHCL 1.3 and later (MaaS compatibility table).
+//   - kuadrant-operator (the upstream path): the gateway-level AuthPolicy
+//     MaaS writes needs spec.defaults.rules, Kuadrant 1.4.2 or later (MaaS
+//     v0.2.0 release notes). Upstream Kuadrant has no 1.4.0 shim bug.
+var dependencyPolicy = map[string]versionRule{
+	"rhcl-operator": {
+		Deny: []string{"1.4.0"}, Min: "1.3.0", Fixed: "1.4.1",
+		Why: "its Wasm shim never calls Authorino, so inference routes answer without authentication while every AuthPolicy reports Enforced (opendatahub-io/models-as-a-service#1248)",
+	},
+	"kuadrant-operator": {
+		Min: "1.4.2",
+		Why: "the gateway-level AuthPolicy MaaS writes needs spec.defaults.rules (Kuadrant 1.4.2, MaaS v0.2.0 release notes)",
+	},
+}
+
+// versionProblem says why version of package pkg must not run under
+// dependencyPolicy and the operator's minVersion opMin; both results are
+// empty when it may. fixTo is the version to upgrade to. A version that
+// does not parse as semver is not judged (checkMinVersion reports it).
+func versionProblem(pkg, version, opMin string) (problem, fixTo string) {
+	have, err := semver.ParseTolerant(version)
+	if err != nil {
+		return "", ""
 	}
-	var out []Finding
-	if op.StartingCSV != "" {
-		if v := versionFromCSVName(op.StartingCSV); v != "" && badRHCL(v, op.MinVersion) {
-			out = append(out, errorf("set operators[rhcl].startingCSV to 1.4.1 or later, or clear it",
-				"operators[rhcl].startingCSV pins %s, version %s, which has a known AuthPolicy bypass", op.StartingCSV, v))
+	rule := dependencyPolicy[pkg]
+	for _, d := range rule.Deny {
+		if have.Equals(semver.MustParse(d)) {
+			fixTo = rule.Fixed
+			if m, err := semver.ParseTolerant(opMin); err == nil && m.GT(semver.MustParse(fixTo)) {
+				fixTo = opMin
+			}
+			return fmt.Sprintf("%s %s is a denied version: %s", pkg, have, rule.Why), fixTo
 		}
 	}
-	csvs, err := listOptional(ctx, e.Clients, csvGVK, op.Namespace, "")
+	min := rule.Min
+	if m, err := semver.ParseTolerant(opMin); err == nil {
+		if cur, err := semver.ParseTolerant(min); err != nil || m.GT(cur) {
+			min = opMin
+		}
+	}
+	if m, err := semver.ParseTolerant(min); err == nil && have.LT(m) {
+		why := "below the required minimum"
+		if min == rule.Min && rule.Why != "" {
+			why += ": " + rule.Why
+		}
+		return fmt.Sprintf("%s %s is %s %s", pkg, have, why, min), min
+	}
+	return "", ""
+}
+
+// csvVersionProblem is versionProblem for a CSV name (package.vX.Y.Z or
+// package.X.Y.Z) of one of the planned operators ops; empty for a CSV of
+// no planned or policed package.
+func csvVersionProblem(csv string, ops []inventory.Operator) (problem, fixTo string) {
+	for _, op := range ops {
+		if strings.HasPrefix(csv, op.Package+".") {
+			return versionProblem(op.Package, versionFromCSVName(csv), op.MinVersion)
+		}
+	}
+	for pkg := range dependencyPolicy {
+		if strings.HasPrefix(csv, pkg+".") {
+			return versionProblem(pkg, versionFromCSVName(csv), "")
+		}
+	}
+	return "", ""
+}
+
+// checkRHCLVersion applies dependencyPolicy and each operator's minVersion
+// to every planned operator of a policed package (rhcl-operator, and
+// kuadrant-operator on the upstream path): its inventory startingCSV, the
+// CSVs of its package in any namespace (not OLM's copies), and the
+// installedCSV and currentCSV of every Subscription to its package in any
+// namespace (a Subscription elsewhere than the inventory's namespace
+// counts: its operator serves the same CRDs cluster-wide). Each finding has
+// Code CodeDependencyVersionDenied and names the object and the version to
+// upgrade to.
+func checkRHCLVersion(ctx context.Context, e *Env) ([]Finding, error) {
+	var out []Finding
+	var ops []inventory.Operator
+	for _, op := range e.Inv.Operators {
+		if _, policed := dependencyPolicy[op.Package]; policed || op.MinVersion != "" {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	for _, op := range ops {
+		if op.StartingCSV == "" {
+			continue
+		}
+		if p, fixTo := versionProblem(op.Package, versionFromCSVName(op.StartingCSV), op.MinVersion); p != "" {
+			f := errorf(fmt.Sprintf("upgrade to >= %s: set operators[%s].startingCSV to %s.v%s or later, or clear it", fixTo, op.ID, op.Package, fixTo),
+				"operators[%s].startingCSV pins %s: %s", op.ID, op.StartingCSV, p)
+			f.Code = CodeDependencyVersionDenied
+			out = append(out, f)
+		}
+	}
+	// OLM copies the CSV of an all-namespaces operator into every
+	// namespace (label olm.copiedFrom); the selector leaves the copies out.
+	csvs, err := listOptional(ctx, e.Clients, csvGVK, "", "!olm.copiedFrom")
 	if err != nil {
 		return nil, err
 	}
+	subs, err := listOptional(ctx, e.Clients, subscriptionGVK, "", "")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
 	for _, csv := range csvs {
-		if !strings.HasPrefix(csv.GetName(), op.Package+".") || csv.GetLabels()["olm.copiedFrom"] != "" {
-			continue
+		key := csv.GetNamespace() + "/" + csv.GetName()
+		for _, op := range ops {
+			if !strings.HasPrefix(csv.GetName(), op.Package+".") {
+				continue
+			}
+			v, _, _ := unstructured.NestedString(csv.Object, "spec", "version")
+			if v == "" {
+				v = versionFromCSVName(csv.GetName())
+			}
+			if p, fixTo := versionProblem(op.Package, v, op.MinVersion); p != "" {
+				seen[key] = true
+				f := errorf(fmt.Sprintf("upgrade to >= %s: approve the InstallPlan of %s.v%s or later on the Subscription in %s (oc get installplan -n %s), then re-run", fixTo, op.Package, fixTo, csv.GetNamespace(), csv.GetNamespace()),
+					"CSV %s is installed (phase %s): %s", key, phaseOf(&csv), p)
+				f.Code = CodeDependencyVersionDenied
+				out = append(out, f)
+			}
 		}
-		v, _, _ := unstructured.NestedString(csv.Object, "spec", "version")
-		if badRHCL(v, op.MinVersion) {
-			out = append(out, errorf(fmt.Sprintf("approve the update to 1.4.1 or later on Subscription %s/%s (oc get installplan -n %s)", op.Namespace, op.Package, op.Namespace),
-				"CSV %s/%s is Red Hat Connectivity Link %s, which has a known AuthPolicy bypass; at least %s is required", op.Namespace, csv.GetName(), v, op.MinVersion))
+	}
+	for _, s := range subs {
+		pkg, _, _ := unstructured.NestedString(s.Object, "spec", "name")
+		for _, op := range ops {
+			if pkg != op.Package {
+				continue
+			}
+			for _, field := range []string{"installedCSV", "currentCSV"} {
+				name, _, _ := unstructured.NestedString(s.Object, "status", field)
+				key := s.GetNamespace() + "/" + name
+				if name == "" || seen[key] {
+					continue
+				}
+				if p, fixTo := versionProblem(op.Package, versionFromCSVName(name), op.MinVersion); p != "" {
+					seen[key] = true
+					f := errorf(fmt.Sprintf("upgrade to >= %s: move Subscription %s/%s to %s.v%s or later (do not approve an InstallPlan of %s)", fixTo, s.GetNamespace(), s.GetName(), op.Package, fixTo, name),
+						"Subscription %s/%s has %s %s: %s", s.GetNamespace(), s.GetName(), field, name, p)
+					f.Code = CodeDependencyVersionDenied
+					out = append(out, f)
+				}
+			}
 		}
 	}
 	return out, nil
 }
 
-func badRHCL(v, minVersion string) bool {
-	have, err := semver.ParseTolerant(v)
-	if err != nil {
-		return false
+// phaseOf is a CSV's status.phase, "unknown" when it has none.
+func phaseOf(csv *unstructured.Unstructured) string {
+	if p, _, _ := unstructured.NestedString(csv.Object, "status", "phase"); p != "" {
+		return p
 	}
-	for _, b := range rhclBadVersions {
-		if have.Equals(semver.MustParse(b)) {
-			return true
-		}
-	}
-	if min, err := semver.ParseTolerant(minVersion); err == nil && have.LT(min) {
-		return true
-	}
-	return false
+	return "unknown"
 }
 
 // versionFromCSVName returns the version part of a CSV name such as

@@ -204,22 +204,51 @@ func TestPolicyAndReport(t *testing.T) {
 	}
 }
 
-func TestBadRHCL(t *testing.T) {
+// TestN04VersionPolicy is case N04's policy: rhcl-operator 1.4.0 is denied
+// whatever the inventory's minVersion says, 1.4.1 passes, anything below
+// the minimum is refused, and the fix names the version to upgrade to.
+func TestN04VersionPolicy(t *testing.T) {
 	for _, tt := range []struct {
-		v   string
-		bad bool
-	}{{"1.4.0", true}, {"1.4.1", false}, {"1.5.0", false}, {"1.3.2", true}, {"", false}} {
-		if got := badRHCL(tt.v, "1.4.1"); got != tt.bad {
-			t.Errorf("badRHCL(%q) = %v, want %v", tt.v, got, tt.bad)
+		pkg, v, min string
+		bad         bool
+		fixTo       string
+	}{
+		{"rhcl-operator", "1.4.0", "1.4.1", true, "1.4.1"},
+		{"rhcl-operator", "1.4.0", "", true, "1.4.1"},
+		// A lowered minVersion never allows the denied version.
+		{"rhcl-operator", "1.4.0", "1.3.0", true, "1.4.1"},
+		{"rhcl-operator", "1.4.0", "1.5.0", true, "1.5.0"},
+		{"rhcl-operator", "1.4.1", "1.4.1", false, ""},
+		{"rhcl-operator", "1.5.0", "1.4.1", false, ""},
+		{"rhcl-operator", "1.3.2", "1.4.1", true, "1.4.1"},
+		{"rhcl-operator", "1.3.2", "", false, ""},
+		{"rhcl-operator", "1.2.9", "", true, "1.3.0"},
+		{"kuadrant-operator", "1.4.0", "", true, "1.4.2"},
+		{"kuadrant-operator", "1.4.2", "", false, ""},
+		{"rhods-operator", "3.5.0", "", false, ""},
+		{"rhcl-operator", "", "1.4.1", false, ""},
+	} {
+		p, fixTo := versionProblem(tt.pkg, tt.v, tt.min)
+		if (p != "") != tt.bad || fixTo != tt.fixTo {
+			t.Errorf("versionProblem(%s, %q, min %q) = %q, %q; want bad=%v, fix to %q", tt.pkg, tt.v, tt.min, p, fixTo, tt.bad, tt.fixTo)
 		}
 	}
 	if v := versionFromCSVName("rhcl-operator.v1.4.0"); v != "1.4.0" {
 		t.Errorf("versionFromCSVName = %q", v)
 	}
+	ops := inventory.Default().Operators
+	if p, _ := csvVersionProblem("rhcl-operator.v1.4.0", ops); !strings.Contains(p, "denied") {
+		t.Errorf("csvVersionProblem(rhcl-operator.v1.4.0) = %q", p)
+	}
+	if p, _ := csvVersionProblem("cloudnative-pg.v1.30.0", ops); p != "" {
+		t.Errorf("csvVersionProblem(cloudnative-pg.v1.30.0) = %q, want none", p)
+	}
 }
 
 func TestInstallPlanProblem(t *testing.T) {
 	rhcl := *inventory.Default().Operator("rhcl")
+	lowMin := rhcl
+	lowMin.MinVersion = "1.3.0"
 	tests := []struct {
 		name string
 		csvs []string
@@ -231,6 +260,8 @@ func TestInstallPlanProblem(t *testing.T) {
 		{"another csv", []string{"rhods-operator.3.6.0"}, "rhods-operator.3.5.0", *inventory.Default().Operator("rhoai"), false},
 		{"two csvs", []string{"rhods-operator.3.5.0", "x.1"}, "rhods-operator.3.5.0", *inventory.Default().Operator("rhoai"), false},
 		{"below minVersion", []string{"rhcl-operator.v1.4.0"}, "rhcl-operator.v1.4.0", rhcl, false},
+		{"denied though minVersion allows it", []string{"rhcl-operator.v1.4.0"}, "rhcl-operator.v1.4.0", lowMin, false},
+		{"fixed release", []string{"rhcl-operator.v1.4.1"}, "rhcl-operator.v1.4.1", lowMin, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,5 +376,33 @@ func TestGatewayReadyNamesListeners(t *testing.T) {
 	r := waiters.GatewayReady(gw)
 	if r.Done || !strings.Contains(r.Status, "listener https ResolvedRefs=False (InvalidCertificateRef)") {
 		t.Errorf("gatewayReady = %+v", r)
+	}
+}
+
+// TestN02IngressOwnsSubscription: the ingress operator's own OSSM
+// Subscription (annotated, or exactly the one older ingress operators
+// create) is not a conflict; a hand-installed one of the same package is.
+func TestN02IngressOwnsSubscription(t *testing.T) {
+	sub := func(ns, name, pkg, approval string, ann map[string]string) *unstructured.Unstructured {
+		s := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"name": pkg, "installPlanApproval": approval}}}
+		s.SetNamespace(ns)
+		s.SetName(name)
+		s.SetAnnotations(ann)
+		return s
+	}
+	for _, tt := range []struct {
+		name string
+		s    *unstructured.Unstructured
+		own  bool
+	}{
+		{"annotated", sub("openshift-operators", "servicemeshoperator3", "servicemeshoperator3", "Automatic", map[string]string{ingressOwnedAnnotation: ""}), true},
+		{"older ingress operator's", sub("openshift-operators", "servicemeshoperator3", "servicemeshoperator3", "Manual", nil), true},
+		{"hand-installed OSSM 3", sub("openshift-operators", "servicemeshoperator3", "servicemeshoperator3", "Automatic", nil), false},
+		{"OSSM 3 elsewhere", sub("istio-system", "servicemeshoperator3", "servicemeshoperator3", "Manual", nil), false},
+		{"OSSM 2", sub("openshift-operators", "servicemeshoperator", "servicemeshoperator", "Manual", nil), false},
+	} {
+		if got := ingressOwnsSubscription(tt.s); got != tt.own {
+			t.Errorf("%s: ingressOwnsSubscription = %v, want %v", tt.name, got, tt.own)
+		}
 	}
 }

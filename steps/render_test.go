@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -96,5 +97,47 @@ func TestRenderManifestsNoSecretValues(t *testing.T) {
 	inv.Gateway.Hostname = ""
 	if _, err := OfflineFacts(inv); err == nil || !strings.Contains(err.Error(), "gateway.hostname") {
 		t.Errorf("without a host: %v, want an error naming gateway.hostname", err)
+	}
+}
+
+// TestN01NoBundledCRDs: maasctl bundles no CRD at all, so none of the
+// Gateway API CRDs OpenShift's ingress operator owns (case N01): every
+// step's rendered objects are checked, kind by kind, and any CRD would be
+// refused by kube.IsPlatformOwnedCRD before a request if it were of that
+// group.
+func TestN01NoBundledCRDs(t *testing.T) {
+	inv := inventory.Default()
+	inv.Gateway.Hostname = "maas.apps.openshift.example.com"
+	f, err := OfflineFacts(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := RenderManifests(inv, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("nothing rendered")
+	}
+	n := 0
+	for _, mf := range files {
+		if !strings.HasSuffix(mf.Name, ".yaml") {
+			continue
+		}
+		for _, doc := range strings.Split(string(mf.Data), "\n---\n") {
+			n++
+			var o struct {
+				Kind string `json:"kind"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatalf("%s: %v", mf.Name, err)
+			}
+			if o.Kind == "CustomResourceDefinition" {
+				t.Errorf("%s renders a CustomResourceDefinition: maasctl must not bundle CRDs (the operators and the platform own them)", mf.Name)
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d manifests decoded", n)
 	}
 }

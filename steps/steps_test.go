@@ -153,11 +153,21 @@ func TestCheckMinVersion(t *testing.T) {
 	for _, tt := range []struct {
 		version string
 		ok      bool
-	}{{"1.4.0", false}, {"1.4.1", true}, {"1.5.0", true}, {"1.3.9", false}} {
+		min     string
+	}{{"1.4.0", false, ""}, {"1.4.1", true, ""}, {"1.5.0", true, ""}, {"1.3.9", false, ""},
+		// A lowered minVersion never lets the denied 1.4.0 run (case N04).
+		{"1.4.0", false, "1.3.0"}, {"1.3.9", true, "1.3.0"}} {
+		o := op
+		if tt.min != "" {
+			o.MinVersion = tt.min
+		}
 		csv := obj(t, `{"apiVersion":"v1","kind":"C","metadata":{"name":"rhcl-operator.v`+tt.version+`"},"spec":{"version":"`+tt.version+`"}}`)
-		err := checkMinVersion(csv, op)
+		err := checkMinVersion(csv, o)
 		if (err == nil) != tt.ok {
-			t.Errorf("version %s: err=%v, want ok=%v", tt.version, err, tt.ok)
+			t.Errorf("version %s (minVersion %q): err=%v, want ok=%v", tt.version, o.MinVersion, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), CodeDependencyVersionDenied) {
+			t.Errorf("version %s: %v lacks %s", tt.version, err, CodeDependencyVersionDenied)
 		}
 	}
 }

@@ -127,6 +127,11 @@ func (u *uninstaller) purgeCRDs(ctx context.Context, progress func(string, ...an
 	ri := u.c.Dynamic.Resource(crdGVR)
 	var ts []goneTarget
 	for _, n := range names {
+		if kube.IsPlatformOwnedCRDName(n) {
+			// Even if a CSV lists it as owned: the platform's (case N01).
+			u.kept = append(u.kept, fmt.Sprintf("CustomResourceDefinition %s (owned by the platform: maasctl never deletes it)", n))
+			continue
+		}
 		crd, err := ri.Get(ctx, n, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue

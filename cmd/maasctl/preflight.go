@@ -26,12 +26,16 @@ func newPreflightCmd(g *globalOptions) *cobra.Command {
 		Use:   "preflight",
 		Short: "Check every prerequisite of the install without changing anything",
 		Long: `Preflight runs the checks 'maasctl install' runs as its first step, and
-reports every problem at once: OpenShift version, cert-manager and the
-ClusterIssuer, the model namespaces and API-key Secrets, CatalogSources and
-channels, OperatorGroups, RHCL version, conflicting or orphaned operators, a
-StorageClass and stale database volumes, the RHOAI layout and DSC singletons,
-MaaS subscription/auth-policy pairing, Vault, and the permissions the install
-needs. It only reads. Exit code 1 when a check fails.
+reports every problem at once: OpenShift version, the platform's Gateway
+API CRDs (read only: the OpenShift ingress operator owns them), Service
+Mesh Subscriptions that block the ingress operator's own, cert-manager and
+the ClusterIssuer, the model namespaces and API-key Secrets, CatalogSources
+and channels, OperatorGroups, RHCL/Kuadrant versions (RHCL 1.4.0 is
+denied), conflicting or orphaned operators, a StorageClass and stale
+database volumes, the RHOAI layout and DSC singletons, MaaS
+subscription/auth-policy pairing, Vault, and the permissions the install
+needs. It only reads. Exit code 1 when a check fails; a finding with a
+code (e.g. DEPENDENCY_VERSION_DENIED) carries it in -o json.
 
 Checks: ` + fmt.Sprint(steps.PreflightCheckNames()),
 		Args: cobra.NoArgs,

@@ -19,10 +19,13 @@ import (
 // those of the real Red Hat catalogs (../shared/crds/SOURCES.md names the
 // CSVs the CRDs come from).
 type Bundle struct {
-	Package     string
-	Channel     string
-	CSV         string
-	Version     string
+	Package string
+	Channel string
+	CSV     string
+	Version string
+	// Replaces is the CSV of the same channel this one upgrades
+	// (olm.channel entries[].replaces; "" for the channel's first).
+	Replaces    string
 	DisplayName string
 	Provider    string
 	// CRDs are globs under the CRD folder: the CRDs the bundle inlines and
@@ -85,17 +88,12 @@ func CatalogBundles() map[string][]Bundle {
 			},
 		}},
 		CatalogRedHat: append([]Bundle{
-			{
-				Package: "rhcl-operator", Channel: "stable-1.4",
-				CSV: "rhcl-operator.v1.4.1", Version: "1.4.1",
-				DisplayName: "Red Hat Connectivity Link", Provider: "Red Hat",
-				CRDs:       []string{"kuadrant/*.yaml", "authorino/*.yaml"},
-				Deployment: "kuadrant-operator-controller-manager",
-				// kuadrant-operator config/manager/manager.yaml
-				// (control-plane) and the bundle's common label app=kuadrant.
-				PodLabels:    map[string]string{"app": "kuadrant", "control-plane": "controller-manager"},
-				InstallModes: allNS,
-			},
+			// RHCL 1.4.0, the release whose Wasm shim skips Authorino
+			// (case N04), and 1.4.1, which replaces it and is the head of
+			// stable-1.4: a Subscription without startingCSV gets 1.4.1,
+			// one pinned to rhcl-operator.v1.4.0 gets a plan for 1.4.0.
+			rhclBundle("1.4.0", ""),
+			rhclBundle("1.4.1", "rhcl-operator.v1.4.0"),
 			{
 				Package: "leader-worker-set", Channel: "stable-v1.0",
 				CSV: "leader-worker-set.v1.0.0", Version: "1.0.0",
@@ -110,6 +108,24 @@ func CatalogBundles() map[string][]Bundle {
 				},
 			},
 		}, rhods...),
+	}
+}
+
+// rhclBundle is the rhcl-operator bundle of version v in channel
+// stable-1.4, replacing CSV replaces.
+func rhclBundle(v, replaces string) Bundle {
+	return Bundle{
+		Package: "rhcl-operator", Channel: "stable-1.4",
+		CSV: "rhcl-operator.v" + v, Version: v, Replaces: replaces,
+		DisplayName: "Red Hat Connectivity Link", Provider: "Red Hat",
+		CRDs:       []string{"kuadrant/*.yaml", "authorino/*.yaml"},
+		Deployment: "kuadrant-operator-controller-manager",
+		// kuadrant-operator config/manager/manager.yaml (control-plane) and
+		// the bundle's common label app=kuadrant.
+		PodLabels: map[string]string{"app": "kuadrant", "control-plane": "controller-manager"},
+		InstallModes: map[string]bool{
+			"OwnNamespace": false, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": true,
+		},
 	}
 }
 
@@ -170,7 +186,11 @@ func WriteCatalog(dir, crdDir, name string, podReadyDelay time.Duration) error {
 			if _, seen := chans[b.Channel]; !seen {
 				names = append(names, b.Channel)
 			}
-			chans[b.Channel] = append(chans[b.Channel], map[string]any{"name": b.CSV})
+			entry := map[string]any{"name": b.CSV}
+			if b.Replaces != "" {
+				entry["replaces"] = b.Replaces
+			}
+			chans[b.Channel] = append(chans[b.Channel], entry)
 		}
 		sort.Strings(names)
 		objs = append(objs, fbcObject{"schema": "olm.package", "name": p, "defaultChannel": names[len(names)-1]})
@@ -270,7 +290,7 @@ func csvObject(b Bundle, owned []any, podReadyDelay time.Duration) *unstructured
 	if podReadyDelay > 0 {
 		podMeta["annotations"] = map[string]any{PodReadyDelayAnnotation: podReadyDelay.String()}
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
+	csv := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operators.coreos.com/v1alpha1",
 		"kind":       "ClusterServiceVersion",
 		"metadata": map[string]any{
@@ -310,6 +330,10 @@ func csvObject(b Bundle, owned []any, podReadyDelay time.Duration) *unstructured
 			},
 		},
 	}}
+	if b.Replaces != "" {
+		_ = unstructured.SetNestedField(csv.Object, b.Replaces, "spec", "replaces")
+	}
+	return csv
 }
 
 // catalogChannels lists "package/channel" of a catalog, sorted (for logs).

@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -267,6 +270,11 @@ func (c *Clients) DryRunApply(ctx context.Context, obj *unstructured.Unstructure
 }
 
 func (c *Clients) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
+	if IsPlatformOwnedCRD(obj) {
+		// Refused before any request: a dry run is a write to admission
+		// too, and OpenShift's policy denies it the same way.
+		return nil, fmt.Errorf("apply %s: %w", Describe(obj), ErrPlatformOwnedCRD)
+	}
 	ri, _, err := c.Resource(obj.GroupVersionKind(), obj.GetNamespace())
 	if err != nil {
 		return nil, err
@@ -282,9 +290,45 @@ func (c *Clients) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 	}
 	out, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
 	if err != nil {
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			// Not retried (RetryPolicy never retries 403): the same
+			// request gets the same answer from the policy.
+			return nil, fmt.Errorf("apply %s: forbidden by admission policy, not retried (the cluster's policy, not a transient error): %w", Describe(obj), err)
+		}
 		return nil, fmt.Errorf("apply %s: %w", Describe(obj), err)
 	}
 	return out, nil
+}
+
+// platformOwnedCRDGroups are the API groups whose CRDs the platform owns:
+// on OpenShift 4.19+ the ingress operator manages the Gateway API CRDs and
+// a ValidatingAdmissionPolicy denies every other writer
+// (openshift/cluster-ingress-operator#1192, case N01).
+var platformOwnedCRDGroups = []string{"gateway.networking.k8s.io"}
+
+// ErrPlatformOwnedCRD is the error of an apply (or a delete by maasctl's
+// uninstall) of a CRD in platformOwnedCRDGroups: maasctl never writes
+// them, and no request is sent.
+var ErrPlatformOwnedCRD = errors.New("the CRDs of gateway.networking.k8s.io belong to the platform (the OpenShift 4.19+ ingress operator owns them and an admission policy denies other writers): maasctl never creates, updates or deletes them; check their version with 'maasctl preflight' (check gateway-api-crds)")
+
+// IsPlatformOwnedCRD reports whether obj is a CustomResourceDefinition of
+// a platform-owned group (by spec.group, else by its name's suffix).
+func IsPlatformOwnedCRD(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	if gvk.Group != "apiextensions.k8s.io" || gvk.Kind != "CustomResourceDefinition" {
+		return false
+	}
+	if g, _, _ := unstructured.NestedString(obj.Object, "spec", "group"); g != "" {
+		return slices.Contains(platformOwnedCRDGroups, g)
+	}
+	return IsPlatformOwnedCRDName(obj.GetName())
+}
+
+// IsPlatformOwnedCRDName reports whether a CRD name (plural.group) is of a
+// platform-owned group.
+func IsPlatformOwnedCRDName(name string) bool {
+	_, group, ok := strings.Cut(name, ".")
+	return ok && slices.Contains(platformOwnedCRDGroups, group)
 }
 
 // Describe names an object as Kind namespace/name (or Kind name).

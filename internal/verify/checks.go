@@ -70,7 +70,12 @@ const (
 	CodeQuota429          = "MAAS-V025"
 	CodeBodySize          = "MAAS-V026"
 	CodeKeysRevoked       = "MAAS-V027"
+	CodeBogusKey          = "MAAS-V028"
 )
+
+// AuthBypass names, in a failed check's cause, a negative data-path probe
+// (MAAS-V024, MAAS-V028) that the gateway answered with 2xx (case N04).
+const AuthBypass = "AUTH_BYPASS"
 
 // Catalogue lists every check code in report order.
 var Catalogue = []CodeInfo{
@@ -91,7 +96,8 @@ var Catalogue = []CodeInfo{
 	{CodeMintKey, "API key minted (POST /maas-api/v1/api-keys)", true},
 	{CodeListModels, "GET /v1/models lists each model", true},
 	{CodeChat, "chat completion answers", true},
-	{CodeNoKey401, "request without an API key gets 401", true},
+	{CodeNoKey401, "request without an API key gets 401 or 403", true},
+	{CodeBogusKey, "request with a bogus API key gets 401 or 403", true},
 	{CodeQuota429, "request over a probe subscription's limit gets 429", true},
 	{CodeBodySize, "large request body passes the gateway", true},
 	{CodeKeysRevoked, "API keys minted by verify revoked", true},

@@ -40,6 +40,10 @@ const (
 	ClassBadRequest  Class = "bad-request"  // 400 below the size threshold
 	ClassOther       Class = "other"        // anything else
 	ClassNoResponse  Class = "no-response"  // transport error
+	// ClassAuthBypass is a 2xx to a request that must be refused (no
+	// credentials, a bogus key): the gateway does not authenticate
+	// (AuthBypass, case N04).
+	ClassAuthBypass Class = "auth-bypass"
 )
 
 // Thresholds for recognising the gateway's own 429 (case B17, from

@@ -22,7 +22,7 @@ import (
 	"github.com/maasctl/maasctl/inventory"
 )
 
-// DataPathOptions configure the data-path checks (MAAS-V020 to MAAS-V027).
+// DataPathOptions configure the data-path checks (MAAS-V020 to MAAS-V028).
 type DataPathOptions struct {
 	// Endpoint is the MaaS base URL, e.g. https://maas.apps.example.com.
 	Endpoint string
@@ -108,7 +108,7 @@ type mintedKey struct {
 	id, key, subscription string
 }
 
-// DataPath runs the data-path checks (MAAS-V020 to MAAS-V027) and revokes
+// DataPath runs the data-path checks (MAAS-V020 to MAAS-V028) and revokes
 // every API key it minted, also when a check fails. The returned checks
 // never contain a key or the token.
 func DataPath(ctx context.Context, s *State, o DataPathOptions) []Check {
@@ -145,7 +145,7 @@ func DataPath(ctx context.Context, s *State, o DataPathOptions) []Check {
 			out = append(out, d.chat(ctx, key, sub, m))
 		}
 	}
-	out = append(out, d.noKey(ctx, models))
+	out = append(out, d.negativeProbes(ctx, models)...)
 	if o.ProbeQuota {
 		out = append(out, d.probeQuota(ctx, models))
 	} else {
@@ -494,26 +494,50 @@ func subscriptionLimits(s *State, sub, model string) string {
 	return strings.Join(parts, ", ")
 }
 
-func (d *dataPath) noKey(ctx context.Context, models []inventory.ExternalModel) Check {
-	c := newCheck(CodeNoKey401, d.base+"/v1/chat/completions")
+// BogusKeyPrefix starts the API key of the bogus-key probe: the sk-oai-
+// shape of a real maas-api key, so the gateway must look it up and refuse
+// it, never a key maas-api issued.
+const BogusKeyPrefix = "sk-oai-maasctl-verify-bogus-"
+
+// negativeProbes are the data-path checks that must be refused (case N04):
+// a chat completion without credentials, and one with a bogus API key.
+// Each passes on 401 or 403. A 2xx on either is an AUTH_BYPASS
+// (ClassAuthBypass), whatever the control-plane checks say: RHCL 1.4.0
+// serves inference without calling Authorino while every AuthPolicy
+// reports Enforced (opendatahub-io/models-as-a-service#1248).
+func (d *dataPath) negativeProbes(ctx context.Context, models []inventory.ExternalModel) []Check {
+	bogus := BogusKeyPrefix + randomSuffix() + randomSuffix() + randomSuffix()
+	return []Check{
+		d.mustRefuse(ctx, CodeNoKey401, "no credentials", "", models),
+		d.mustRefuse(ctx, CodeBogusKey, "bogus API key", bogus, models),
+	}
+}
+
+// mustRefuse sends the probe named probe (bearer "" = no Authorization
+// header) and expects 401 or 403.
+func (d *dataPath) mustRefuse(ctx context.Context, code, probe, bearer string, models []inventory.ExternalModel) Check {
+	c := newCheck(code, d.base+"/v1/chat/completions")
 	model := "verify"
 	if len(models) > 0 {
 		model = models[0].Name
 	}
-	r, err := d.do(ctx, http.MethodPost, "/v1/chat/completions", "", chatRequest(model, 1, 0))
+	r, err := d.do(ctx, http.MethodPost, "/v1/chat/completions", bearer, chatRequest(model, 1, 0))
 	if err != nil {
 		return c.fail(d.scrub(err.Error()), "the MaaS endpoint is unreachable", "check --endpoint")
 	}
-	if r.Status == http.StatusUnauthorized {
-		return c.pass("HTTP 401")
+	if r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+		return c.pass(fmt.Sprintf("probe %q: HTTP %d", probe, r.Status))
 	}
-	detail := fmt.Sprintf("HTTP %d: %s", r.Status, snippet(r.Body, 120))
+	detail := fmt.Sprintf("probe %q: HTTP %d: %s", probe, r.Status, snippet(r.Body, 120))
 	if r.Status >= 200 && r.Status < 300 {
-		return c.fail(detail, "the gateway served a request without an API key: the generated AuthPolicy is not enforced, so the model is open to anyone who can reach the Route",
-			"maasctl doctor; oc get authpolicy -A")
+		c = c.fail(detail,
+			fmt.Sprintf("%s (critical): the gateway served a chat completion to the %q probe: authentication is not enforced on the inference route, so model %s is open to anyone who can reach the Route, even though the AuthPolicies may all report Enforced (RHCL 1.4.0 does this: upgrade to >= 1.4.1)", AuthBypass, probe, model),
+			"oc get csv -A | grep -e rhcl-operator -e kuadrant-operator (upgrade RHCL to >= 1.4.1); maasctl doctor; oc get authpolicy -A")
+		c.Class = string(ClassAuthBypass)
+		return c
 	}
 	dg := Classify(r)
-	dg.Cause = "expected 401 without a key: " + dg.Cause
+	dg.Cause = fmt.Sprintf("expected 401 or 403 for the %q probe: %s", probe, dg.Cause)
 	return c.failDiag(detail, dg)
 }
 

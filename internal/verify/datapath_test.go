@@ -160,7 +160,7 @@ func TestDataPathAgainstDataplane(t *testing.T) {
 				if !rep.Passed {
 					t.Fatalf("healthy run failed:\n%s", out.String())
 				}
-				for _, code := range []string{verify.CodeHealth, verify.CodeMintKey, verify.CodeListModels, verify.CodeChat, verify.CodeNoKey401, verify.CodeQuota429, verify.CodeBodySize, verify.CodeKeysRevoked} {
+				for _, code := range []string{verify.CodeHealth, verify.CodeMintKey, verify.CodeListModels, verify.CodeChat, verify.CodeNoKey401, verify.CodeBogusKey, verify.CodeQuota429, verify.CodeBodySize, verify.CodeKeysRevoked} {
 					if len(m[code]) == 0 || m[code][0].Result != verify.Pass {
 						t.Errorf("%s: %+v", code, m[code])
 					}
@@ -209,7 +209,9 @@ func scriptedGateway(t *testing.T, small, large scripted, largeFrom int) *httpte
 		case strings.HasPrefix(r.URL.Path, "/maas-api/v1/api-keys/") && r.Method == "DELETE":
 			revoked = true
 			w.WriteHeader(200)
-		case auth == "" || revoked:
+		case auth != "Bearer sk-oai-scriptedKEY123" || revoked:
+			// Only the key it minted is accepted (a bogus key gets 401,
+			// as from Authorino).
 			w.WriteHeader(401)
 		case r.URL.Path == "/v1/models":
 			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"qwen35-9b-coder"}]}`)
@@ -283,3 +285,143 @@ func TestResponseDiagnosis(t *testing.T) {
 		})
 	}
 }
+
+// TestN04NegativeProbes is case N04's verify test: the data path always
+// sends a request without credentials and one with a bogus API key, each
+// must get 401 or 403, and a 2xx on either fails as AUTH_BYPASS naming the
+// probe, although every control-plane check passes (the snapshot is
+// healthy). Variants: a gateway answering 200 to everything; one that
+// refuses a request without credentials but serves any key (the whole
+// kind: a check of the no-key case alone would pass it); one that refuses
+// with 403; and one that refuses both with 401.
+func TestN04NegativeProbes(t *testing.T) {
+	tests := []struct {
+		name string
+		// answer is the status of /v1/models and /v1/chat/completions for
+		// the request's Authorization header ("" = none; the minted key is
+		// mintedKey); nil answers 200 to every request.
+		answer     func(auth string) int
+		wantBypass []string // codes that must fail as AUTH_BYPASS
+		wantPass   []string // codes that must pass
+	}{
+		// Every path, whatever the headers (minting then gets no key, and
+		// the probes still run).
+		{name: "200 for everything", answer: nil,
+			wantBypass: []string{verify.CodeNoKey401, verify.CodeBogusKey}},
+		{name: "401 without a token, any key served", answer: func(auth string) int {
+			if auth == "" {
+				return 401
+			}
+			return 200
+		}, wantBypass: []string{verify.CodeBogusKey}, wantPass: []string{verify.CodeNoKey401}},
+		{name: "403 for both", answer: func(auth string) int {
+			if auth == "Bearer "+mintedKey {
+				return 200
+			}
+			return 403
+		}, wantPass: []string{verify.CodeNoKey401, verify.CodeBogusKey}},
+		{name: "401 for both", answer: func(auth string) int {
+			if auth == "Bearer "+mintedKey {
+				return 200
+			}
+			return 401
+		}, wantPass: []string{verify.CodeNoKey401, verify.CodeBogusKey}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var chatAuths []string
+			revoked := false
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				auth := r.Header.Get("Authorization")
+				mu.Lock()
+				gone := revoked && auth == "Bearer "+mintedKey
+				if r.URL.Path == "/v1/chat/completions" {
+					chatAuths = append(chatAuths, auth)
+				}
+				mu.Unlock()
+				switch {
+				case tc.answer == nil:
+					_, _ = io.WriteString(w, okChat)
+				case gone:
+					w.WriteHeader(401)
+				case r.URL.Path == "/maas-api/health":
+					w.WriteHeader(200)
+				case r.URL.Path == "/maas-api/v1/api-keys" && r.Method == "POST":
+					w.WriteHeader(201)
+					_ = json.NewEncoder(w).Encode(map[string]string{"id": "k1", "key": mintedKey})
+				case strings.HasPrefix(r.URL.Path, "/maas-api/v1/api-keys/"):
+					mu.Lock()
+					revoked = true
+					mu.Unlock()
+					w.WriteHeader(200)
+				case r.URL.Path == "/v1/models":
+					w.WriteHeader(tc.answer(auth))
+					_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"qwen35-9b-coder"}]}`)
+				case r.URL.Path == "/v1/chat/completions":
+					w.WriteHeader(tc.answer(auth))
+					_, _ = io.WriteString(w, okChat)
+				default:
+					w.WriteHeader(404)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			rep, _, err := verify.Run(context.Background(), verify.Options{
+				Inventory: inventory.Default(), Reader: healthy(t),
+				DataPath: &verify.DataPathOptions{Endpoint: srv.URL, Token: adminToken, HTTPClient: srv.Client()},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			_ = rep.WriteText(&out)
+			m := byCode(rep.Checks)
+			for _, code := range []string{verify.CodeDSCReady, verify.CodeKuadrantReady, verify.CodeAuthEnforced} {
+				if len(m[code]) == 0 || m[code][0].Result != verify.Pass {
+					t.Fatalf("control-plane check %s must pass on the healthy snapshot: %+v", code, m[code])
+				}
+			}
+			probes := map[string]string{verify.CodeNoKey401: `"no credentials"`, verify.CodeBogusKey: `"bogus API key"`}
+			for _, code := range tc.wantBypass {
+				got := m[code]
+				if len(got) != 1 || got[0].Result != verify.Fail || got[0].Class != string(verify.ClassAuthBypass) ||
+					!strings.Contains(got[0].Cause, verify.AuthBypass) || !strings.Contains(got[0].Cause, probes[code]) {
+					t.Errorf("%s = %+v, want one AUTH_BYPASS failure naming the probe %s", code, got, probes[code])
+				}
+			}
+			for _, code := range tc.wantPass {
+				if got := m[code]; len(got) != 1 || got[0].Result != verify.Pass {
+					t.Errorf("%s = %+v, want pass", code, got)
+				}
+			}
+			if len(tc.wantBypass) > 0 {
+				if rep.Passed {
+					t.Errorf("verify passed on an open gateway:\n%s", out.String())
+				}
+				if !strings.Contains(out.String(), verify.AuthBypass) {
+					t.Errorf("report does not say %s:\n%s", verify.AuthBypass, out.String())
+				}
+			} else if !rep.Passed {
+				t.Errorf("verify failed on a gateway that refuses both probes:\n%s", out.String())
+			}
+			// Both probes were sent: one without a header, one with a
+			// bogus sk-oai- key that is not the minted one.
+			mu.Lock()
+			defer mu.Unlock()
+			var none, bogus bool
+			for _, a := range chatAuths {
+				none = none || a == ""
+				bogus = bogus || strings.HasPrefix(a, "Bearer "+verify.BogusKeyPrefix)
+			}
+			if !none || !bogus {
+				t.Errorf("chat requests %q: want one without credentials and one with a bogus key", chatAuths)
+			}
+			if strings.Contains(out.String(), mintedKey) {
+				t.Errorf("output holds the minted key")
+			}
+		})
+	}
+}
+
+const mintedKey = "sk-oai-n04MintedKEY0123456789"
