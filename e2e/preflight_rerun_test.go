@@ -43,7 +43,9 @@ func TestPreflightOnReRuns(t *testing.T) {
 		return out
 	}
 	hasWarning := func(msgs []string) bool {
-		return slices.ContainsFunc(msgs, func(m string) bool { return strings.HasPrefix(m, "warning access-pairing: ") && strings.Contains(m, warning) })
+		return slices.ContainsFunc(msgs, func(m string) bool {
+			return strings.HasPrefix(m, "warning access-pairing: ") && strings.Contains(m, warning)
+		})
 	}
 
 	second := c.install(t, "--set", low)
