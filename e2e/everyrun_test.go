@@ -132,10 +132,31 @@ func TestEngineEveryRunStep(t *testing.T) {
 		t.Errorf("second install rewrote the checkpoints ConfigMap (resourceVersion %s -> %s)", rv, got)
 	}
 
+	// A drifted step that is not EveryRun is re-applied and done (its
+	// checkpoint matched; only EveryRun steps report unchanged then).
+	cm, err := c.clients.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["greeting"] = "edited"
+	if _, err := c.clients.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sum, _, err = runOnce("install after a drift")
+	if err != nil {
+		t.Fatalf("install after a drift: %v", err)
+	}
+	if !slices.Equal(sum.Done, []string{"demo/settings"}) || !slices.Equal(sum.Unchanged, []string{"demo/probe"}) {
+		t.Errorf("install after a drift: done %v, unchanged %v; want the settings re-applied (done) and the probe unchanged", sum.Done, sum.Unchanged)
+	}
+	if cm, err := c.clients.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || cm.Data["greeting"] != "hello" {
+		t.Errorf("the drifted ConfigMap was not repaired: %v %v", cm.Data, err)
+	}
+
 	// The probe now fails: its dependent is not run, its checkpoint says
 	// failed.
 	failProbe.Store(true)
-	sum, _, err = runOnce("third install")
+	sum, _, err = runOnce("install with a failing probe")
 	if err == nil || !strings.Contains(err.Error(), "demo probe failed") {
 		t.Errorf("third install with a failing probe: err = %v, want the probe's failure", err)
 	}
@@ -153,7 +174,7 @@ func TestEngineEveryRunStep(t *testing.T) {
 	if !slices.Equal(sum.Done, []string{"demo/probe"}) || !slices.Equal(sum.Unchanged, []string{"demo/settings"}) {
 		t.Errorf("fourth install: done %v, unchanged %v; want the probe done and the settings unchanged", sum.Done, sum.Unchanged)
 	}
-	if probes.Load() != 4 {
-		t.Errorf("the probe ran %d times in four installs, want 4", probes.Load())
+	if probes.Load() != 5 {
+		t.Errorf("the probe ran %d times in five installs, want 5", probes.Load())
 	}
 }

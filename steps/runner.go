@@ -228,7 +228,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
 		return EventFailed, err
 	}
-	if converged {
+	if converged && s.EveryRun {
 		// An EveryRun step that succeeded again on the same inputs: its
 		// checkpoint already says so, and a converged re-run writes
 		// nothing.
