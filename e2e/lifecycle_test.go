@@ -303,7 +303,7 @@ data: {note: kept}`)
 	fix := c.maasctl(t, "install", "--only", "access/subscription", "-o", "json")
 	wantExit(t, fix, 0, "install --only access/subscription")
 	if got := stepsWith(fix.events, steps.EventDone); !reflect.DeepEqual(got, []string{"access/subscription"}) {
-		t.Errorf("--only ran %v, want [access/subscription] (preflight unchanged)", got)
+		t.Errorf("--only ran %v, want [access/subscription] (preflight unchanged)\n%s", got, fix.stdout)
 	}
 	wantExit(t, c.maasctl(t, "diff"), 0, "diff after the repair")
 

@@ -86,6 +86,15 @@ var untouched = []objKey{
 // enforced (so that nothing but maasctl changes them afterwards).
 func newTiersCluster(t *testing.T, simDelay map[string]time.Duration) *cluster {
 	t.Helper()
+	return newTiersClusterOf(t, simDelay, []string{"20-tiers.yaml", "30-models.yaml"},
+		routeAccepted("llm", "my-model-kserve-route"), routeAccepted("llm", "premium-model-kserve-route"))
+}
+
+// newTiersClusterOf is newTiersCluster with other tier and model fixtures
+// (files under testdata/tiers, applied between the Kuadrant and the new
+// defaults fixtures) and the model routes to wait for.
+func newTiersClusterOf(t *testing.T, simDelay map[string]time.Duration, fixtures []string, routes ...waiters.Target) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	olmDelay, simDelay := sim.SplitOLMDelay(simDelay)
@@ -145,8 +154,8 @@ func newTiersCluster(t *testing.T, simDelay map[string]time.Duration) *cluster {
 	// The Kuadrant operator pod must start after Istio exists (case B01).
 	waitAll(t, wctx, c, waiters.Target{GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
 		Namespace: "openshift-ingress", Name: "istiod-openshift-gateway"})
-	c.applyTestdata(t, "10-kuadrant.yaml", "20-tiers.yaml", "30-models.yaml", "40-new-defaults.yaml")
-	waitAll(t, wctx, c,
+	c.applyTestdata(t, append(append([]string{"10-kuadrant.yaml"}, fixtures...), "40-new-defaults.yaml")...)
+	waitAll(t, wctx, c, append([]waiters.Target{
 		waiters.Target{GVK: schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"},
 			Namespace: "openshift-ingress", Name: "maas-default-gateway", Cond: waiters.ConditionTrue("Programmed")},
 		waiters.Target{GVK: schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1beta1", Kind: "Kuadrant"},
@@ -155,8 +164,7 @@ func newTiersCluster(t *testing.T, simDelay map[string]time.Duration) *cluster {
 		waiters.Target{GVK: gvkTRLP, Namespace: "openshift-ingress", Name: "gateway-tier-rate-limits", Cond: waiters.ConditionTrue("Enforced")},
 		waiters.Target{GVK: gvkAuthPolicy, Namespace: "redhat-ods-applications", Name: "gateway-default-auth", Cond: conditionFalse("Accepted")},
 		waiters.Target{GVK: gvkTRLP, Namespace: "redhat-ods-applications", Name: "gateway-default-deny", Cond: conditionFalse("Accepted")},
-		routeAccepted("my-model-kserve-route"), routeAccepted("premium-model-kserve-route"),
-	)
+	}, routes...)...)
 	return c
 }
 
@@ -167,9 +175,9 @@ func conditionFalse(typ string) waiters.Condition {
 	}
 }
 
-func routeAccepted(name string) waiters.Target {
+func routeAccepted(ns, name string) waiters.Target {
 	return waiters.Target{GVK: schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"},
-		Namespace: "llm", Name: name, Cond: func(u *unstructured.Unstructured) waiters.Result {
+		Namespace: ns, Name: name, Cond: func(u *unstructured.Unstructured) waiters.Result {
 			parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
 			for _, p := range parents {
 				pm, _ := p.(map[string]any)

@@ -131,14 +131,15 @@ func (s Selection) Resolve(reg *Registry) (map[string]bool, error) {
 	if len(sel) == 0 {
 		return nil, fmt.Errorf("--only/--skip/--from select no step")
 	}
-	// Preflight checks are read-only and guard every run: they stay in
-	// unless skipped by name.
+	// Steps that run on every run (Step.EveryRun: preflight's read-only
+	// checks) guard every run: they stay in unless skipped by name or
+	// phase.
 	skipped := map[string]bool{}
 	for _, v := range s.Skip {
 		skipped[strings.TrimSpace(v)] = true
 	}
 	for _, st := range order {
-		if st.Phase() == "preflight" && !skipped[st.ID] && !skipped[st.Phase()] {
+		if st.EveryRun && !skipped[st.ID] && !skipped[st.Phase()] {
 			sel[st.ID] = true
 		}
 	}

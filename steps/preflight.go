@@ -326,6 +326,11 @@ func preflightSteps(*inventory.Inventory) []*Step {
 			return true, "", nil
 		},
 		HashExtra: func(e *Env) string { return "ignore:" + strings.Join(e.Policy.IgnorePreflight, ",") },
+		// Its checks and warnings are the point of a re-run after an
+		// inventory or cluster change (issue 14, item 9), and it only
+		// reads (SelfSubjectAccessReviews are sent with dryRun).
+		EveryRun: true,
+		ReadOnly: true,
 	}}
 }
 

@@ -18,7 +18,7 @@ import (
 // Runner executes a Registry: independent steps run in parallel, each step
 // starts when its dependencies are done. A step whose checkpoint matches its
 // input hash and whose live Check passes is reported unchanged and not
-// applied. A failed step blocks its dependents; other steps go on, so a
+// applied, unless it runs on every run (Step.EveryRun). A failed step blocks its dependents; other steps go on, so a
 // re-run continues from where things stand.
 //
 // Dependents start as soon as a step's Apply (or, for an unchanged step,
@@ -62,8 +62,8 @@ func (r *Runner) InputHash(s *Step) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// snapshotNode is the schedule node of Record.Snapshot: every step but
-// preflight depends on it.
+// snapshotNode is the schedule node of Record.Snapshot: every step that
+// is not ReadOnly depends on it.
 const snapshotNode = ""
 
 // Run executes the steps and returns a summary; the error is a *RunError
@@ -116,9 +116,9 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 
 // forward is the install schedule of the selected steps: the DAG run
 // forward. The record's snapshot of what exists before the run
-// (Record.Snapshot) must be saved before any step writes; preflight only
-// reads, so it runs meanwhile and every other step waits for the snapshot
-// too (the snapshot node).
+// (Record.Snapshot) must be saved before any step writes; a ReadOnly step
+// (preflight) only reads, so it runs meanwhile and every other step waits
+// for the snapshot too (the snapshot node).
 func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event), index map[string]int) *engine.Schedule {
 	sc := &engine.Schedule{Deps: map[string][]string{}, Serial: r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"}
 	if r.Record != nil {
@@ -127,7 +127,7 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 	for _, s := range selected {
 		sc.IDs = append(sc.IDs, s.ID)
 		sc.Deps[s.ID] = s.After
-		if s.ID != PreflightStepID && r.Record != nil {
+		if !s.ReadOnly && r.Record != nil {
 			sc.Deps[s.ID] = append(slices.Clone(s.After), snapshotNode)
 		}
 	}
@@ -165,10 +165,16 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 // EventDone (EventUnchanged) is emitted only after the bookkeeping, so a done
 // event also means the checkpoint is written; a bookkeeping error makes
 // the step failed (EventFailed instead) although its dependents may be
-// running already.
+// running already. An EveryRun step is applied even on a matching
+// checkpoint; when that Apply succeeds it is reported unchanged and its
+// checkpoint is left as it is (no write).
 func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event), applied func()) (EventType, error) {
 	hash := r.InputHash(s)
-	if cp, ok := r.Checkpoints.Get(s.ID); ok && cp.InputHash == hash && cp.Result == "done" {
+	cp, ok := r.Checkpoints.Get(s.ID)
+	converged := ok && cp.InputHash == hash && cp.Result == "done"
+	if converged && s.EveryRun {
+		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "runs on every run"})
+	} else if converged {
 		t0 := time.Now()
 		live, msg, err := s.check(ctx, r.Env)
 		if err == nil && live {
@@ -222,7 +228,14 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
 		return EventFailed, err
 	}
-	cp := Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
+	if converged && s.EveryRun {
+		// An EveryRun step that succeeded again on the same inputs: its
+		// checkpoint already says so, and a converged re-run writes
+		// nothing.
+		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
+		return EventUnchanged, nil
+	}
+	cp = Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
 	if err := r.Checkpoints.Put(ctx, cp); err != nil {
 		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
 		return EventFailed, err

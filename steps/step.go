@@ -106,6 +106,20 @@ type Step struct {
 	Access func(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access
 	// Removal says how uninstall removes what the step created.
 	Removal Removal
+	// EveryRun makes the Runner run the step's Apply on every run, whatever
+	// its checkpoint and Check say: for a step whose work is what it
+	// reports (preflight: its checks and their warnings are the point of
+	// a re-run after an inventory change). When the checkpoint already
+	// says done for the same input hash and Apply succeeds again, the step
+	// is reported unchanged (EventStarted, its progress, EventUnchanged)
+	// and its checkpoint is not rewritten, so a converged re-run writes
+	// nothing; otherwise it is done or failed like any step.
+	EveryRun bool
+	// ReadOnly says the step never writes to the cluster (preflight): the
+	// Runner then starts it without waiting for the record's snapshot of
+	// the objects that exist before the run (Record.Snapshot), which only
+	// steps that write need.
+	ReadOnly bool
 }
 
 // Removal is how uninstall removes a step's objects. The zero value

@@ -26,8 +26,9 @@ func newInstallCmd(g *globalOptions) *cobra.Command {
 		Short: "Install or converge RHOAI with Models-as-a-Service (idempotent, resumable)",
 		Long: `Install runs every step of the install in dependency order, in parallel
 where steps are independent. A re-run skips steps whose checkpoint matches and
-whose live state is still as wanted, and continues after a failure from where
-things stand. Run 'maasctl steps' to list the steps.
+whose live state is still as wanted (a step that only checks, like preflight,
+runs and reports its warnings on every run), and continues after a failure
+from where things stand. Run 'maasctl steps' to list the steps.
 
 The database password is read from Vault (VAULT_ADDR, VAULT_TOKEN or
 ~/.vault-token, VAULT_CACERT, like the vault CLI) and generated once when absent.`,

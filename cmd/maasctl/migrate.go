@@ -29,7 +29,7 @@ once the maas.opendatahub.io kinds are served.`,
 type migrateTiersOptions struct {
 	backupDir, rollback, endpoint  string
 	gatewayNS, gatewayName, maasNS string
-	dryRun                         bool
+	dryRun, skipInvalid            bool
 	timeout                        time.Duration
 }
 
@@ -58,13 +58,18 @@ guide's phases:
             lookup endpoint answers 404
 
 Anything the subscription model cannot express stops the plan and names the
-object; nothing is changed then. Undo with --rollback DIR.`,
+object; nothing is changed then. A model whose tier annotation cannot be used
+(not a JSON array of tier names, or a tier the ConfigMap does not define) stops
+it too, unless --skip-invalid: the migration then goes on without that model,
+lists it in the plan and the summary, and leaves its annotation as it is.
+Undo with --rollback DIR.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runMigrateTiers(c, g, o) },
 	}
 	f := c.Flags()
 	f.StringVar(&o.backupDir, "backup-dir", "", "directory for the backup, plan and journal (default ./maasctl-backup-<UTC timestamp>)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "back up, audit and plan (plan.yaml in the backup directory), change nothing in the cluster")
+	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "migrate without the models whose tier annotation cannot be used (reported, annotation left as it is) instead of refusing")
 	f.StringVar(&o.rollback, "rollback", "", "undo the migration recorded in this backup directory")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the new objects to become ready")
 	f.StringVar(&o.endpoint, "endpoint", "", "MaaS base URL, e.g. https://maas.apps.example.com; validate checks that its tier lookup endpoint is gone (404)")
@@ -75,8 +80,8 @@ object; nothing is changed then. Undo with --rollback DIR.`,
 }
 
 func runMigrateTiers(c *cobra.Command, g *globalOptions, o *migrateTiersOptions) error {
-	if o.rollback != "" && (o.dryRun || o.backupDir != "") {
-		return &usageError{fmt.Errorf("--rollback cannot be combined with --dry-run or --backup-dir")}
+	if o.rollback != "" && (o.dryRun || o.backupDir != "" || o.skipInvalid) {
+		return &usageError{fmt.Errorf("--rollback cannot be combined with --dry-run, --backup-dir or --skip-invalid")}
 	}
 	if o.timeout <= 0 {
 		return &usageError{fmt.Errorf("--timeout must be positive")}
@@ -101,7 +106,7 @@ func runMigrateTiers(c *cobra.Command, g *globalOptions, o *migrateTiersOptions)
 		dir = filepath.Join(".", "maasctl-backup-"+time.Now().UTC().Format("20060102T150405Z"))
 	}
 	_, err = migrate.MigrateTiers(c.Context(), clients, migrate.TiersOptions{
-		BackupDir: dir, DryRun: o.dryRun, Timeout: o.timeout, Endpoint: o.endpoint,
+		BackupDir: dir, DryRun: o.dryRun, SkipInvalid: o.skipInvalid, Timeout: o.timeout, Endpoint: o.endpoint,
 		Gateway:       types.NamespacedName{Namespace: o.gatewayNS, Name: o.gatewayName},
 		MaaSNamespace: o.maasNS,
 		Out:           out,

@@ -291,6 +291,21 @@ func validate(ctx context.Context, c *kube.Clients, p *Plan, o ValidateOptions, 
 			}
 		}
 	}
+	for _, sk := range p.Skipped {
+		live, found, err := get(ctx, c, sk.Ref)
+		switch {
+		case err != nil:
+			fails = append(fails, err.Error())
+		case !found:
+			fails = append(fails, sk.Ref.String()+" (skipped) is gone")
+		default:
+			if v, ok := live.GetAnnotations()[TierAnnotation]; !ok || v != sk.Value {
+				fails = append(fails, fmt.Sprintf("%s (skipped) no longer has annotation %s=%s", sk.Ref, TierAnnotation, sk.Value))
+			} else {
+				fmt.Fprintf(out, "  ok: %s (skipped) keeps its annotation\n", sk.Ref)
+			}
+		}
+	}
 	for _, obj := range p.Objects() {
 		live, found, err := get(ctx, c, refOf(obj))
 		switch {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +54,22 @@ type TierPlan struct {
 	Subscription *unstructured.Unstructured `json:"-"`
 }
 
+// SkippedModel is a model left out of the migration (PlanOptions.SkipInvalid)
+// because its tier annotation cannot be used: it gets no MaaSModelRef, is
+// in no tier's objects, and its annotation is left exactly as it is.
+type SkippedModel struct {
+	Ref   ObjectRef `json:"ref"`
+	Value string    `json:"value"`
+	// Reason says why the annotation cannot be used.
+	Reason string `json:"reason"`
+}
+
+func (s SkippedModel) String() string { return s.Ref.String() + ": " + s.Reason }
+
+// SkipInvalidFlag is the command-line flag that sets PlanOptions.SkipInvalid;
+// blockers of invalid annotations name it as the way on.
+const SkipInvalidFlag = "--skip-invalid"
+
 // Unannotation is the removal of the tier annotation from one model.
 type Unannotation struct {
 	Ref   ObjectRef `json:"ref"`
@@ -72,6 +89,9 @@ type Plan struct {
 	Delete []ObjectRef
 	// Unannotate lists the models whose tier annotation goes.
 	Unannotate []Unannotation
+	// Skipped are the models with an unusable tier annotation left out
+	// (PlanOptions.SkipInvalid); without SkipInvalid each is a blocker.
+	Skipped []SkippedModel
 	// Notes are facts worth reading that do not block.
 	Notes []string
 	// Blockers stop the migration.
@@ -95,6 +115,13 @@ func (p *Plan) Objects() []*unstructured.Unstructured {
 	return out
 }
 
+// Empty reports whether the plan changes nothing in the cluster: nothing
+// to create, reuse, delete or unannotate (a re-run after a migration that
+// skipped models).
+func (p *Plan) Empty() bool {
+	return len(p.Objects()) == 0 && len(p.Reused) == 0 && len(p.Delete) == 0 && len(p.Unannotate) == 0
+}
+
 // Err returns an *UnmappableError when the plan has blockers.
 func (p *Plan) Err() error {
 	if len(p.Blockers) == 0 {
@@ -108,6 +135,13 @@ type PlanOptions struct {
 	// BackupID is recorded on every created object (annotation
 	// BackupAnnotation) so it can be traced to its backup directory.
 	BackupID string
+	// SkipInvalid leaves out, instead of blocking on, every model whose
+	// tier annotation cannot be used: not a JSON array of tier names, a
+	// tier the ConfigMap does not define, or any tier once no tier
+	// configuration is left (no ConfigMap and no tier policy: a migration
+	// already ran). Each is listed in Plan.Skipped and keeps its
+	// annotation.
+	SkipInvalid bool
 }
 
 type planner struct {
@@ -119,6 +153,10 @@ type planner struct {
 	// limitsBlocked is set when a TokenRateLimitPolicy could not be read;
 	// then "no limit selects tier X" would be a consequence, not a cause.
 	limitsBlocked bool
+	// gone is set when no tier configuration is left (no ConfigMap and no
+	// tier policy); skipped are the models left out (SkipInvalid).
+	gone    bool
+	skipped map[types.NamespacedName]bool
 }
 
 func (pl *planner) block(obj, format string, args ...any) {
@@ -136,8 +174,11 @@ func (pl *planner) note(format string, args ...any) {
 //   - Tiers, groups and levels come from the tier-to-group-mapping
 //     ConfigMap; a tier without groups blocks.
 //   - A tier's models are the annotated LLMInferenceServices whose
-//     annotation lists it (an empty list means every tier); an unknown tier
-//     name blocks.
+//     annotation lists it (an empty list means every tier); an annotation
+//     that is not a JSON array of tier names, or lists a tier the ConfigMap
+//     does not define, blocks naming the model and SkipInvalidFlag, or,
+//     with SkipInvalid, leaves the model out (Plan.Skipped). Tiers must
+//     have distinct levels: they become the subscriptions' priorities.
 //   - A tier's token limits are the rates of every TokenRateLimitPolicy
 //     limit whose predicates select it; limits must count per user
 //     (auth.identity.userid), like a MaaSSubscription does.
@@ -146,20 +187,29 @@ func (pl *planner) note(format string, args ...any) {
 //     authorization rule other than tier pattern matching or the tier RBAC
 //     check, blocks.
 func BuildPlan(st *State, o PlanOptions) *Plan {
-	pl := &planner{st: st, o: o, p: &Plan{}}
+	pl := &planner{st: st, o: o, p: &Plan{}, skipped: map[types.NamespacedName]bool{}}
 	if !st.HasTierObjects() {
 		return pl.p
 	}
-	if !st.MaaSServed {
+	pl.gone = len(st.TierConfigMaps) == 0 && len(st.OldPolicies()) == 0
+	if !st.MaaSServed && !pl.gone {
 		pl.block("MaaSModelRef/MaaSAuthPolicy/MaaSSubscription", "the maas.opendatahub.io kinds are not served: upgrade the operator to 3.4 or later and set modelsAsService to Managed first (upgrade guide Phase 3)")
 	}
-	if !st.MaaSNamespaceExists {
+	if !st.MaaSNamespaceExists && !pl.gone {
 		pl.block("Namespace "+st.MaaSNamespace, "not found: MaaSAuthPolicy and MaaSSubscription objects go there (is MaaS enabled?)")
 	}
-	pl.loadTiers()
+	models := map[string][]types.NamespacedName{}
+	if pl.gone {
+		// Only annotated models are left, and none can be resolved to
+		// tiers: nothing would be created, so the MaaS kinds are not
+		// needed either.
+		pl.models()
+	} else {
+		pl.loadTiers()
+		models = pl.models()
+	}
 	access := pl.gatewayAccess()
 	limits, sources := pl.tokenLimits()
-	models := pl.models()
 
 	for _, t := range pl.tiers {
 		tp := TierPlan{Tier: t, GatewayAccess: access[t.Name], Models: models[t.Name], Priority: t.Level}
@@ -191,6 +241,9 @@ func BuildPlan(st *State, o PlanOptions) *Plan {
 		pl.p.Delete = append(pl.p.Delete, refOf(cm))
 	}
 	for _, m := range st.Models {
+		if pl.skipped[types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}] {
+			continue // left exactly as it is
+		}
 		pl.p.Unannotate = append(pl.p.Unannotate, Unannotation{Ref: refOf(m), Value: m.GetAnnotations()[TierAnnotation]})
 	}
 	return pl.p
@@ -219,7 +272,12 @@ func (pl *planner) loadTiers() {
 			pl.block(key(cm), "defines other tiers than %s; decide which is right and delete the other first", key(first))
 		}
 	}
+	levels := map[int32]string{}
 	for _, t := range pl.tiers {
+		if other, ok := levels[t.Level]; ok {
+			pl.block(key(first), "tiers %s and %s share level %d: the level becomes the MaaSSubscription priority, and equal priorities leave the subscription a user in both gets undefined (maas-controller reports SpecPriorityDuplicate); give each tier its own level", other, t.Name, t.Level)
+		}
+		levels[t.Level] = t.Name
 		if len(t.Groups) == 0 {
 			pl.block(key(first), "tier %s has no groups: nobody would own its subscription", t.Name)
 		}
@@ -480,18 +538,30 @@ func (pl *planner) limit(obj, name string, lm map[string]any) (tierSet, []TokenL
 	return sel, out, ok
 }
 
-// models maps each tier to the models whose annotation lists it.
+// models maps each tier to the models whose annotation lists it. A model
+// whose annotation cannot be used blocks, or with SkipInvalid is skipped.
 func (pl *planner) models() map[string][]types.NamespacedName {
 	out := map[string][]types.NamespacedName{}
 	for _, m := range pl.st.Models {
 		obj := key(m)
-		if len(m.GetName()) > 63 || !validName(m.GetName()) {
-			pl.block(obj, "name is longer than 63 characters or not a DNS label; MaaSModelRef references cannot name it")
+		value := m.GetAnnotations()[TierAnnotation]
+		names, reason := pl.annotationTiers(value)
+		if reason != "" {
+			nn := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+			if pl.o.SkipInvalid {
+				pl.skipped[nn] = true
+				pl.p.Skipped = append(pl.p.Skipped, SkippedModel{Ref: refOf(m), Value: value, Reason: reason})
+				continue
+			}
+			fix := fmt.Sprintf("fix the annotation (a JSON array of the tier names %s defines, e.g. [\"free\"])", TierConfigMapName)
+			if pl.gone {
+				fix = fmt.Sprintf("remove the annotation (oc annotate llminferenceservice %s -n %s %s-)", m.GetName(), m.GetNamespace(), TierAnnotation)
+			}
+			pl.block(obj, "%s; %s, or re-run with %s to migrate without this model (its annotation is then left as it is)", reason, fix, SkipInvalidFlag)
 			continue
 		}
-		names, err := ParseTierAnnotation(m.GetAnnotations()[TierAnnotation])
-		if err != nil {
-			pl.block(obj, "%v", err)
+		if len(m.GetName()) > 63 || !validName(m.GetName()) {
+			pl.block(obj, "name is longer than 63 characters or not a DNS label; MaaSModelRef references cannot name it")
 			continue
 		}
 		set := tierSet{}
@@ -499,10 +569,6 @@ func (pl *planner) models() map[string][]types.NamespacedName {
 			set = pl.all.union(nil)
 		}
 		for _, n := range names {
-			if pl.all != nil && !pl.all[n] {
-				pl.block(obj, "annotation %s lists tier %q, which %s does not define", TierAnnotation, n, TierConfigMapName)
-				continue
-			}
 			set[n] = true
 		}
 		for _, t := range set.sorted() {
@@ -510,6 +576,28 @@ func (pl *planner) models() map[string][]types.NamespacedName {
 		}
 	}
 	return out
+}
+
+// annotationTiers parses a tier annotation value and checks its tiers
+// against the ConfigMap; reason is "" when the annotation can be used.
+func (pl *planner) annotationTiers(value string) (names []string, reason string) {
+	names, err := ParseTierAnnotation(value)
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case pl.gone:
+		return nil, fmt.Sprintf("annotation %s=%q names tiers, but no tier configuration is left (no %s ConfigMap and no tier policy on the Gateway: migrated already, or deleted)", TierAnnotation, value, TierConfigMapName)
+	}
+	var unknown []string
+	for _, n := range names {
+		if pl.all != nil && !pl.all[n] {
+			unknown = append(unknown, strconv.Quote(n))
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Sprintf("annotation %s lists tier %s, which %s does not define (value %s)", TierAnnotation, strings.Join(unknown, ", "), TierConfigMapName, value)
+	}
+	return names, ""
 }
 
 // modelRefs plans a MaaSModelRef for every model some planned tier
@@ -527,6 +615,9 @@ func (pl *planner) modelRefs() {
 	}
 	for _, m := range pl.st.Models {
 		nn := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+		if pl.skipped[nn] {
+			continue
+		}
 		if !governed[nn] {
 			if len(pl.p.Blockers) == 0 {
 				pl.note("model %s: no tier with access lists it; no MaaSModelRef created", nn)

@@ -368,3 +368,104 @@ func TestBuildPlanNothingToMigrate(t *testing.T) {
 		t.Errorf("a cluster without tier objects needs no plan: %+v", p)
 	}
 }
+
+// TestBuildPlanSkipInvalid (case B18): every kind of unusable tier
+// annotation blocks naming the model, the annotation and --skip-invalid;
+// with SkipInvalid the model is left out (no MaaSModelRef, in no tier, its
+// annotation not removed) and listed in the plan.
+func TestBuildPlanSkipInvalid(t *testing.T) {
+	for _, tc := range []struct{ name, value, reason string }{
+		{"malformed JSON", `[premium`, "is not a JSON array of tier names"},
+		{"JSON object, not an array", `{"tiers":["premium"]}`, "is not a JSON array of tier names"},
+		{"JSON null", `null`, "is not a JSON array of tier names"},
+		{"array of numbers", `[1]`, "is not a JSON array of tier names"},
+		{"empty tier name", `["premium",""]`, "entry 1 is an empty tier name"},
+		{"unknown tier beside a known one", `["premium","gold"]`, `lists tier "gold", which tier-to-group-mapping does not define`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			edit := func(o map[string]*unstructured.Unstructured) {
+				o["premium-model"].SetAnnotations(map[string]string{TierAnnotation: tc.value})
+			}
+			p := BuildPlan(guideState(t, edit), PlanOptions{})
+			if len(p.Blockers) != 1 {
+				t.Fatalf("blockers %v, want one for the model", p.Blockers)
+			}
+			b := p.Blockers[0].String()
+			for _, want := range []string{"LLMInferenceService llm/premium-model: ", TierAnnotation, tc.reason, "re-run with --skip-invalid"} {
+				if !strings.Contains(b, want) {
+					t.Errorf("blocker %q lacks %q", b, want)
+				}
+			}
+
+			p = BuildPlan(guideState(t, edit), PlanOptions{SkipInvalid: true})
+			if err := p.Err(); err != nil {
+				t.Fatalf("with SkipInvalid: %v", err)
+			}
+			if len(p.Skipped) != 1 || p.Skipped[0].Ref.String() != "LLMInferenceService llm/premium-model" || p.Skipped[0].Value != tc.value || !strings.Contains(p.Skipped[0].Reason, tc.reason) {
+				t.Errorf("skipped %+v, want premium-model with its value and reason", p.Skipped)
+			}
+			if diff := cmp.Diff([]string{"MaaSModelRef llm/my-model"}, names(p.ModelRefs)); diff != "" {
+				t.Errorf("model refs (-want +got):\n%s", diff)
+			}
+			for _, tp := range p.Tiers {
+				for _, m := range tp.Models {
+					if m.Name == "premium-model" {
+						t.Errorf("tier %s still lists the skipped model", tp.Tier.Name)
+					}
+				}
+			}
+			var unannotate []string
+			for _, u := range p.Unannotate {
+				unannotate = append(unannotate, u.Ref.String())
+			}
+			if diff := cmp.Diff([]string{"LLMInferenceService llm/my-model"}, unannotate); diff != "" {
+				t.Errorf("annotations removed (-want +got):\n%s", diff)
+			}
+			var buf bytes.Buffer
+			WritePlan(&buf, p)
+			if !strings.Contains(buf.String(), "skip LLMInferenceService llm/premium-model: ") || !strings.Contains(buf.String(), "annotation left as it is") {
+				t.Errorf("the plan does not report the skipped model:\n%s", buf.String())
+			}
+		})
+	}
+
+	// After a migration that skipped a model only its annotation is left:
+	// a re-run blocks (without the flag) or has nothing to do (with it),
+	// even where the MaaS kinds are not needed any more.
+	t.Run("no tier configuration left", func(t *testing.T) {
+		m := guideState(t, nil).Models[1]
+		m.SetAnnotations(map[string]string{TierAnnotation: `["premium"]`})
+		st := &State{Models: []*unstructured.Unstructured{m}, Existing: map[string]*unstructured.Unstructured{}}
+		p := BuildPlan(st, PlanOptions{})
+		if len(p.Blockers) != 1 || !strings.Contains(p.Blockers[0].String(), "no tier configuration is left") ||
+			!strings.Contains(p.Blockers[0].String(), "oc annotate llminferenceservice premium-model -n llm "+TierAnnotation+"-") {
+			t.Errorf("blockers %v, want one naming the model and how to remove its annotation", p.Blockers)
+		}
+		p = BuildPlan(st, PlanOptions{SkipInvalid: true})
+		if p.Err() != nil || !p.Empty() || len(p.Skipped) != 1 {
+			t.Errorf("with SkipInvalid: err %v, empty %v, skipped %v; want an empty plan with the model skipped", p.Err(), p.Empty(), p.Skipped)
+		}
+	})
+}
+
+// TestBuildPlanDistinctPriorities: tier levels become the subscription
+// priorities, so tiers sharing a level block (maas-controller's
+// SpecPriorityDuplicate), and distinct levels keep their order.
+func TestBuildPlanDistinctPriorities(t *testing.T) {
+	p := BuildPlan(guideState(t, tiersYAML("- name: free\n  level: 5\n  groups: [system:authenticated]\n- name: premium\n  level: 5\n  groups: [premium-users]\n")), PlanOptions{})
+	if len(p.Blockers) != 1 || !strings.Contains(p.Blockers[0].String(), "tiers free and premium share level 5") {
+		t.Errorf("blockers %v, want one for the shared level", p.Blockers)
+	}
+	p = BuildPlan(guideState(t, tiersYAML("- name: premium\n  level: 10\n  groups: [premium-users]\n- name: free\n  level: 0\n  groups: [system:authenticated]\n")), PlanOptions{})
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var prios []int64
+	for _, tp := range p.Tiers {
+		v, _, _ := unstructured.NestedInt64(tp.Subscription.Object, "spec", "priority")
+		prios = append(prios, v)
+	}
+	if diff := cmp.Diff([]int64{0, 10}, prios); diff != "" {
+		t.Errorf("priorities free, premium (-want +got):\n%s", diff)
+	}
+}

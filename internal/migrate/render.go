@@ -108,6 +108,12 @@ func WritePlan(w io.Writer, p *Plan) {
 	for _, u := range p.Unannotate {
 		fmt.Fprintf(w, "  remove annotation %s from %s (was %s)\n", TierAnnotation, u.Ref, u.Value)
 	}
+	if len(p.Skipped) > 0 {
+		fmt.Fprintf(w, "Skipped (%s): no MaaSModelRef, in no tier's objects, annotation left as it is:\n", SkipInvalidFlag)
+		for _, s := range p.Skipped {
+			fmt.Fprintf(w, "  skip %s\n", s)
+		}
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

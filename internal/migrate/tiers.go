@@ -50,11 +50,22 @@ func ParseTiers(cm *unstructured.Unstructured) ([]Tier, error) {
 }
 
 // ParseTierAnnotation decodes the alpha.maas.opendatahub.io/tiers value: a
-// JSON array of tier names. An empty array means every tier.
+// JSON array of tier names (upstream docs/content/migration/
+// tier-to-subscription.md). An empty array means every tier. Errors:
+// anything else, JSON null included (it would otherwise decode as the
+// empty array and grant every tier), and an empty tier name.
 func ParseTierAnnotation(v string) ([]string, error) {
 	var names []string
 	if err := json.Unmarshal([]byte(v), &names); err != nil {
 		return nil, fmt.Errorf("annotation %s=%q is not a JSON array of tier names: %w", TierAnnotation, v, err)
+	}
+	if names == nil {
+		return nil, fmt.Errorf("annotation %s=%q is not a JSON array of tier names", TierAnnotation, v)
+	}
+	for i, n := range names {
+		if n == "" {
+			return nil, fmt.Errorf("annotation %s=%q: entry %d is an empty tier name", TierAnnotation, v, i)
+		}
 	}
 	return names, nil
 }

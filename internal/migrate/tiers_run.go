@@ -21,6 +21,10 @@ type TiersOptions struct {
 	// DryRun stops after the plan: the backup and plan.yaml are written,
 	// the cluster is not changed.
 	DryRun bool
+	// SkipInvalid migrates without the models whose tier annotation cannot
+	// be used (PlanOptions.SkipInvalid) instead of refusing; the plan and
+	// the summary list them, and their annotations are left as they are.
+	SkipInvalid bool
 	// Timeout bounds the wait for the new objects (and, separately, for the
 	// old ones to be gone). Default 10 minutes.
 	Timeout time.Duration
@@ -54,7 +58,11 @@ type TiersResult struct {
 // (Phases 5 and 4, in that order: the old configuration goes only after
 // the new one is enforced) and validate (4.5, 5.4).
 //
-// Errors: *UnmappableError when the plan has blockers (nothing changed);
+// A plan that changes nothing (only skipped models are left, SkipInvalid)
+// ends before the backup with the skipped models reported.
+//
+// Errors: *UnmappableError when the plan has blockers (nothing changed;
+// an unusable tier annotation is one unless SkipInvalid);
 // *NotReadyError when the new objects did not become ready in time
 // (nothing old deleted; it wraps a *waiters.TimeoutError naming them);
 // *ValidationError when a final check failed.
@@ -83,6 +91,13 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 	}
 	now := o.Now().UTC()
 	id := filepath.Base(filepath.Clean(o.BackupDir))
+	plan := BuildPlan(st, PlanOptions{BackupID: id, SkipInvalid: o.SkipInvalid})
+	res.Plan = plan
+	if plan.Err() == nil && plan.Empty() {
+		fmt.Fprintln(w, "No tier configuration left to migrate: nothing was changed.")
+		writeSkipped(w, plan)
+		return res, nil
+	}
 
 	fmt.Fprintf(w, "== Backup (%s)\n", o.BackupDir)
 	b, err := WriteBackup(o.BackupDir, id, st, now)
@@ -95,8 +110,6 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 	}
 	fmt.Fprintf(w, "  state summary -> %s\n\n", StateFile)
 
-	plan := BuildPlan(st, PlanOptions{BackupID: id})
-	res.Plan = plan
 	fmt.Fprintln(w, "== Audit")
 	WriteAudit(w, st, plan)
 	fmt.Fprintln(w)
@@ -118,6 +131,7 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 			}
 		}
 		fmt.Fprintln(w, "Dry run: the objects passed a server-side dry run; nothing was changed in the cluster.")
+		writeSkipped(w, plan)
 		return res, nil
 	}
 
@@ -133,5 +147,17 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 	}
 	fmt.Fprintf(w, "\nMigration complete. Every change is in %s; undo with: maasctl migrate tiers --rollback %s\n",
 		filepath.Join(b.Dir, JournalFile), b.Dir)
+	writeSkipped(w, plan)
 	return res, nil
+}
+
+// writeSkipped ends a run's summary with the models SkipInvalid left out.
+func writeSkipped(w io.Writer, p *Plan) {
+	if len(p.Skipped) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Skipped %d model(s) whose tier annotation cannot be used (%s); they were not migrated and keep their annotation:\n", len(p.Skipped), SkipInvalidFlag)
+	for _, s := range p.Skipped {
+		fmt.Fprintf(w, "  - %s\n", s)
+	}
 }

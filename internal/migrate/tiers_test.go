@@ -106,6 +106,9 @@ func TestParseTierAnnotation(t *testing.T) {
 		{name: "empty means all", in: `[]`, want: []string{}},
 		{name: "not json", in: `free,premium`, wantErr: true},
 		{name: "not strings", in: `[1]`, wantErr: true},
+		{name: "null is not an array", in: `null`, wantErr: true},
+		{name: "object", in: `{"tiers":["free"]}`, wantErr: true},
+		{name: "empty name", in: `[""]`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
