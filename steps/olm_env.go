@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -244,8 +243,6 @@ func deploymentSelector(d *unstructured.Unstructured) (string, error) {
 	return labels.SelectorFromSet(ml).String(), nil
 }
 
-var deploymentGVKApps = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
-
 // waitOperatorEnv waits until every Deployment of the installed CSV has
 // rolled out a template holding want and runs a Ready pod holding it. OLM
 // updates the Deployment, yet a pod that predates the env may keep running
@@ -258,7 +255,7 @@ func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Op
 		return err
 	}
 	for _, name := range csvDeployments(csv) {
-		t := waiters.Target{GVK: deploymentGVKApps, Namespace: op.Namespace, Name: name, Cond: deploymentEnvRolledOut(want),
+		t := waiters.Target{GVK: deploymentGVK, Namespace: op.Namespace, Name: name, Cond: deploymentEnvRolledOut(want),
 			OnChange: func(r waiters.Result) {
 				if !r.Done {
 					e.progress(stepID, "waiting for Deployment %s/%s to run the Subscription's env: %s", op.Namespace, name, r.Status)
@@ -356,7 +353,7 @@ func checkOperatorEnv(ctx context.Context, e *Env, op inventory.Operator, sub, c
 	if miss := inventory.MissingEnv(envMap(env), want); len(miss) > 0 {
 		return fmt.Sprintf("Subscription %s/%s spec.config.env lacks %s", op.Namespace, op.Package, strings.Join(miss, ", ")), nil
 	}
-	dri, _, err := e.Clients.Resource(deploymentGVKApps, op.Namespace)
+	dri, _, err := e.Clients.Resource(deploymentGVK, op.Namespace)
 	if err != nil {
 		return "", err
 	}
