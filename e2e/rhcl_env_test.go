@@ -20,24 +20,12 @@ var gvrKuadrants = schema.GroupVersionResource{Group: "kuadrant.io", Version: "v
 // rhclEnv is the env the default inventory keeps in the RHCL Subscription.
 var rhclEnv = inventory.Default().KuadrantOperatorEnv()
 
-// envOf reads an env list (Subscription spec.config.env or a container's).
-func envOf(env []any) map[string]string {
-	out := map[string]string{}
-	for _, item := range env {
-		m, _ := item.(map[string]any)
-		n, _ := m["name"].(string)
-		v, _ := m["value"].(string)
-		out[n] = v
-	}
-	return out
-}
-
 // podRunsWith reports whether every container of pod holds want.
 func podRunsWith(pod *unstructured.Unstructured, want []inventory.EnvVar) bool {
 	cs, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
 	for _, c := range cs {
 		env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
-		if len(inventory.MissingEnv(envOf(env), want)) > 0 {
+		if len(inventory.MissingEnv(inventory.EnvByName(env), want)) > 0 {
 			return false
 		}
 	}
@@ -81,7 +69,7 @@ spec:
 
 		sub := get(t, c, "operators.coreos.com/v1alpha1", "Subscription", "openshift-operators", "rhcl-operator")
 		env, _, _ := unstructured.NestedSlice(sub.Object, "spec", "config", "env")
-		have := envOf(env)
+		have := inventory.EnvByName(env)
 		if miss := inventory.MissingEnv(have, rhclEnv); len(miss) > 0 {
 			t.Errorf("Subscription spec.config.env lacks %v: %v", miss, env)
 		}
@@ -124,7 +112,7 @@ spec:
 		mustSucceed(t, r)
 		mustContain(t, "operators/rhcl progress", progress(r, "operators/rhcl"), "ISTIO_GATEWAY_CONTROLLER_NAMES")
 		env, _, _ := unstructured.NestedSlice(c.live(t, sub).Object, "spec", "config", "env")
-		if miss := inventory.MissingEnv(envOf(env), rhclEnv); len(miss) > 0 {
+		if miss := inventory.MissingEnv(inventory.EnvByName(env), rhclEnv); len(miss) > 0 {
 			t.Errorf("after the re-run spec.config.env still lacks %v", miss)
 		}
 		if v := c.maasctl(t, "verify", "--live-only"); v.exit != 0 || !strings.Contains(v.stdout, "MAAS-V013") {

@@ -221,6 +221,20 @@ func MissingEnv(have map[string]string, want []EnvVar) []string {
 	return out
 }
 
+// EnvByName reads an env list as decoded from JSON or YAML (a
+// Subscription's spec.config.env or a container's env: maps with name and
+// value) into values by name; an entry with valueFrom reads as "".
+func EnvByName(env []any) map[string]string {
+	out := map[string]string{}
+	for _, item := range env {
+		m, _ := item.(map[string]any)
+		n, _ := m["name"].(string)
+		v, _ := m["value"].(string)
+		out[n] = v
+	}
+	return out
+}
+
 // KuadrantOperatorEnv is the spec.config.env maasctl keeps in the RHCL
 // Subscription, in this order: ISTIO_GATEWAY_CONTROLLER_NAMES when the
 // Gateway's controller is not Kuadrant's built-in one, AUTH_SERVICE_TIMEOUT,

@@ -93,19 +93,6 @@ func mergeEnv(env []any, want []inventory.EnvVar) ([]any, []string) {
 	return out, slices.Compact(changed)
 }
 
-// envMap reads a spec.config.env or container env list (entries with a
-// valueFrom have no value here).
-func envMap(env []any) map[string]string {
-	out := map[string]string{}
-	for _, item := range env {
-		m, _ := item.(map[string]any)
-		name, _ := m["name"].(string)
-		v, _ := m["value"].(string)
-		out[name] = v
-	}
-	return out
-}
-
 // upsertSubscriptionEnv makes the live Subscription's spec.config.env hold
 // want (mergeEnv): a read, then a JSON patch (RFC 6902) that first tests
 // the list it read is still there and then replaces it, so a concurrent
@@ -187,7 +174,7 @@ func deploymentEnvRolledOut(want []inventory.EnvVar) waiters.Condition {
 		for _, c := range cs {
 			m, _ := c.(map[string]any)
 			env, _, _ := unstructured.NestedSlice(m, "env")
-			if miss := inventory.MissingEnv(envMap(env), want); len(miss) > 0 {
+			if miss := inventory.MissingEnv(inventory.EnvByName(env), want); len(miss) > 0 {
 				return waiters.Result{Status: fmt.Sprintf("container %v of the template lacks %s (OLM has not copied the Subscription's env yet)", m["name"], strings.Join(miss, ", "))}
 			}
 		}
@@ -350,7 +337,7 @@ func installedCSV(ctx context.Context, e *Env, op inventory.Operator) (*unstruct
 // what is missing.
 func checkOperatorEnv(ctx context.Context, e *Env, op inventory.Operator, sub, csv *unstructured.Unstructured, want []inventory.EnvVar) (string, error) {
 	env, _, _ := unstructured.NestedSlice(sub.Object, "spec", "config", "env")
-	if miss := inventory.MissingEnv(envMap(env), want); len(miss) > 0 {
+	if miss := inventory.MissingEnv(inventory.EnvByName(env), want); len(miss) > 0 {
 		return fmt.Sprintf("Subscription %s/%s spec.config.env lacks %s", op.Namespace, op.Package, strings.Join(miss, ", ")), nil
 	}
 	dri, _, err := e.Clients.Resource(deploymentGVK, op.Namespace)

@@ -170,7 +170,7 @@ func checkOperatorEnv(s *State) Check {
 		return c.fail(s.MissingReason("Subscription", op.Namespace, op.Package), "the RHCL Subscription does not exist", "maasctl install")
 	}
 	env, _, _ := unstructured.NestedSlice(s.RHCLSubscription.Object, "spec", "config", "env")
-	if miss := inventory.MissingEnv(envByName(env), want); len(miss) > 0 {
+	if miss := inventory.MissingEnv(inventory.EnvByName(env), want); len(miss) > 0 {
 		return c.fail("spec.config.env lacks "+strings.Join(miss, ", "), envEffect(miss),
 			"maasctl install (it upserts these variables by name and keeps the other entries; a JSON merge patch of spec.config.env replaces the whole list)")
 	}
@@ -185,7 +185,7 @@ func checkOperatorEnv(s *State) Check {
 		for _, ct := range cs {
 			m, _ := ct.(map[string]any)
 			cenv, _, _ := unstructured.NestedSlice(m, "env")
-			miss = append(miss, inventory.MissingEnv(envByName(cenv), want)...)
+			miss = append(miss, inventory.MissingEnv(inventory.EnvByName(cenv), want)...)
 		}
 		if len(miss) == 0 {
 			return c.pass("spec.config.env and Running pod " + p.GetName() + " hold " + strings.Join(envNames(want), ", "))
@@ -198,18 +198,6 @@ func checkOperatorEnv(s *State) Check {
 	}
 	return c.fail(strings.Join(stale, "; "), "the running operator pod predates the Subscription's env (OLM updated the Deployment; the pod was not replaced)",
 		KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))
-}
-
-// envByName reads an env list (Subscription or container), values by name.
-func envByName(env []any) map[string]string {
-	out := map[string]string{}
-	for _, item := range env {
-		m, _ := item.(map[string]any)
-		n, _ := m["name"].(string)
-		v, _ := m["value"].(string)
-		out[n] = v
-	}
-	return out
 }
 
 func envNames(env []inventory.EnvVar) []string {
