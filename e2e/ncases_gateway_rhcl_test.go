@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -422,6 +423,17 @@ func TestN04RHCLVersionGate(t *testing.T) {
 	csvs := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: "operators.coreos.com", Version: "v1alpha1", Resource: "clusterserviceversions"}).Namespace("kuadrant-system")
 	if err := csvs.Delete(ctx, "rhcl-operator.v1.4.0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The real OLM holds a CSV's deletion on its finalizer until it has
+	// cleaned up: wait until the CSV is gone.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err := csvs.Get(ctx, "rhcl-operator.v1.4.0", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CSV kuadrant-system/rhcl-operator.v1.4.0 still there a minute after its deletion (last error %v)", err)
+		}
 	}
 	if err := testenv.ApplyObjects(ctx, c.restConfig(), csv("1.4.1")); err != nil {
 		t.Fatal(err)
