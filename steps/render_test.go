@@ -15,9 +15,10 @@ import (
 
 // update is -update, declared in secrets_test.go.
 
-// TestRenderManifestsGolden: the GitOps rendering of the default inventory,
-// file by file (testdata/render/*; go test -update rewrites them).
-func TestRenderManifestsGolden(t *testing.T) {
+// renderDefault renders the default inventory (with a gateway hostname)
+// offline.
+func renderDefault(t *testing.T) []ManifestFile {
+	t.Helper()
 	inv := inventory.Default()
 	inv.Gateway.Hostname = "maas.apps.openshift.example.com"
 	f, err := OfflineFacts(inv)
@@ -28,6 +29,13 @@ func TestRenderManifestsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files
+}
+
+// TestRenderManifestsGolden: the GitOps rendering of the default inventory,
+// file by file (testdata/render/*; go test -update rewrites them).
+func TestRenderManifestsGolden(t *testing.T) {
+	files := renderDefault(t)
 	dir := filepath.Join("testdata", "render")
 	if *update {
 		if err := os.RemoveAll(dir); err != nil {
@@ -106,16 +114,7 @@ func TestRenderManifestsNoSecretValues(t *testing.T) {
 // refused by kube.IsPlatformOwnedCRD before a request if it were of that
 // group.
 func TestN01NoBundledCRDs(t *testing.T) {
-	inv := inventory.Default()
-	inv.Gateway.Hostname = "maas.apps.openshift.example.com"
-	f, err := OfflineFacts(inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := RenderManifests(inv, f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := renderDefault(t)
 	if len(files) == 0 {
 		t.Fatal("nothing rendered")
 	}
