@@ -543,7 +543,9 @@ stringData: {DB_CONNECTION_URL: "%s"}`, ns, ns, url))
 	restarted := false
 	for _, f := range files {
 		var lastOut string
-		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Cap: 3 * time.Second, Steps: 1 << 30},
+		// DelayFunc().Until retries at the cap until ctx ends
+		// (ExponentialBackoffWithContext stops when the delay reaches Cap).
+		err := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1.5, Cap: 3 * time.Second, Steps: 1 << 30}.DelayFunc().Until(ctx, true, false,
 			func(ctx context.Context) (bool, error) {
 				if strings.Contains(f, "authorino-tls") && !restarted {
 					// The hook the README asks GitOps users for (case B01):

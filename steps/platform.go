@@ -92,6 +92,10 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 			ID: "platform/authorino-tls", Title: "Authorino TLS with a service-CA certificate",
 			After: []string{"platform/kuadrant"},
 			Apply: applyAuthorinoTLS, Desired: authorinoTLSDesired, Render: renderAuthorinoTLS,
+			// The upstream Authorino operator creates no Service while the
+			// listener's TLS Secret is missing, and that Secret comes from
+			// the Service's annotation: the Service goes first, alone.
+			RenderApart: true,
 			// Both objects exist before the step patches them: no create.
 			Access: func(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access {
 				return append(ObjectAccess(e.objects(s.ID), resource, false), readAccess("", "secrets", k.Namespace)...)
@@ -336,10 +340,13 @@ func applyCertificate(ctx context.Context, e *Env, s *Step) error {
 // webhook not serving yet), for at most certRetry.
 func applyRetryingWebhook(ctx context.Context, e *Env, id string, obj *unstructured.Unstructured) error {
 	var last error
+	// DelayFunc keeps retrying at the cap until rctx ends;
+	// ExponentialBackoffWithContext would stop once the delay reached
+	// the cap (wait.Backoff.Cap zeroes Steps), after about 15 s.
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 20, Cap: 15 * time.Second}
 	rctx, cancel := context.WithTimeout(ctx, certRetry)
 	defer cancel()
-	err := wait.ExponentialBackoffWithContext(rctx, backoff, func(ctx context.Context) (bool, error) {
+	err := backoff.DelayFunc().Until(rctx, true, false, func(ctx context.Context) (bool, error) {
 		_, err := e.Clients.Apply(ctx, obj)
 		switch {
 		case err == nil:
@@ -553,7 +560,8 @@ func authorinoTLSDesired(ctx context.Context, e *Env, s *Step) ([]DesiredObject,
 func renderAuthorinoTLS(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
 	k := inv.Kuadrant
 	return objs, []string{"Both objects are created by the Kuadrant and Authorino operators; these manifests",
-		"only add TLS settings. Apply them with server-side apply once the objects exist.",
+		"only add TLS settings. Apply them with server-side apply once the objects exist, the",
+		"Service file first: Authorino creates its Services only while its TLS Secret exists.",
 		"If Kuadrant " + k.Namespace + "/" + k.Name + " reports Ready=False reason MissingDependency (its operator started",
 		"before Istio existed, case B01), restart the operator once, which install does itself:",
 		"  oc delete pod -n " + k.OperatorNamespace + " -l " + k.OperatorSelector}, nil

@@ -441,18 +441,34 @@ func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
 }
 
 // orphanFindings is checkOrphanCSVs for one operator over listed objects.
+//
+// A CSV is referenced when a Subscription's status.installedCSV or
+// status.currentCSV names it. OLM's catalog operator writes that status
+// after it has created the InstallPlan, and an Automatic InstallPlan may
+// create the CSV first (seen with OLM v0.46 when a run was killed right
+// after creating the Subscription): a CSV created no earlier than a
+// Subscription of its package whose status names no CSV yet is that
+// Subscription's, not an orphan. An orphan of case B20 predates the new
+// Subscription, and a resolution that fails is reported by its
+// ResolutionFailed condition.
 func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructured) []Finding {
 	var out []Finding
 	referenced := map[string]bool{}
+	var pending []unstructured.Unstructured // Subscriptions of op.Package OLM has not resolved yet
 	for _, s := range subs {
+		named := false
 		for _, f := range []string{"installedCSV", "currentCSV"} {
 			if n, _, _ := unstructured.NestedString(s.Object, "status", f); n != "" {
 				referenced[n] = true
+				named = true
 			}
 		}
 		pkg, _, _ := unstructured.NestedString(s.Object, "spec", "name")
 		if pkg != op.Package {
 			continue
+		}
+		if !named {
+			pending = append(pending, s)
 		}
 		if c, ok := waiters.GetCondition(&s, "ResolutionFailed"); ok && c.Status == "True" {
 			out = append(out, errorf(fmt.Sprintf("oc describe subscription %s -n %s; remove the CSV or Subscription it names, then re-run", s.GetName(), s.GetNamespace()),
@@ -460,7 +476,7 @@ func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructure
 		}
 	}
 	for _, csv := range csvs {
-		if !strings.HasPrefix(csv.GetName(), op.Package+".") || csv.GetLabels()["olm.copiedFrom"] != "" || referenced[csv.GetName()] {
+		if !strings.HasPrefix(csv.GetName(), op.Package+".") || csv.GetLabels()["olm.copiedFrom"] != "" || referenced[csv.GetName()] || madeFor(csv, pending) {
 			continue
 		}
 		out = append(out, errorf(fmt.Sprintf("oc delete csv %s -n %s (its operator is no longer subscribed), then re-run", csv.GetName(), op.Namespace),
@@ -468,4 +484,16 @@ func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructure
 			op.Namespace, csv.GetName(), op.Package, op.Package))
 	}
 	return out
+}
+
+// madeFor reports whether csv was created no earlier than one of subs
+// (creation timestamps, one-second resolution).
+func madeFor(csv unstructured.Unstructured, subs []unstructured.Unstructured) bool {
+	made := csv.GetCreationTimestamp()
+	for _, s := range subs {
+		if created := s.GetCreationTimestamp(); !made.Before(&created) {
+			return true
+		}
+	}
+	return false
 }

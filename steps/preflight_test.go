@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -101,6 +102,13 @@ func TestOrphanFindings(t *testing.T) {
 		return *u(t, `{"apiVersion":"operators.coreos.com/v1alpha1","kind":"Subscription","metadata":{"name":"rhods-operator","namespace":"redhat-ods-operator"},
 			"spec":{"name":"rhods-operator"},"status":{"installedCSV":"`+installed+`","currentCSV":"`+installed+`","conditions":[`+cond+`]}}`)
 	}
+	// created sets creationTimestamp: a Subscription OLM has not written
+	// status for yet, and the CSV its InstallPlan made a second later.
+	at := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	created := func(o unstructured.Unstructured, d time.Duration) unstructured.Unstructured {
+		o.SetCreationTimestamp(metav1.NewTime(at.Add(d)))
+		return o
+	}
 	tests := []struct {
 		name string
 		csvs []unstructured.Unstructured
@@ -111,6 +119,9 @@ func TestOrphanFindings(t *testing.T) {
 		{"orphan", []unstructured.Unstructured{csv("rhods-operator.3.5.0", "")}, nil, []string{"oc delete csv rhods-operator.3.5.0 -n redhat-ods-operator"}},
 		{"copied csv of another namespace", []unstructured.Unstructured{csv("rhods-operator.3.5.0", `"olm.copiedFrom":"x"`)}, nil, nil},
 		{"another package", []unstructured.Unstructured{csv("servicemeshoperator3.v3.1.0", "")}, nil, nil},
+		{"made by a pending subscription", []unstructured.Unstructured{created(csv("rhods-operator.3.5.0", ""), time.Second)}, []unstructured.Unstructured{created(sub("", ""), 0)}, nil},
+		{"older than the pending subscription", []unstructured.Unstructured{created(csv("rhods-operator.3.5.0", ""), -time.Hour)}, []unstructured.Unstructured{created(sub("", ""), 0)}, []string{"oc delete csv rhods-operator.3.5.0"}},
+		{"subscription resolved to another csv", []unstructured.Unstructured{created(csv("rhods-operator.3.4.0", ""), time.Second)}, []unstructured.Unstructured{created(sub("rhods-operator.3.5.0", ""), 0)}, []string{"oc delete csv rhods-operator.3.4.0"}},
 		{"resolution failed", nil, []unstructured.Unstructured{sub("", `{"type":"ResolutionFailed","status":"True","reason":"ConstraintsNotSatisfiable","message":"no operators found"}`)}, []string{"cannot be resolved", "ConstraintsNotSatisfiable"}},
 	}
 	for _, tt := range tests {

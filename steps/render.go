@@ -79,7 +79,7 @@ func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) 
 	var files []ManifestFile
 	var readme bytes.Buffer
 	readme.WriteString("# maasctl render\n\n")
-	fmt.Fprintf(&readme, "Manifests of `maasctl install` for Gateway host %s, one file per install step, numbered in apply order. ", f.Host)
+	fmt.Fprintf(&readme, "Manifests of `maasctl install` for Gateway host %s, one file per install step (two for a step whose objects take effect one after the other), numbered in apply order. ", f.Host)
 	readme.WriteString("Apply them in that order with server-side apply (`kubectl apply --server-side -f FILE`, or Argo CD with `ServerSideApply=true` and sync waves by number); a step's kinds are served only once the operator of an earlier step is installed, so retry a file until its CRDs exist.\n\n")
 	fmt.Fprintf(&readme, "Install restarts the Kuadrant operator once when Kuadrant reports `MissingDependency` because the operator started before Istio existed; with GitOps, do that in a hook after `platform-gatewayclass` is accepted: `oc delete pod -n %s -l %s`.\n\n", inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector)
 	readme.WriteString("## Secrets to provide\n\nNo Secret value is rendered. Create these from Vault (for example with External Secrets or a sealed secret) before the step that names them:\n\n")
@@ -94,23 +94,24 @@ func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) 
 	readme.WriteString("\n## Files\n\n")
 	n := 0
 	for _, s := range order {
-		body, err := renderStep(inv, f, s, objs[s.ID])
+		parts, err := renderStep(inv, f, s, objs[s.ID])
 		if err != nil {
 			return nil, fmt.Errorf("render step %s: %w", s.ID, err)
 		}
-		if body == "" {
-			continue
+		after := s.After
+		for _, p := range parts {
+			n++
+			name := fmt.Sprintf("%02d-%s.yaml", n, strings.ReplaceAll(s.ID, "/", "-")+p.suffix)
+			var b strings.Builder
+			fmt.Fprintf(&b, "# Step %s: %s\n", s.ID, s.Title)
+			if len(after) > 0 {
+				fmt.Fprintf(&b, "# Apply after: %s\n", strings.Join(after, ", "))
+			}
+			b.WriteString(p.body)
+			files = append(files, ManifestFile{Name: name, Data: []byte(b.String())})
+			fmt.Fprintf(&readme, "- `%s`: %s\n", name, s.Title)
+			after = []string{name}
 		}
-		n++
-		name := fmt.Sprintf("%02d-%s.yaml", n, strings.ReplaceAll(s.ID, "/", "-"))
-		var b strings.Builder
-		fmt.Fprintf(&b, "# Step %s: %s\n", s.ID, s.Title)
-		if len(s.After) > 0 {
-			fmt.Fprintf(&b, "# Apply after: %s\n", strings.Join(s.After, ", "))
-		}
-		b.WriteString(body)
-		files = append(files, ManifestFile{Name: name, Data: []byte(b.String())})
-		fmt.Fprintf(&readme, "- `%s`: %s\n", name, s.Title)
 	}
 	files = append(files, ManifestFile{Name: "README.md", Data: readme.Bytes()})
 	return files, nil
@@ -122,20 +123,43 @@ func connectionURLTemplate(inv *inventory.Inventory) string {
 		url.PathEscape(d.Owner), d.ClusterName, d.Namespace, d.Name, url.Values{"sslmode": {inv.DBConfig.SSLMode}}.Encode())
 }
 
+// renderedPart is one file of a step's manifests: its name suffix ("" or
+// "-<kind>" for a step with RenderApart) and YAML body.
+type renderedPart struct{ suffix, body string }
+
 // renderStep returns the YAML documents (with explaining comments) of one
-// step (its Render), "" when it writes nothing a GitOps engine could apply.
-func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstructured.Unstructured) (string, error) {
+// step (its Render): one part, one part per document for a step with
+// RenderApart, none when it writes nothing a GitOps engine could apply.
+func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstructured.Unstructured) ([]renderedPart, error) {
 	docs, notes, err := s.render(inv, f, objs)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if len(docs) == 0 && len(notes) == 0 {
-		return "", nil
+		return nil, nil
 	}
-	var b strings.Builder
+	var head strings.Builder
 	for _, n := range notes {
-		b.WriteString("# " + n + "\n")
+		head.WriteString("# " + n + "\n")
 	}
+	if !s.RenderApart || len(docs) < 2 {
+		body, err := yamlDocs(docs)
+		return []renderedPart{{body: head.String() + body}}, err
+	}
+	parts := make([]renderedPart, 0, len(docs))
+	for _, d := range docs {
+		body, err := yamlDocs([]*unstructured.Unstructured{d})
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, renderedPart{suffix: "-" + strings.ToLower(d.GetKind()), body: head.String() + body})
+	}
+	return parts, nil
+}
+
+// yamlDocs is docs as YAML documents separated by "---".
+func yamlDocs(docs []*unstructured.Unstructured) (string, error) {
+	var b strings.Builder
 	for i, d := range docs {
 		y, err := yaml.Marshal(d.Object)
 		if err != nil {

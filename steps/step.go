@@ -101,6 +101,13 @@ type Step struct {
 	// Render returns the manifests and explaining notes of the step for
 	// 'maasctl render' (GitOps). Default: every rendered object.
 	Render func(inv *inventory.Inventory, f assets.Facts, objs []*unstructured.Unstructured) (docs []*unstructured.Unstructured, notes []string, err error)
+	// RenderApart makes render write each document of Render in a file of
+	// its own, numbered in order (NN-<step>-<kind>.yaml), for a step whose
+	// documents take effect only one after another: a GitOps engine that
+	// retries a file until it applies would otherwise apply the later
+	// document first and deadlock (platform/authorino-tls: Authorino's TLS
+	// before its Service is annotated). Default: one file for the step.
+	RenderApart bool
 	// Access lists the permissions the step needs, for preflight's RBAC
 	// check. Default: ObjectAccess of the rendered objects.
 	Access func(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access

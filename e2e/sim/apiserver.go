@@ -100,7 +100,9 @@ func (m *manager) waitWatchCache(ctx context.Context, g schema.GroupVersionResou
 	path := "/apis/" + g.Group + "/" + g.Version + "/" + g.Resource
 	attempts, refused := 0, 0
 	backoff := wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1.5, Cap: 100 * time.Millisecond, Steps: 1 << 20}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	// DelayFunc().Until retries at the cap until ctx ends
+	// (ExponentialBackoffWithContext stops when the delay reaches Cap).
+	err := backoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
 		attempts++
 		body, err := m.kube.CoreV1().RESTClient().Get().AbsPath(path).
 			Param("watch", "true").
