@@ -88,6 +88,9 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 		<-envDone
 		return nil, err
 	}
+	if lock.TookOver != "" && o.Emit != nil {
+		o.Emit(Event{Type: EventProgress, Time: time.Now(), Message: lock.TookOver})
+	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

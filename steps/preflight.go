@@ -310,6 +310,11 @@ func preflightSteps(*inventory.Inventory) []*Step {
 		ID: PreflightStepID, Title: "preflight: prerequisites, conflicts and permissions",
 		Apply: func(ctx context.Context, e *Env, s *Step) error {
 			rep := Preflight(ctx, e)
+			if ctx.Err() != nil {
+				// Checks that could not run because the run was
+				// interrupted are not findings.
+				return fmt.Errorf("preflight stopped before its checks finished: %w (%v)", ctx.Err(), context.Cause(ctx))
+			}
 			for _, w := range rep.Warnings() {
 				kind := "warning"
 				if w.Ignored {

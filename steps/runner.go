@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -220,7 +221,9 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			err = fmt.Errorf("interrupted: %w", err)
+			if !strings.HasPrefix(err.Error(), "interrupted") {
+				err = fmt.Errorf("interrupted: %w", err)
+			}
 		} else {
 			// status reports the step as failed until a run succeeds.
 			_ = r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})

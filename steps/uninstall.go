@@ -178,6 +178,9 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 		if err != nil {
 			return nil, err
 		}
+		if lock.TookOver != "" {
+			o.Emit(Event{Type: EventProgress, Time: time.Now(), Message: lock.TookOver})
+		}
 		defer func() {
 			if lock != nil {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -142,7 +142,7 @@ func (u *uninstaller) waitGoneOnce(ctx context.Context, ts []goneTarget) error {
 	}
 	if len(blocked) > 0 {
 		sort.Slice(blocked, func(i, j int) bool { return blocked[i].Object < blocked[j].Object })
-		return &waiters.TimeoutError{Blocked: blocked}
+		return waiters.Ended(ctx, blocked)
 	}
 	return nil
 }

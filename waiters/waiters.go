@@ -85,6 +85,45 @@ func IsTimeout(err error) bool {
 	return errors.As(err, &t)
 }
 
+// InterruptedError is returned when the context of a wait was cancelled
+// (a signal, a broken stdout, another wait failing) rather than reaching its
+// deadline. It names what the wait was still blocked on. It unwraps to
+// context.Canceled and to the context's cause (context.Cause), so
+// errors.Is(err, context.Canceled) holds.
+type InterruptedError struct {
+	Blocked []Blocked
+	Cause   error
+}
+
+func (e *InterruptedError) Error() string {
+	parts := make([]string, 0, len(e.Blocked))
+	for _, b := range e.Blocked {
+		parts = append(parts, fmt.Sprintf("%s (%s)", b.Object, b.Status))
+	}
+	why := "interrupted"
+	if e.Cause != nil && !errors.Is(e.Cause, context.Canceled) {
+		why = "interrupted (" + e.Cause.Error() + ")"
+	}
+	return why + " while waiting for " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns context.Canceled and the cause.
+func (e *InterruptedError) Unwrap() []error { return []error{context.Canceled, e.Cause} }
+
+// ended is the error of a wait whose ctx ended while blocked: a
+// TimeoutError at the deadline, an InterruptedError when ctx was cancelled.
+func ended(ctx context.Context, blocked []Blocked) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return &InterruptedError{Blocked: blocked, Cause: context.Cause(ctx)}
+	}
+	return &TimeoutError{Blocked: blocked}
+}
+
+// Ended is ended for callers outside the package that wait on their own
+// (uninstall's waits for deletion): the error of a wait on blocked whose
+// ctx is done.
+func Ended(ctx context.Context, blocked []Blocked) error { return ended(ctx, blocked) }
+
 // FailedError is a terminal failure reported by a Condition.
 type FailedError struct {
 	Object string
@@ -117,7 +156,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		set(Result{Status: "kind " + t.GVK.Kind + " not served yet"})
 		if err := kindServed(ctx, c, t.GVK); err != nil {
 			if ctx.Err() != nil {
-				return nil, &TimeoutError{Blocked: []Blocked{{Object: t.String(), Status: get().Status}}}
+				return nil, ended(ctx, []Blocked{{Object: t.String(), Status: get().Status}})
 			}
 			return nil, err
 		}
@@ -164,7 +203,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 			return obj, fe
 		}
 		if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
-			return obj, &TimeoutError{Blocked: []Blocked{{Object: t.String(), Status: get().Status}}}
+			return obj, ended(ctx, []Blocked{{Object: t.String(), Status: get().Status}})
 		}
 		if apierrors.IsForbidden(err) {
 			return obj, fmt.Errorf("watch %s: %w", t, err)
@@ -233,6 +272,7 @@ func All(ctx context.Context, c *kube.Clients, targets ...Target) error {
 	}
 	var blocked []Blocked
 	var first error
+	var interrupted *InterruptedError
 	for range targets {
 		r := <-ch
 		if r.err == nil {
@@ -241,6 +281,12 @@ func All(ctx context.Context, c *kube.Clients, targets ...Target) error {
 		var te *TimeoutError
 		if errors.As(r.err, &te) {
 			blocked = append(blocked, te.Blocked...)
+			continue
+		}
+		var ie *InterruptedError
+		if errors.As(r.err, &ie) && first == nil {
+			blocked = append(blocked, ie.Blocked...)
+			interrupted = ie
 			continue
 		}
 		if first == nil {
@@ -253,6 +299,9 @@ func All(ctx context.Context, c *kube.Clients, targets ...Target) error {
 	}
 	if len(blocked) > 0 {
 		sort.Slice(blocked, func(i, j int) bool { return blocked[i].Object < blocked[j].Object })
+		if interrupted != nil {
+			return &InterruptedError{Blocked: blocked, Cause: interrupted.Cause}
+		}
 		return &TimeoutError{Blocked: blocked}
 	}
 	return nil

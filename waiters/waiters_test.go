@@ -3,6 +3,7 @@ package waiters
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -114,3 +115,32 @@ func TestListThenWatch(t *testing.T) {
 }
 
 func urlQuery(raw string) (url.Values, error) { return url.ParseQuery(raw) }
+
+// TestEndedTellsInterruptionFromTimeout: a wait whose context reached its
+// deadline is a TimeoutError; one whose context was cancelled (a signal)
+// is an InterruptedError naming its cause and what it waited on, which is
+// not a timeout and unwraps to context.Canceled.
+func TestEndedTellsInterruptionFromTimeout(t *testing.T) {
+	blocked := []Blocked{{Object: "Cluster rhoai-maas-db/maas-postgres", Status: "phase Setting up primary"}}
+
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer dcancel()
+	<-dctx.Done()
+	if err := ended(dctx, blocked); !IsTimeout(err) || err.Error() != "timed out waiting for Cluster rhoai-maas-db/maas-postgres (phase Setting up primary)" {
+		t.Errorf("deadline: %T %v", err, err)
+	}
+
+	cctx, ccancel := context.WithCancelCause(context.Background())
+	cause := errors.New("received terminated")
+	ccancel(cause)
+	err := ended(cctx, blocked)
+	if IsTimeout(err) {
+		t.Errorf("an interruption must not read as a timeout: %v", err)
+	}
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Errorf("%v should unwrap to context.Canceled and its cause", err)
+	}
+	if want := "interrupted (received terminated) while waiting for Cluster rhoai-maas-db/maas-postgres (phase Setting up primary)"; err.Error() != want {
+		t.Errorf("got %q\nwant %q", err, want)
+	}
+}

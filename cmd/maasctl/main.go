@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
@@ -19,28 +17,43 @@ import (
 // Exit codes (documented in README.md).
 const (
 	exitOK        = 0
-	exitFailed    = 1 // a step failed; re-run after fixing the cause
-	exitBadInput  = 2 // invalid flags or inventory; nothing was changed
-	exitLockHeld  = 3 // another run holds the Lease
-	exitTimeout   = 4 // a wait timed out
-	exitInterrupt = 130
+	exitFailed    = 1   // a step failed; re-run after fixing the cause
+	exitBadInput  = 2   // invalid flags or inventory; nothing was changed
+	exitLockHeld  = 3   // another run holds the Lease
+	exitTimeout   = 4   // a wait timed out
+	exitInterrupt = 130 // SIGINT or SIGTERM; the Lease is released
+	// exitBrokenPipe: stdout was closed under the run (128 + SIGPIPE, as a
+	// shell reports a process killed by it); the Lease is released.
+	exitBrokenPipe = 141
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := newRootCmd().ExecuteContext(ctx)
-	os.Exit(exitCode(ctx, err))
+	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, os.Stderr)
+	root := newRootCmd()
+	root.SetOut(stdout)
+	err := root.ExecuteContext(ctx)
+	code := exitCode(ctx, err)
+	stop()
+	os.Exit(code)
 }
 
 func exitCode(ctx context.Context, err error) int {
-	if err == nil {
+	if err == nil && ctx.Err() == nil {
 		return exitOK
+	}
+	cause := context.Cause(ctx)
+	if err == nil {
+		// The command finished although its stdout went away.
+		err = cause
+	} else if ctx.Err() != nil {
+		fmt.Fprintf(os.Stderr, "maasctl: stopped: %v\n", cause)
 	}
 	fmt.Fprintln(os.Stderr, "Error:", err)
 	var usage *usageError
 	var flag *session.FlagError
 	switch {
+	case errors.Is(cause, errStdoutClosed):
+		return exitBrokenPipe
 	case ctx.Err() != nil:
 		return exitInterrupt
 	case errors.As(err, &usage), errors.As(err, &flag), errors.Is(err, steps.ErrInvalidInventory):

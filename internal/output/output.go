@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -37,11 +36,11 @@ func ParseFormat(s string) (Format, error) {
 }
 
 // New returns an event renderer writing to w. Auto picks tty when w is a
-// terminal and plain otherwise.
+// terminal (a writer with an Fd method, like *os.File) and plain otherwise.
 func New(f Format, w io.Writer) func(event.Event) {
 	if f == Auto {
 		f = Plain
-		if file, ok := w.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		if file, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(file.Fd())) {
 			f = TTY
 		}
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,6 +52,63 @@ type Lock struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	writes   atomic.Int64
+	// TookOver, when not empty, says whose unexpired Lease this run took
+	// over because its holder process is gone (see deadHolder).
+	TookOver string
+}
+
+// The Lease annotations that let a later run on the same machine tell
+// that the holder process is gone: the holder's pid, host name, kernel
+// boot id and pid namespace. A pid is only meaningful on the same boot of
+// the same kernel and in the same pid namespace (two containers may share
+// a host name and reuse pids).
+const (
+	holderPIDAnnotation   = "maasctl.io/holder-pid"
+	holderHostAnnotation  = "maasctl.io/holder-host"
+	holderBootAnnotation  = "maasctl.io/holder-boot-id"
+	holderPIDNSAnnotation = "maasctl.io/holder-pid-namespace"
+)
+
+// processFacts are this process's values of the holder annotations; a
+// fact this system cannot tell (no /proc) is left out, and a Lease
+// without all four is never taken over early.
+func processFacts() map[string]string {
+	f := map[string]string{holderPIDAnnotation: strconv.Itoa(os.Getpid())}
+	if h, err := os.Hostname(); err == nil {
+		f[holderHostAnnotation] = h
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		f[holderBootAnnotation] = strings.TrimSpace(string(b))
+	}
+	if ns, err := os.Readlink("/proc/self/ns/pid"); err == nil {
+		f[holderPIDNSAnnotation] = ns
+	}
+	return f
+}
+
+// deadHolder reports whether the holder described by a Lease's
+// annotations ran on this machine, boot and pid namespace (self, from
+// processFacts) with a pid other than ours that alive says is gone. A
+// missing or differing fact means "cannot tell": the Lease then blocks
+// until it expires.
+func deadHolder(ann, self map[string]string, alive func(pid int) bool) (pid int, dead bool) {
+	for _, k := range []string{holderHostAnnotation, holderBootAnnotation, holderPIDNSAnnotation} {
+		if ann[k] == "" || ann[k] != self[k] {
+			return 0, false
+		}
+	}
+	pid, err := strconv.Atoi(ann[holderPIDAnnotation])
+	if err != nil || pid <= 0 || ann[holderPIDAnnotation] == self[holderPIDAnnotation] {
+		return 0, false
+	}
+	return pid, !alive(pid)
+}
+
+// processAlive reports whether a process with pid exists (kill(pid, 0);
+// EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Identity returns "user@host pid N started T", the holder string other runs see.
@@ -63,7 +123,9 @@ func Identity() string {
 
 // AcquireLock takes the run Lease or fails at once with a LockHeldError
 // naming the holder. A lease whose renewTime + leaseDurationSeconds has passed
-// (its run was killed) is taken over. While held, the lease is renewed every
+// (its run was killed) is taken over, and so is an unexpired one whose
+// holder was a process on this machine that is gone (deadHolder; the
+// Lock's TookOver says so). While held, the lease is renewed every
 // duration/3; optimistic concurrency (resourceVersion) decides races.
 func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, duration time.Duration) (*Lock, error) {
 	if err := ensureStateNamespace(ctx, kc); err != nil {
@@ -72,12 +134,13 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 	leases := kc.CoordinationV1().Leases(StateNamespace)
 	now := metav1.NewMicroTime(time.Now())
 	secs := int32(duration / time.Second)
+	self := processFacts()
 	l := &Lock{kc: kc, identity: identity, duration: duration, done: make(chan struct{})}
 	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: StateNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: StateNamespace, Annotations: self},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{FieldManager: names.FieldManager})
 		if apierrors.IsAlreadyExists(err) {
@@ -89,9 +152,15 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 		if h := ptr.Deref(cur.Spec.HolderIdentity, ""); h != "" && cur.Spec.RenewTime != nil {
 			exp := cur.Spec.RenewTime.Add(time.Duration(ptr.Deref(cur.Spec.LeaseDurationSeconds, 0)) * time.Second)
 			if time.Now().Before(exp) {
-				return nil, &LockHeldError{Holder: h, RenewTime: cur.Spec.RenewTime.Time, Expires: exp}
+				pid, dead := deadHolder(cur.GetAnnotations(), self, processAlive)
+				if !dead {
+					return nil, &LockHeldError{Holder: h, RenewTime: cur.Spec.RenewTime.Time, Expires: exp}
+				}
+				l.TookOver = fmt.Sprintf("took over Lease %s/%s from %s: its process (pid %d on this machine) is gone, so it was not released; the Lease would have expired at %s",
+					StateNamespace, LeaseName, h, pid, exp.Format(time.RFC3339))
 			}
 		}
+		cur.SetAnnotations(mergeAnnotations(cur.GetAnnotations(), self))
 		cur.Spec.HolderIdentity, cur.Spec.LeaseDurationSeconds = &identity, &secs
 		cur.Spec.AcquireTime, cur.Spec.RenewTime = &now, &now
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager})
@@ -107,6 +176,22 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 	l.cancel = cancel
 	go l.renew(rctx)
 	return l, nil
+}
+
+// mergeAnnotations is ann with the holder annotations replaced by self's
+// (a fact self lacks is removed, so that a stale one never matches).
+func mergeAnnotations(ann, self map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range ann {
+		out[k] = v
+	}
+	for _, k := range []string{holderPIDAnnotation, holderHostAnnotation, holderBootAnnotation, holderPIDNSAnnotation} {
+		delete(out, k)
+		if v, ok := self[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // heldBy re-reads the Lease after this run lost a race for it, so that the
