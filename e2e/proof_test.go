@@ -21,10 +21,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/e2e/faultproxy"
@@ -60,7 +58,8 @@ const killLease = "2s"
 
 // TestKillAnywhere SIGKILLs maasctl at killPoints() points spread over the
 // install (right after an event, i.e. between requests, or a moment later,
-// inside a wait), re-runs it each time once the killed run's Lease expired,
+// inside a wait), re-runs it each time at once (the run takes over the
+// unexpired Lease of the killed process, which is gone),
 // and checks that the end state equals that of an uninterrupted run object
 // by object (labels, the fields maasctl owns, generation; see objState),
 // that Vault holds one password version,
@@ -119,7 +118,6 @@ func TestKillAnywhere(t *testing.T) {
 		t.Errorf("the %d kills landed in only %d steps; they must spread over the install", n, len(coverage))
 	}
 
-	c.awaitLeaseFree(t)
 	final := c.maasctl(t, "install", "-o", "json", "--lease-duration", killLease)
 	if final.exit != 0 {
 		t.Fatalf("install after %d kills: exit %d\nstdout:\n%s\nstderr:\n%s", len(kills), final.exit, final.stdout, final.stderr)
@@ -486,7 +484,6 @@ func planKills(ref []steps.Event, n int, seed uint64) killPlan {
 // res.exit is its exit code.
 func (c *cluster) runUntilKill(t *testing.T, plan killPlan, k int) (killResult, bool) {
 	t.Helper()
-	c.awaitLeaseFree(t)
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout(c.external))
 	defer cancel()
 	cmd := c.command(ctx, "install", "-o", "json", "--lease-duration", killLease)
@@ -542,25 +539,6 @@ func (c *cluster) runUntilKill(t *testing.T, plan killPlan, k int) (killResult, 
 		t.Fatalf("run for kill point %d exited %d before it was killed (%v)\nstderr:\n%s", k+1, res.exit, err, stderr.String())
 	}
 	return res, false
-}
-
-// awaitLeaseFree waits until the run Lease is free: absent, released, or
-// past renewTime + leaseDurationSeconds (a killed run's). This waits for a
-// wall-clock expiry, not for state.
-func (c *cluster) awaitLeaseFree(t *testing.T) {
-	t.Helper()
-	l, err := c.clients.Kube.CoordinationV1().Leases(steps.StateNamespace).Get(context.Background(), steps.LeaseName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("read Lease: %v", err)
-	}
-	if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
-		return
-	}
-	exp := l.Spec.RenewTime.Add(time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second)
-	time.Sleep(time.Until(exp) + 100*time.Millisecond)
 }
 
 // faultRate is the share of maasctl's API requests TestInstallUnderAPIFaults

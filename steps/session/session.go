@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -135,6 +136,9 @@ func (s *Session) tokenSpec() string {
 // stale token fails here, naming the Vault path, instead of at the first
 // step.
 func (s *Session) Config(ctx context.Context) (*rest.Config, error) {
+	if err := noCluster(s.opts.Kube); err != nil {
+		return nil, err
+	}
 	spec := s.tokenSpec()
 	if spec == "" {
 		cfg, err := s.opts.Kube.ToRESTConfig()
@@ -164,6 +168,22 @@ func (s *Session) Config(ctx context.Context) (*rest.Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// noCluster returns a FlagError when nothing names an API server: no
+// --server, not in a pod (KUBERNETES_SERVICE_HOST), and no kubeconfig
+// cluster. client-go would otherwise fall back to http://localhost:8080
+// (clientcmd.ClusterDefaults) with a klog warning, and every request
+// would fail with "connection refused" far from the cause.
+func noCluster(f *genericclioptions.ConfigFlags) error {
+	if f.APIServer != nil && *f.APIServer != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return nil
+	}
+	raw, err := f.ToRawKubeConfigLoader().RawConfig()
+	if err != nil || len(raw.Clusters) > 0 {
+		return nil // a broken kubeconfig is reported by ToRESTConfig
+	}
+	return &FlagError{Flag: "--kubeconfig", Err: errors.New("no cluster to talk to: no kubeconfig names a cluster (KUBECONFIG, ~/.kube/config) and --server is not set; log in with 'oc login' or set KUBECONFIG")}
 }
 
 // Clients returns the Kubernetes clients of Config.
