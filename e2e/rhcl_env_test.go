@@ -115,9 +115,13 @@ spec:
 		if miss := inventory.MissingEnv(inventory.EnvByName(env), rhclEnv); len(miss) > 0 {
 			t.Errorf("after the re-run spec.config.env still lacks %v", miss)
 		}
-		if v := c.maasctl(t, "verify", "--live-only"); v.exit != 0 || !strings.Contains(v.stdout, "MAAS-V013") {
+		// --endpoint means nothing with --live-only, and verify says so
+		// (issue 17) instead of ignoring it silently.
+		v = c.maasctl(t, "verify", "--live-only", "--endpoint", "https://127.0.0.1:1")
+		if v.exit != 0 || !strings.Contains(v.stdout, "MAAS-V013") {
 			t.Errorf("verify after the re-run: exit %d\n%s", v.exit, v.stdout)
 		}
+		mustContain(t, "verify --live-only --endpoint stderr", v.stderr, "--live-only checks no data path: --endpoint is ignored")
 	})
 }
 

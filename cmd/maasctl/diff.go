@@ -106,6 +106,10 @@ func writeDiff(w io.Writer, rep *steps.DiffReport) error {
 			}
 		}
 	}
+	if len(rep.Objects) == 0 {
+		fmt.Fprintln(w, "No object would change: the cluster matches the inventory.")
+		return nil
+	}
 	fmt.Fprintf(w, "\n%d objects would change.\n", len(rep.Objects))
 	return nil
 }

@@ -49,3 +49,13 @@ func TestConfirmDeleteDataNeedsYesWithoutTerminal(t *testing.T) {
 		t.Errorf("prompted without a terminal: %q", errw.String())
 	}
 }
+
+func TestWriteDiffSaysWhenNothingChanges(t *testing.T) {
+	var b strings.Builder
+	if err := writeDiff(&b, &steps.DiffReport{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != "No object would change: the cluster matches the inventory.\n" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -147,7 +147,13 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 		return err
 	}
 	vo := verify.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv)}
-	if !o.liveOnly {
+	if o.liveOnly {
+		for _, name := range []string{"endpoint", "token", "ca-file", "insecure-skip-tls-verify", "subscription", "probe-quota", "probe-body-size"} {
+			if c.Flags().Changed(name) {
+				fmt.Fprintf(c.ErrOrStderr(), "maasctl: --live-only checks no data path: --%s is ignored\n", name)
+			}
+		}
+	} else {
 		dp, err := o.dp.options(cfg)
 		if err != nil {
 			return err

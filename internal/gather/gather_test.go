@@ -2,15 +2,20 @@ package gather
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
@@ -176,5 +181,37 @@ func TestScrub(t *testing.T) {
 				t.Errorf("Scrub(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadmeIsNotScrubbed: the archive's README is maasctl's own fixed
+// text; scrubbed like the collected files it read "bearer <redacted>".
+func TestReadmeIsNotScrubbed(t *testing.T) {
+	a := &archive{files: map[string][]byte{}, secrets: []string{"s3cret-value"}}
+	r := readme(Options{ToolVersion: "v1", TailLines: 200}, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	if Scrub(r) == r {
+		t.Fatal("the README no longer contains words Scrub changes: this test proves nothing; drop it")
+	}
+	a.addOwn("README.txt", []byte(r))
+	if got := string(a.files["README.txt"]); got != r || !strings.Contains(got, "bearer tokens") {
+		t.Errorf("README changed:\n%s", got)
+	}
+}
+
+// TestRedactCountsDecodedBytes: a Secret's data value is base64; its
+// redacted size is that of the decoded value (40, not 42 for padding).
+func TestRedactCountsDecodedBytes(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 40, 41} {
+		v := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), n))
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"},
+			"data": map[string]any{"password": v}, "stringData": map[string]any{"token": strings.Repeat("y", n)}}}
+		out := Redact(u)
+		want := fmt.Sprintf("<redacted: %d bytes>", n)
+		if got, _, _ := unstructured.NestedString(out.Object, "data", "password"); got != want {
+			t.Errorf("data of %d bytes: %q, want %q", n, got, want)
+		}
+		if got, _, _ := unstructured.NestedString(out.Object, "stringData", "token"); got != want {
+			t.Errorf("stringData of %d bytes: %q, want %q", n, got, want)
+		}
 	}
 }

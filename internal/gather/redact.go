@@ -2,6 +2,7 @@ package gather
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"regexp"
 	"sort"
@@ -42,8 +43,10 @@ func Redact(u *unstructured.Unstructured) *unstructured.Unstructured {
 			for k, v := range m {
 				s, _ := v.(string)
 				n := len(s)
-				if f == "data" {
-					n = len(s) * 3 / 4 // base64
+				if f == "data" { // base64; padding is not data
+					if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+						n = len(b)
+					}
 				}
 				m[k] = fmt.Sprintf("<redacted: %d bytes>", n)
 			}
