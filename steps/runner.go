@@ -197,6 +197,13 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 			msg = "check failed: " + err.Error()
 		}
 		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "re-applying: " + msg})
+		// Until this Apply is observed, the step is not done (see
+		// engine.ResultApplying); no record entry may outlive a kill here.
+		if err := r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: engine.ResultApplying, StartedAt: time.Now().UTC()}); err != nil {
+			err = fmt.Errorf("checkpoint: %w", err)
+			emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+			return EventFailed, err
+		}
 	} else if ok && cp.InputHash != hash {
 		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "inputs changed"})
 	} else {

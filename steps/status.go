@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/vault"
 )
@@ -96,6 +97,9 @@ func (r *Runner) stepStatus(ctx context.Context, s *Step) StepStatus {
 		}
 	case checkErr != "":
 		st.State, st.Detail, st.Reason = StateUnknown, checkErr, "live state cannot be checked"
+	case hasCP && cp.Result == engine.ResultApplying:
+		st.State, st.Reason = StatePending, "a run re-applying it stopped before it finished; the next install applies it again"
+		st.Detail = msg
 	case !hasCP || cp.Result != "done":
 		st.State, st.Reason = StatePending, "not done"
 		st.Detail = msg

@@ -34,10 +34,19 @@ type Checkpoint struct {
 	Step        string    `json:"step"`
 	InputHash   string    `json:"inputHash"`
 	ToolVersion string    `json:"toolVersion"`
-	Result      string    `json:"result"`
+	Result      string    `json:"result"` // "done", "failed" or "applying" (ResultApplying)
 	StartedAt   time.Time `json:"startedAt"`
 	DurationMS  int64     `json:"durationMs"`
 }
+
+// ResultApplying is the Result of a step whose live state had drifted and
+// that a run is applying again. Written before that Apply, it makes the
+// next run apply (and record) the step again when the run is killed
+// before the step's "done": a converged "done" checkpoint would let the
+// next run skip the step and keep the run record's old UID of an object
+// the Apply re-created (issue 17: uninstall then kept the Kuadrant CR as
+// "re-created by someone else").
+const ResultApplying = "applying"
 
 // Checkpoints reads and writes the checkpoints ConfigMap (one data key per
 // step, the step ID with "/" replaced by ".").
