@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/vault"
 )
 
