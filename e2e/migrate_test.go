@@ -707,3 +707,91 @@ func TestMigrateTiersRefuses(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateTiersResumes (issue 17, "Migration does not resume as it
+// says"): a migration that stopped waiting for the new objects is re-run
+// with the same --backup-dir and goes on from there (its backup of the
+// state before the migration kept, its journal appended to); a rollback of
+// that directory then undoes both runs. A migration resumed from a second
+// backup directory instead leaves the first one's objects to the first
+// one's rollback and names it. Red before: the re-run was refused ("exists
+// and is not empty") and the second directory's rollback removed nothing
+// without saying why.
+func TestMigrateTiersResumes(t *testing.T) {
+	parallel(t)
+	// The MaaS controller reconciles the new objects 40 s after they are
+	// created: a run with a 10 s timeout stops waiting.
+	c := newTiersCluster(t, map[string]time.Duration{sim.MaaS: 40 * time.Second})
+	all := append(append([]objKey{}, tierObjects...), untouched...)
+
+	first := filepath.Join(c.dir, "first")
+	r := c.maasctl(t, "migrate", "tiers", "--backup-dir", first, "--timeout", "10s")
+	mustExit(t, r, 4, "migrate while the MaaS controller is slow")
+	if !strings.Contains(r.stderr, "re-run maasctl migrate tiers --backup-dir "+first) {
+		t.Errorf("the stop should say how to resume:\n%s", r.stderr)
+	}
+	manifest, err := os.ReadFile(filepath.Join(first, migrate.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a dry run into it is refused", func(t *testing.T) {
+		r := c.maasctl(t, "migrate", "tiers", "--dry-run", "--backup-dir", first)
+		mustExit(t, r, 1, "dry run into a started migration's directory")
+		if !strings.Contains(r.stderr, "re-run without --dry-run") {
+			t.Errorf("stderr:\n%s", r.stderr)
+		}
+	})
+
+	r = c.maasctl(t, "migrate", "tiers", "--backup-dir", first, "--timeout", "3m")
+	mustExit(t, r, 0, "the resumed migration")
+	if !strings.Contains(r.stdout, "resuming the migration started") {
+		t.Errorf("the re-run should say it resumes:\n%s", r.stdout)
+	}
+	if got, _ := os.ReadFile(filepath.Join(first, migrate.ManifestFile)); string(got) != string(manifest) {
+		t.Error("the resumed run rewrote the backup manifest; the backup of the state before the migration must stay")
+	}
+	for _, k := range tierObjects[:3] {
+		if lookup(t, c, k) != nil {
+			t.Errorf("%s still exists after the resumed migration", k)
+		}
+	}
+	again := c.maasctl(t, "migrate", "tiers", "--backup-dir", first)
+	mustExit(t, again, 0, "a third run after the migration finished")
+	if !strings.Contains(again.stdout, "has finished its apply phase") {
+		t.Errorf("a run after the end should say the migration is done:\n%s", again.stdout)
+	}
+
+	rb := c.maasctl(t, "migrate", "tiers", "--rollback", first, "--timeout", "2m")
+	mustExit(t, rb, 0, "rollback of the resumed migration")
+	if got := maasObjects(t, c); len(got) != 0 {
+		t.Errorf("the rollback left %v", got)
+	}
+	for _, k := range all {
+		if lookup(t, c, k) == nil {
+			t.Errorf("%s is missing after the rollback", k)
+		}
+	}
+	if r := c.maasctl(t, "migrate", "tiers", "--backup-dir", first); r.exit == 0 || !strings.Contains(r.stderr, "was rolled back") {
+		t.Errorf("a rolled-back migration's directory must not be resumed: exit %d\n%s", r.exit, r.stderr)
+	}
+
+	t.Run("second directory", func(t *testing.T) {
+		a := filepath.Join(c.dir, "second-a")
+		mustExit(t, c.maasctl(t, "migrate", "tiers", "--backup-dir", a, "--timeout", "10s"), 4, "first run, stopped")
+		b := filepath.Join(c.dir, "second-b")
+		mustExit(t, c.maasctl(t, "migrate", "tiers", "--backup-dir", b, "--timeout", "3m"), 0, "the migration from another directory")
+		rb := c.maasctl(t, "migrate", "tiers", "--rollback", b, "--timeout", "2m")
+		mustExit(t, rb, 0, "rollback of the second directory")
+		if !strings.Contains(rb.stdout, "roll back migration second-a too") {
+			t.Errorf("the second directory's rollback should name the first migration:\n%s", rb.stdout)
+		}
+		if got := maasObjects(t, c); len(got) != 6 {
+			t.Errorf("after the second rollback MaaS objects %v, want the first run's 6", got)
+		}
+		mustExit(t, c.maasctl(t, "migrate", "tiers", "--rollback", a, "--timeout", "2m"), 0, "rollback of the first directory")
+		if got := maasObjects(t, c); len(got) != 0 {
+			t.Errorf("after both rollbacks MaaS objects %v remain", got)
+		}
+	})
+}

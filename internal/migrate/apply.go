@@ -36,7 +36,7 @@ type NotReadyError struct {
 
 func (e *NotReadyError) Error() string {
 	return fmt.Sprintf("the new objects are not ready, so nothing old was deleted: %v\n"+
-		"re-run maasctl migrate tiers once they are ready, or undo with: maasctl migrate tiers --rollback %s", e.Err, e.BackupDir)
+		"re-run maasctl migrate tiers --backup-dir %s once they are ready (it goes on from there), or undo with: maasctl migrate tiers --rollback %s", e.Err, e.BackupDir, e.BackupDir)
 }
 
 func (e *NotReadyError) Unwrap() error { return e.Err }

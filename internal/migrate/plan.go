@@ -677,9 +677,26 @@ func (pl *planner) subscription(tp TierPlan) *unstructured.Unstructured {
 
 // checkOwned blocks when an object of the planned name exists that an
 // earlier migration did not create: applying would take it over.
+//
+// An object an earlier migration created keeps that migration's
+// BackupAnnotation, so that its rollback (not this one's) removes it and
+// this one's rollback can name it.
 func (pl *planner) checkOwned(u *unstructured.Unstructured) {
-	if live, ok := pl.st.Existing[key(u)]; ok && live.GetLabels()[MigrationLabel] != MigrationLabelValue {
+	live, ok := pl.st.Existing[key(u)]
+	if !ok {
+		return
+	}
+	if live.GetLabels()[MigrationLabel] != MigrationLabelValue {
 		pl.block(key(live), "already exists and was not created by maasctl migrate; rename or delete it first")
+		return
+	}
+	if id := live.GetAnnotations()[BackupAnnotation]; id != "" {
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[BackupAnnotation] = id
+		u.SetAnnotations(ann)
 	}
 }
 

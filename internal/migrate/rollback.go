@@ -29,6 +29,10 @@ type RollbackOptions struct {
 // RollbackResult lists what a rollback did, as "Kind namespace/name".
 type RollbackResult struct {
 	Restored, Unchanged, Removed, Skipped []string
+	// OtherMigrations names the migrations (backup IDs) that created
+	// objects this backup's run only found and re-applied: they must be
+	// rolled back from their own backup directories.
+	OtherMigrations []string
 }
 
 // Rollback undoes a migration from its backup directory (upgrade guide,
@@ -70,14 +74,27 @@ func Rollback(ctx context.Context, c *kube.Clients, o RollbackOptions) (*Rollbac
 	if err != nil {
 		return res, err
 	}
-	var created []ObjectRef
-	seen := map[string]bool{}
+	var created, found []ObjectRef
+	seen, createdHere := map[string]bool{}, map[string]bool{}
+	for _, e := range journal {
+		if e.Action == ActionApplied && e.Created {
+			createdHere[e.Object.String()] = true
+		}
+	}
 	for i := len(journal) - 1; i >= 0; i-- {
 		e := journal[i]
-		if e.Action == ActionApplied && e.Created && !seen[e.Object.String()] {
-			seen[e.Object.String()] = true
-			created = append(created, e.Object)
+		if e.Action != ActionApplied || seen[e.Object.String()] {
+			continue
 		}
+		seen[e.Object.String()] = true
+		if createdHere[e.Object.String()] {
+			created = append(created, e.Object)
+		} else {
+			found = append(found, e.Object)
+		}
+	}
+	if err := otherMigrations(ctx, c, b, found, res, o.Out); err != nil {
+		return res, err
 	}
 	var removed []ObjectRef
 	for _, r := range created {
@@ -117,6 +134,34 @@ func Rollback(ctx context.Context, c *kube.Clients, o RollbackOptions) (*Rollbac
 		}
 	}
 	return res, nil
+}
+
+// otherMigrations reports the objects this backup's run re-applied but did
+// not create that another migration did (label MigrationLabel, annotation
+// BackupAnnotation of another ID): this rollback leaves them, and the
+// other migration must be rolled back from its own directory.
+func otherMigrations(ctx context.Context, c *kube.Clients, b *Backup, found []ObjectRef, res *RollbackResult, out io.Writer) error {
+	others := map[string]bool{}
+	for _, r := range found {
+		live, ok, err := get(ctx, c, r)
+		if err != nil {
+			return err
+		}
+		id := live.GetAnnotations()[BackupAnnotation]
+		if !ok || live.GetLabels()[MigrationLabel] != MigrationLabelValue || id == "" || id == b.Manifest.ID {
+			continue
+		}
+		fmt.Fprintf(out, "  left %s: migration %s created it, not this one\n", r, id)
+		res.Skipped = append(res.Skipped, r.String())
+		if !others[id] {
+			others[id] = true
+			res.OtherMigrations = append(res.OtherMigrations, id)
+		}
+	}
+	for _, id := range res.OtherMigrations {
+		fmt.Fprintf(out, "  roll back migration %s too: maasctl migrate tiers --rollback <its backup directory, named %s>\n", id, id)
+	}
+	return nil
 }
 
 // restorable are the parts of an object a rollback puts back.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 
 // TiersOptions configures MigrateTiers.
 type TiersOptions struct {
-	// BackupDir is where the backup, the plan and the journal go; it must
-	// not exist or be empty. Required.
+	// BackupDir is where the backup, the plan and the journal go: absent
+	// or empty for a new migration, or the directory of an earlier run
+	// that stopped, which is then resumed (its backup kept, its journal
+	// appended to; see resumable). Required.
 	BackupDir string
 	// DryRun stops after the plan: the backup and plan.yaml are written,
 	// the cluster is not changed.
@@ -85,12 +88,27 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		return nil, err
 	}
 	res := &TiersResult{State: st}
+	// An earlier run in this backup directory that stopped (a wait that
+	// timed out, a kill) is resumed: its backup of the state before the
+	// migration stays the one rollback restores, its journal is appended to.
+	prior, err := resumable(o.BackupDir, st, o.DryRun)
+	if err != nil {
+		return res, err
+	}
 	if !st.HasTierObjects() {
+		if prior != nil {
+			fmt.Fprintf(w, "No tier resources are left: the migration recorded in %s has finished its apply phase; nothing was changed. Undo it with: maasctl migrate tiers --rollback %s\n", o.BackupDir, o.BackupDir)
+			res.BackupDir = prior.Dir
+			return res, nil
+		}
 		fmt.Fprintln(w, "No tier resources found (tier-to-group-mapping ConfigMap, tier-based gateway policies, tier annotations): nothing to migrate.")
 		return res, nil
 	}
 	now := o.Now().UTC()
 	id := filepath.Base(filepath.Clean(o.BackupDir))
+	if prior != nil {
+		id = prior.Manifest.ID
+	}
 	plan := BuildPlan(st, PlanOptions{BackupID: id, SkipInvalid: o.SkipInvalid})
 	res.Plan = plan
 	if plan.Err() == nil && plan.Empty() {
@@ -99,16 +117,20 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		return res, nil
 	}
 
-	fmt.Fprintf(w, "== Backup (%s)\n", o.BackupDir)
-	b, err := WriteBackup(o.BackupDir, id, st, now)
-	if err != nil {
-		return res, err
+	b := prior
+	if b != nil {
+		fmt.Fprintf(w, "== Backup (%s): resuming the migration started %s; its backup of the state before it is kept\n\n", o.BackupDir, b.Manifest.Created.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "== Backup (%s)\n", o.BackupDir)
+		if b, err = WriteBackup(o.BackupDir, id, st, now); err != nil {
+			return res, err
+		}
+		for _, e := range b.Manifest.Entries {
+			fmt.Fprintf(w, "  %-10s %s -> %s\n", e.Role, e.Ref, e.File)
+		}
+		fmt.Fprintf(w, "  state summary -> %s\n\n", StateFile)
 	}
 	res.BackupDir = b.Dir
-	for _, e := range b.Manifest.Entries {
-		fmt.Fprintf(w, "  %-10s %s -> %s\n", e.Role, e.Ref, e.File)
-	}
-	fmt.Fprintf(w, "  state summary -> %s\n\n", StateFile)
 
 	fmt.Fprintln(w, "== Audit")
 	WriteAudit(w, st, plan)
@@ -149,6 +171,40 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		filepath.Join(b.Dir, JournalFile), b.Dir)
 	writeSkipped(w, plan)
 	return res, nil
+}
+
+// resumable opens the backup of an earlier run in dir, to resume it: nil
+// when dir is absent or empty. It refuses a directory that holds no
+// migration backup, a backup of another Gateway or MaaS namespace, a
+// migration that was rolled back, and a dry run into an existing backup
+// (a dry run writes a fresh backup and plan).
+func resumable(dir string, st *State, dryRun bool) (*Backup, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return nil, nil
+	}
+	b, err := OpenBackup(dir)
+	if err != nil {
+		return nil, fmt.Errorf("backup directory %s is not empty and holds no migration backup (%v); choose another --backup-dir", dir, err)
+	}
+	if dryRun {
+		return nil, fmt.Errorf("backup directory %s holds the migration started %s; a dry run needs an empty --backup-dir (to go on with that migration, re-run without --dry-run)", dir, b.Manifest.Created.Format(time.RFC3339))
+	}
+	gw := st.Gateway.Namespace + "/" + st.Gateway.Name
+	if b.Manifest.Gateway != gw || b.Manifest.MaaSNamespace != st.MaaSNamespace {
+		return nil, fmt.Errorf("backup directory %s is of a migration for Gateway %s and MaaS namespace %s, not %s and %s; choose another --backup-dir",
+			dir, b.Manifest.Gateway, b.Manifest.MaaSNamespace, gw, st.MaaSNamespace)
+	}
+	journal, err := b.Journal()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range journal {
+		if e.Action == ActionRestored || e.Action == ActionRemoved {
+			return nil, fmt.Errorf("the migration in %s was rolled back; start a new one with another --backup-dir", dir)
+		}
+	}
+	return b, nil
 }
 
 // writeSkipped ends a run's summary with the models SkipInvalid left out.
