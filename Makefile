@@ -10,7 +10,7 @@ VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo
 K8S_VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
 K8S_LDFLAGS  := -s -w $(foreach p,$(K8S_VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(K8S_MINOR) -X $(p).gitTreeState=clean)
 K8S_BINS     := $(TESTENV)/kube-apiserver $(TESTENV)/kube-controller-manager $(TESTENV)/kube-scheduler
-TOOLS        := $(BIN)/maasctl $(BIN)/maasctl-sim $(BIN)/vault-test-server $(BIN)/testenv-ctl
+TOOLS        := $(BIN)/maasctl $(BIN)/maasctl-sim $(BIN)/vault-test-server $(BIN)/testenv-ctl $(BIN)/maasctl-dataplane
 TOOLS_MODS   := etcd k8s olm opm kuadrant limitador authorino cnpg
 GO_SOURCES   := $(shell find . -name '*.go' -not -path './bin/*' $(foreach m,$(TOOLS_MODS),-not -path './e2e/testenv/$(m)/*')) go.mod go.sum $(shell find assets/manifests e2e/testenv/fixture -type f 2>/dev/null)
 
@@ -29,6 +29,8 @@ $(BIN)/vault-test-server: $(GO_SOURCES)
 	$(GOBUILD) -o $@ ./e2e/cmd/vault-test-server
 $(BIN)/testenv-ctl: $(GO_SOURCES)
 	$(GOBUILD) -o $@ ./e2e/cmd/testenv
+$(BIN)/maasctl-dataplane: $(GO_SOURCES)
+	$(GOBUILD) -o $@ ./e2e/cmd/maasctl-dataplane
 
 # Real upstream operators (issue 12): each tools module under e2e/testenv pins one exact release;
 # a binary is rebuilt only when its module's go.mod or go.sum changes.
@@ -102,7 +104,8 @@ $(TESTENV)/kwok: Makefile
 	GOBIN=$(TESTENV) go install -trimpath -ldflags='-s -w' sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 	touch $@
 
-## demo: start the local control plane, simulated operators and Vault; install twice; stop all
+## demo: start the local control plane, simulated operators, Vault and the data-path stand-in; install;
+## prove the endpoint (verify --endpoint: key, models, chat, 401, 429); install again (no change); stop all
 demo: build testenv
 	./e2e/demo.sh
 

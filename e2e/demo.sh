@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make demo: start the local control plane (etcd, kube-apiserver, kcm,
-# scheduler, kwok, the real OLM, PostgreSQL), the Vault-API test server and the simulated operators;
-# run `maasctl install` with the embedded default inventory twice (the second
-# run must change nothing); then stop everything it started.
+# scheduler, kwok, the real OLM, PostgreSQL), the Vault-API test server, the simulated operators
+# and the data-path stand-in (maas-api, the gateway's key auth and token limits, the model);
+# run `maasctl install` with the embedded default inventory, prove the endpoint with
+# `maasctl verify --endpoint` (API key minted, /v1/models, a chat completion, 401 without a
+# key, 429 over quota), run the install again (it must change nothing); then stop everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/bin}
@@ -26,7 +28,9 @@ trap cleanup EXIT
 
 rm -rf "$STATE"; mkdir -p "$STATE"
 echo "== starting the local control plane (logs in $STATE)"
-"$BIN/testenv-ctl" up --state "$STATE" >/dev/null
+# --model-server: the llama.cpp server the install publishes runs already
+# (the fixture's Service llm-coding-assistant/llama-coder gets a ready endpoint).
+"$BIN/testenv-ctl" up --state "$STATE" --model-server >/dev/null
 export KUBECONFIG=$STATE/kubeconfig
 
 echo "== starting the Vault-API test server and the simulated operators"
@@ -43,6 +47,17 @@ export VAULT_ADDR
 
 echo "== maasctl install (first run)"
 "$BIN/maasctl" install -o plain --log-file "$STATE/maasctl.log"
+
+echo
+echo "== starting the data-path stand-in (maas-api, gateway auth and limits, the model) on 127.0.0.1"
+"$BIN/maasctl-dataplane" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" \
+  --url-file "$STATE/endpoint.url" --ca-file "$STATE/endpoint-ca.crt" >"$STATE/dataplane.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -s "$STATE/endpoint.url" ] && break; sleep 0.1; done
+ENDPOINT=$(cat "$STATE/endpoint.url")
+
+echo "== maasctl verify --endpoint $ENDPOINT (key, models, chat, 401, 429)"
+"$BIN/maasctl" verify --endpoint "$ENDPOINT" --ca-file "$STATE/endpoint-ca.crt" --probe-quota | tee "$STATE/verify.txt"
 
 echo
 echo "== maasctl install (second run: every step must be unchanged)"

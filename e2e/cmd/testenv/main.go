@@ -22,6 +22,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/maasctl/maasctl/e2e/testenv"
 )
@@ -55,6 +61,7 @@ func newUpCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		o           testenv.Options
 		controllers bool
+		modelServer bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -85,6 +92,11 @@ STATE/*.log. Returns 0 once ready and prints: export KUBECONFIG=STATE/kubeconfig
 				}
 				return err
 			}
+			if modelServer {
+				if err := runModelServer(cmd.Context(), env); err != nil {
+					return fmt.Errorf("%w\nnext: read the logs in %s, then `testenv down --state %s`", err, abs, abs)
+				}
+			}
 			fmt.Fprintf(stdout, "export KUBECONFIG=%s\n", env.Kubeconfig())
 			return nil
 		},
@@ -96,7 +108,52 @@ STATE/*.log. Returns 0 once ready and prints: export KUBECONFIG=STATE/kubeconfig
 	f.BoolVar(&o.NoFixture, "no-fixture", false, "install the platform CRDs only, not the fresh-OpenShift fixture")
 	f.BoolVar(&controllers, "controllers", true, "also run kube-controller-manager, kube-scheduler and kwok (one fake node)")
 	f.DurationVar(&o.StartTimeout, "timeout", testenv.DefaultStartTimeout, "give up if not ready within this time")
+	f.BoolVar(&modelServer, "model-server", false, "also run the model server the fixture's Service llm-coding-assistant/llama-coder selects (a Deployment whose kwok pod becomes its ready endpoint), as on a cluster where llama.cpp already serves")
 	return cmd
+}
+
+// runModelServer creates Deployment llm-coding-assistant/llama-coder (one
+// replica; kwok runs its pod, no image is pulled) behind the fixture's
+// Service and waits until the Service has a ready endpoint (EndpointSlice
+// controller of kube-controller-manager), at most a minute.
+func runModelServer(ctx context.Context, env *testenv.Env) error {
+	kc, err := kubernetes.NewForConfig(env.RESTConfig())
+	if err != nil {
+		return err
+	}
+	const ns, name = "llm-coding-assistant", "llama-coder"
+	lbl := map[string]string{"app": name}
+	one := int32(1)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "llama-server", Image: "registry.invalid/llama.cpp/server:latest",
+					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Deployment %s/%s: %w", ns, name, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := kc.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + name})
+		if err != nil {
+			return false, nil
+		}
+		for _, es := range l.Items {
+			for _, e := range es.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
 }
 
 func newDownCommand(stderr io.Writer) *cobra.Command {
