@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -368,6 +369,33 @@ func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 		"HOME="+c.dir, // no ~/.vault-token or ~/.kube from the machine
 	)
 	return cmd
+}
+
+// background is a maasctl run started with start: its stdout is read
+// line by line from out, its stderr collected in stderr.
+type background struct {
+	cmd    *exec.Cmd
+	out    io.ReadCloser
+	lines  *bufio.Scanner
+	stderr *bytes.Buffer
+}
+
+// start starts maasctl with args in the background (ended by ctx).
+func (c *cluster) start(ctx context.Context, t *testing.T, args ...string) *background {
+	t.Helper()
+	b := &background{cmd: c.command(ctx, args...), stderr: &bytes.Buffer{}}
+	b.cmd.Stderr = b.stderr
+	out, err := b.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.out = out
+	b.lines = bufio.NewScanner(out)
+	b.lines.Buffer(make([]byte, 1<<20), 1<<20)
+	return b
 }
 
 // maasctl runs the binary to completion.

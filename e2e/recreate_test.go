@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"strings"
@@ -46,16 +45,8 @@ func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 	// The re-creating run, killed right after it applied the new CR.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := c.command(ctx, "install", "-o", "json")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	run := c.start(ctx, t, "install", "-o", "json")
+	cmd, sc := run.cmd, run.lines
 	killed := false
 	for sc.Scan() {
 		var ev steps.Event

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"os/exec"
@@ -52,19 +50,9 @@ func TestInterruptAndBrokenStdout(t *testing.T) {
 	t.Run("SIGTERM during a wait", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		cmd := c.command(ctx, "install", "-o", "json")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		run := c.start(ctx, t, "install", "-o", "json")
+		cmd, sc, stderr := run.cmd, run.lines, run.stderr
 		// Wait until database/cluster reports what it waits on.
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		var seen []string
 		for sc.Scan() {
 			seen = append(seen, sc.Text())
@@ -101,21 +89,13 @@ func TestInterruptAndBrokenStdout(t *testing.T) {
 	t.Run("stdout closed", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		cmd := c.command(ctx, "install", "-o", "plain")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		run := c.start(ctx, t, "install", "-o", "plain")
+		cmd, stderr := run.cmd, run.stderr
+		if !run.lines.Scan() { // head -1
+			t.Fatalf("no first line: %v", run.lines.Err())
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil { // head -1
-			t.Fatal(err)
-		}
-		_ = out.Close()
-		err = cmd.Wait()
+		_ = run.out.Close()
+		err := cmd.Wait()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
