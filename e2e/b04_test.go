@@ -38,13 +38,15 @@ const (
 	ignoreAll = "--ignore-preflight=all"
 )
 
-// subscriptionOf returns the RHOAI Subscription's channel and installed CSV.
-func subscriptionOf(t *testing.T, c *cluster) (channel, installed string, rv string) {
+// subscriptionOf returns the RHOAI Subscription's channel, installed CSV
+// and metadata.generation (moved by every spec write; OLM's status writes
+// leave it).
+func subscriptionOf(t *testing.T, c *cluster) (channel, installed string, gen int64) {
 	t.Helper()
 	sub := get(t, c, "operators.coreos.com/v1alpha1", "Subscription", rhoaiNS, rhoaiPkg)
 	channel, _, _ = unstructured.NestedString(sub.Object, "spec", "channel")
 	installed, _, _ = unstructured.NestedString(sub.Object, "status", "installedCSV")
-	return channel, installed, sub.GetResourceVersion()
+	return channel, installed, sub.GetGeneration()
 }
 
 // installRHOAIOperator installs only the RHOAI operator from channel.
@@ -83,7 +85,7 @@ func TestB04VersionSkewStopsBeforeWrite(t *testing.T) {
 	}
 	channel, csv, rv2 := subscriptionOf(t, c)
 	if channel != "stable-3.4" || csv != "rhods-operator.3.4.4" || rv2 != rv {
-		t.Errorf("Subscription changed (channel %s, CSV %s, resourceVersion %s → %s): preflight must stop before any write", channel, csv, rv, rv2)
+		t.Errorf("Subscription changed (channel %s, CSV %s, generation %d → %d): preflight must stop before any write", channel, csv, rv, rv2)
 	}
 	if c.exists(t, "datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "", "default-dsc") {
 		t.Errorf("a DataScienceCluster was written on the 3.4 cluster")
