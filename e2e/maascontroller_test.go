@@ -41,6 +41,9 @@ func TestMaaSControllerV021(t *testing.T) {
 
 	r := c.install(t, "--set", "waitTimeoutSeconds=150")
 	mustFail(t, r)
+	if failure(r, "access/subscription") == "" {
+		t.Errorf("access/subscription did not fail; %s", failedSummary(r))
+	}
 	mustContain(t, "access/subscription failure", failure(r, "access/subscription"),
 		"MaaSSubscription models-as-a-service/llama-coder-default", "phase Degraded",
 		"TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder NotAccepted", trlpMsg)
@@ -94,8 +97,9 @@ func TestMaaSControllerV021(t *testing.T) {
 	waitDeploymentGone(t, c, "redhat-ai-gateway-infra", "maas-api")
 	u := c.maasctl(t, "uninstall", "-o", "json", "--wait-timeout", "20s")
 	mustFail(t, u)
-	mustContain(t, "uninstall output", u.stdout+u.stderr, "MaaSSubscription models-as-a-service/llama-coder-default",
-		"maas.opendatahub.io/subscription-cleanup", "is removed only by the MaaS controller", "maasctl install --only rhoai/dsc")
+	mustContain(t, "uninstall output", u.stderr, "MaaSSubscription models-as-a-service/llama-coder-default",
+		"finalizers maas.opendatahub.io/subscription-cleanup never cleared",
+		"maas.opendatahub.io/subscription-cleanup is removed only by the MaaS controller", "maasctl install --only rhoai/dsc")
 }
 
 // waitDeploymentGone watches Deployment ns/name until it is deleted (the
