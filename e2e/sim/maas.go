@@ -532,9 +532,9 @@ func (c *maasCtl) maasAPIWatch(g schema.GroupVersionResource) watch {
 // with (nil when the reconcile is over: the object is being deleted).
 //
 // Live objects are reconciled even without maas-api: fixtures without
-// RHOAI (the tier-migration tests) create MaaS objects directly. Only the
-// finalizer removal needs the deployed controller, and that is what the
-// uninstall order depends on.
+// RHOAI (the tier-migration tests) create MaaS objects directly; they get
+// no finalizer then. Adding and removing finalizers needs the deployed
+// controller, and that is what the uninstall order depends on.
 func (c *maasCtl) finalize(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, fin string, cleanup func() error) (*unstructured.Unstructured, error) {
 	fins := obj.GetFinalizers()
 	has := slices.Contains(fins, fin)
@@ -554,7 +554,10 @@ func (c *maasCtl) finalize(ctx context.Context, g schema.GroupVersionResource, o
 		}
 		return nil, nil
 	}
-	if has {
+	if has || !c.running() {
+		// Without the deployed controller (a fixture without RHOAI) the
+		// object is reconciled but gets no finalizer, so that deleting it
+		// does not hang on one nobody could remove.
 		return obj, nil
 	}
 	u := obj.DeepCopy()

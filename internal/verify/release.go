@@ -93,6 +93,10 @@ type MaaSController struct {
 	// MaaSAuthPolicy converges on (maasauthpolicy_controller.go
 	// maasGatewayAuthPolicyName). There is no per-model AuthPolicy.
 	GatewayAuthPolicy string
+	// GatewayNamespace is the namespace of the MaaS Gateway the controller
+	// is configured for (its --gateway-namespace default), where
+	// GatewayAuthPolicy lives.
+	GatewayNamespace string
 	// GatewayAuthLabels are the labels it carries.
 	GatewayAuthLabels map[string]string
 	// TokenRateLimitPolicyPrefix + model name is the TokenRateLimitPolicy
@@ -113,6 +117,7 @@ type MaaSController struct {
 var maasController021 = MaaSController{
 	Version:           "v0.2.1",
 	GatewayAuthPolicy: "maas-gateway-auth",
+	GatewayNamespace:  "openshift-ingress",
 	GatewayAuthLabels: map[string]string{
 		"app.kubernetes.io/component":  "gateway-auth",
 		"app.kubernetes.io/managed-by": "maas-controller",
