@@ -165,7 +165,9 @@ func TestRules(t *testing.T) {
 			}},
 		{name: "gateway AuthPolicy missing", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
 			evidence: "not found; MaaSAuthPolicies: llama-coder-access (phase Active)", fix: "oc describe maasauthpolicy",
-			breakf: func(t *testing.T, r *verify.StaticReader) { r.Remove(verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth") }},
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth")
+			}},
 		{name: "model in a subscription but in no auth policy", code: doctor.CodeGovernanceGap, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "no MaaSAuthPolicy",
 			fix: "authPolicies[].modelRefs",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

@@ -87,34 +87,34 @@ type State struct {
 	Caller    Identity
 	CallerErr string
 
-	DSC, DSCI          *unstructured.Unstructured
-	Kuadrant           *unstructured.Unstructured
-	Authorinos         []*unstructured.Unstructured
-	KuadrantPods       []*unstructured.Unstructured
-	Gateway            *unstructured.Unstructured
-	GatewayClass       *unstructured.Unstructured
-	GatewayService     *unstructured.Unstructured
-	Certificate        *unstructured.Unstructured
-	Route              *unstructured.Unstructured
-	MaaSAPI            *unstructured.Unstructured
-	DBConfig           SecretInfo
-	MonitoringConfig   *unstructured.Unstructured
-	Providers          map[string]*unstructured.Unstructured // by namespace/name
-	ProviderSecrets    map[string]SecretInfo                 // by namespace/name
-	Models             map[string]*unstructured.Unstructured // ExternalModel by namespace/name
-	ModelRefs          map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
-	AuthPolicies       []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
-	Subscriptions      []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
-	KuadrantPolicies   map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
+	DSC, DSCI        *unstructured.Unstructured
+	Kuadrant         *unstructured.Unstructured
+	Authorinos       []*unstructured.Unstructured
+	KuadrantPods     []*unstructured.Unstructured
+	Gateway          *unstructured.Unstructured
+	GatewayClass     *unstructured.Unstructured
+	GatewayService   *unstructured.Unstructured
+	Certificate      *unstructured.Unstructured
+	Route            *unstructured.Unstructured
+	MaaSAPI          *unstructured.Unstructured
+	DBConfig         SecretInfo
+	MonitoringConfig *unstructured.Unstructured
+	Providers        map[string]*unstructured.Unstructured // by namespace/name
+	ProviderSecrets  map[string]SecretInfo                 // by namespace/name
+	Models           map[string]*unstructured.Unstructured // ExternalModel by namespace/name
+	ModelRefs        map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
+	AuthPolicies     []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
+	Subscriptions    []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
+	KuadrantPolicies map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
 	// GatewayAuthPolicy is the MaaS controller's Gateway-level AuthPolicy
 	// (Release.MaaSControllerFacts().GatewayAuthPolicy in the Gateway's
 	// namespace).
-	GatewayAuthPolicy *unstructured.Unstructured
-	Backends           map[string]*Backend                   // by provider namespace/name
-	CSVs               []*unstructured.Unstructured          // in the RHCL operator namespace
-	RHCLSubscription   *unstructured.Unstructured            // the RHCL operator's Subscription
-	Missing            map[string]string                     // "Kind namespace/name" → reason
-	NotServed          map[string]bool                       // by Kind
+	GatewayAuthPolicy  *unstructured.Unstructured
+	Backends           map[string]*Backend          // by provider namespace/name
+	CSVs               []*unstructured.Unstructured // in the RHCL operator namespace
+	RHCLSubscription   *unstructured.Unstructured   // the RHCL operator's Subscription
+	Missing            map[string]string            // "Kind namespace/name" → reason
+	NotServed          map[string]bool              // by Kind
 	gatewayServiceName string
 }
 
