@@ -477,11 +477,9 @@ func TestMigrateTiers(t *testing.T) {
 				}
 			}
 		}
-		// The generated Kuadrant policies are enforced: the MaaS controller's
-		// one Gateway-level AuthPolicy (maas-controller v0.2.1 makes no
-		// per-model AuthPolicy, issue 18) and a TokenRateLimitPolicy per model.
+		// The generated Kuadrant policies are enforced.
 		for _, k := range []objKey{
-			{gvkAuthPolicy, "openshift-ingress", "maas-gateway-auth"},
+			{gvkAuthPolicy, "llm", "maas-auth-my-model"}, {gvkAuthPolicy, "llm", "maas-auth-premium-model"},
 			{gvkTRLP, "llm", "maas-trlp-my-model"}, {gvkTRLP, "llm", "maas-trlp-premium-model"},
 		} {
 			u := lookup(t, c, k)
