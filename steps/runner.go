@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/steps/engine"
+	"github.com/maasctl/maasctl/waiters"
 )
 
 // Runner executes a Registry: independent steps run in parallel, each step
@@ -228,7 +228,8 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			if !strings.HasPrefix(err.Error(), "interrupted") {
+			var ie *waiters.InterruptedError
+			if !errors.As(err, &ie) { // a wait's error names the interruption itself
 				err = fmt.Errorf("interrupted: %w", err)
 			}
 		} else {
