@@ -50,7 +50,15 @@ func olmInstall(ctx context.Context, e *Env, s *Step, op inventory.Operator) err
 	} else {
 		e.progress(stepID, "reusing OperatorGroup %s/%s", op.Namespace, reuse)
 	}
+	prior, err := getOptional(ctx, e.Clients, subscriptionGVK, op.Namespace, op.Package)
+	if err != nil {
+		return err
+	}
 	if err := applyObjects(ctx, e, stepID, []*unstructured.Unstructured{sub}); err != nil {
+		return err
+	}
+	stale, err := staleResolution(ctx, e, stepID, op, prior)
+	if err != nil {
 		return err
 	}
 	// The env goes in before OLM installs the CSV where it can, so the
@@ -61,13 +69,42 @@ func olmInstall(ctx context.Context, e *Env, s *Step, op inventory.Operator) err
 			return err
 		}
 	}
-	if err := waitOperator(ctx, e, stepID, op); err != nil {
+	if err := waitOperator(ctx, e, stepID, op, stale); err != nil {
 		return err
 	}
 	if len(want) > 0 {
 		return waitOperatorEnv(ctx, e, stepID, op, want)
 	}
 	return nil
+}
+
+// staleResolution returns the ResolutionFailed message OLM wrote for the
+// Subscription's previous spec, "" when there is none or the apply did not
+// change the spec. prior is the Subscription as read before the apply (nil
+// when it did not exist). Once maasctl changed the spec (a new channel:
+// metadata.generation moved), that condition describes the old spec until
+// OLM resolves the new one, so the wait must not fail on it; any other
+// ResolutionFailed is OLM's verdict on what maasctl applied. When the
+// channel changed, the step says that the installed CSV is not accepted
+// until OLM resolves the new channel.
+func staleResolution(ctx context.Context, e *Env, stepID string, op inventory.Operator, prior *unstructured.Unstructured) (string, error) {
+	if prior == nil {
+		return "", nil
+	}
+	now, err := getOptional(ctx, e.Clients, subscriptionGVK, op.Namespace, op.Package)
+	if err != nil || now == nil || now.GetGeneration() == prior.GetGeneration() {
+		return "", err
+	}
+	was, _, _ := unstructured.NestedString(prior.Object, "spec", "channel")
+	installed, _, _ := unstructured.NestedString(prior.Object, "status", "installedCSV")
+	if was != op.Channel && installed != "" {
+		e.progress(stepID, "changed Subscription %s/%s channel %s → %s: waiting for OLM to install a CSV of %s (the installed %s does not count)",
+			op.Namespace, op.Package, was, op.Channel, op.Channel, installed)
+	}
+	if c, ok := waiters.GetCondition(prior, "ResolutionFailed"); ok && c.Status == "True" {
+		return c.Message, nil
+	}
+	return "", nil
 }
 
 // pickOperatorGroup returns the name of a compatible OperatorGroup already in
@@ -123,7 +160,17 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 // under Policy.ApproveInstallPlans and only when it installs the expected
 // CSV; otherwise the step stops naming the plan and the command that
 // approves it (case B02 b).
-func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator) error {
+//
+// A ResolutionFailed condition with reason ConstraintsNotSatisfiable (a
+// channel without the package, a missing dependency, a conflict) fails the
+// wait at once with OLM's message: OLM treats it as terminal and does not
+// retry until something changes (operator-lifecycle-manager v0.46.0
+// pkg/controller/operators/catalog/operator.go syncResolvingNamespace).
+// stale is the message of a condition written for the Subscription's
+// previous spec (staleResolution), which does not count. Reason
+// ErrorPreventedResolution (a catalog that cannot be read right now) is
+// retried by OLM and only shown.
+func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	handled := map[string]bool{} // InstallPlans already approved or inspected
@@ -159,7 +206,7 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	}
 	var sub *unstructured.Unstructured
 	for {
-		progress := subscriptionProgress(handled)
+		progress := subscriptionProgress(handled, stale)
 		subT := waiters.Target{
 			GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
 			Cond: func(obj *unstructured.Unstructured) waiters.Result {
@@ -270,8 +317,17 @@ func startCSVWait(ctx context.Context, e *Env, stepID string, op inventory.Opera
 // caller then decides). It fails when the referenced InstallPlan is gone
 // (OLM does not replace it, operator-lifecycle-manager PR #1894) or failed.
 // It judges by condition type and reason, never by message text.
-func subscriptionProgress(handled map[string]bool) waiters.Condition {
+//
+// It fails at once on ResolutionFailed=True with reason
+// ConstraintsNotSatisfiable unless its message is stale (see waitOperator).
+func subscriptionProgress(handled map[string]bool, stale string) waiters.Condition {
 	return func(obj *unstructured.Unstructured) waiters.Result {
+		if c, ok := waiters.GetCondition(obj, "ResolutionFailed"); ok && c.Status == "True" && c.Reason == "ConstraintsNotSatisfiable" && (stale == "" || c.Message != stale) {
+			ch, _, _ := unstructured.NestedString(obj.Object, "spec", "channel")
+			pkg, _, _ := unstructured.NestedString(obj.Object, "spec", "name")
+			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("OLM cannot resolve Subscription %s/%s (package %s, channel %s): ResolutionFailed (%s): %s; fix operators[].channel or the catalog (oc get subscription %s -n %s -o yaml), then re-run",
+				obj.GetNamespace(), obj.GetName(), pkg, ch, c.Reason, c.Message, obj.GetName(), obj.GetNamespace())}
+		}
 		r := subscriptionInstalled(obj)
 		if r.Done {
 			return r
@@ -436,13 +492,25 @@ func expectedCSV(ctx context.Context, e *Env, op inventory.Operator, sub *unstru
 
 // subscriptionInstalled is done when the Subscription reports state
 // AtLatestKnown and an installedCSV (OLM Subscription status,
-// operator-framework/api SubscriptionStatus).
+// operator-framework/api SubscriptionStatus) of its channel: when
+// spec.channel names a version (stable-3.5, stable-v1.0) the installed
+// CSV's version (from its name, rhods-operator.3.4.4) must have that
+// major.minor. Right after a channel change OLM still reports the old CSV
+// AtLatestKnown until it resolves the new channel, and keeps doing so when
+// the new channel has no upgrade path from it; neither is done. A channel
+// without a version (stable, stable-v1) cannot be told apart this way:
+// OLM has no observedGeneration on Subscriptions and the PackageManifest API
+// is not served everywhere.
 func subscriptionInstalled(obj *unstructured.Unstructured) waiters.Result {
 	state, _, _ := unstructured.NestedString(obj.Object, "status", "state")
 	installed, _, _ := unstructured.NestedString(obj.Object, "status", "installedCSV")
 	current, _, _ := unstructured.NestedString(obj.Object, "status", "currentCSV")
+	channel, _, _ := unstructured.NestedString(obj.Object, "spec", "channel")
 	if c, ok := waiters.GetCondition(obj, "ResolutionFailed"); ok && c.Status == "True" {
 		return waiters.Result{Status: c.String()}
+	}
+	if installed != "" && !csvOfChannel(installed, channel) {
+		return waiters.Result{Status: fmt.Sprintf("state %s, installed CSV %s is not of channel %s (OLM has not installed the channel's CSV yet)", state, installed, channel)}
 	}
 	st := "state " + state
 	if state == "" {
@@ -455,6 +523,16 @@ func subscriptionInstalled(obj *unstructured.Unstructured) waiters.Result {
 		st += ", " + c.String()
 	}
 	return waiters.Result{Done: state == "AtLatestKnown" && installed != "", Status: st}
+}
+
+// csvOfChannel reports whether CSV name may belong to channel: true when
+// the channel names no major.minor or the name carries no version, else
+// whether the name's version has the channel's major.minor
+// (rhods-operator.3.4.4 is not of stable-3.5).
+func csvOfChannel(name, channel string) bool {
+	want := versionFromChannel(channel)
+	have := versionFromChannel(versionFromCSVName(name))
+	return want == "" || have == "" || want == have
 }
 
 // csvSucceeded is done at phase Succeeded and fails at phase Failed

@@ -125,6 +125,7 @@ func PreflightChecks() []PreflightCheck {
 		{"storage-class", "a StorageClass for the CNPG volumes", checkStorageClass},
 		{"stale-pvcs", "no PVCs of an earlier database without its Cluster", checkStalePVCs},
 		{"rhoai-layout", "the DataScienceCluster layout the cluster serves", checkRHOAILayout},
+		{"rhoai-version", "the RHOAI minor the cluster runs is the one of operators[rhoai].channel", checkRHOAIVersion},
 		{"dsc", "one DSCInitialization and DataScienceCluster, and a component set that runs MaaS", checkDSCSingletons},
 		{"access-pairing", "every model in a MaaSSubscription is in a MaaSAuthPolicy and the reverse", checkAccessPairing},
 		{"vault", "Vault reachable and the database secret path usable", checkVault},

@@ -35,17 +35,27 @@ func checkRHOAILayout(ctx context.Context, e *Env) ([]Finding, error) {
 	if minorOf(l.Version) < 3 {
 		out = append(out, errorf("install RHOAI 3.3 or later (operators[rhoai].channel)", "%s has no MaaS subscriptions (MaaSModelRef, MaaSSubscription); maasctl supports RHOAI 3.3 to 3.5", l))
 	}
-	if op := e.Inv.Operator("rhoai"); op != nil {
-		if cv := versionFromChannel(op.Channel); cv != "" && cv != l.Version && !strings.HasPrefix(l.Source, "channel") {
-			out = append(out, warnf("set operators[rhoai].channel=stable-"+l.Version+" to match, or upgrade RHOAI",
-				"the cluster serves %s but operators[rhoai].channel is %s; maasctl writes the %s layout (%s)", l, op.Channel, l.Version, l.MaaSField()))
-		}
-	}
 	if un := l.Unserved(e.Inv); len(un) > 0 {
 		out = append(out, warnf("remove them from rhoai.managedComponents/removedComponents to silence this",
 			"the DataScienceCluster schema of %s has no component(s) %s: they are left out of the DSC", l, strings.Join(un, ", ")))
 	}
 	return out, nil
+}
+
+// checkRHOAIVersion: the RHOAI minor the cluster serves (installed
+// rhods-operator CSV, else the DSC CRD schema) is the minor of
+// operators[rhoai].channel (case B04). A skew is an error: the channel's
+// DataScienceCluster layout would be pruned or rejected by the served
+// schema, and the operators/rhoai step would change the Subscription's
+// channel, which is an operator upgrade (or a downgrade OLM never does).
+// Ignoring the check (--ignore-preflight rhoai-version) lets the step change
+// the channel; it then waits until OLM installed a CSV of the new channel.
+func checkRHOAIVersion(ctx context.Context, e *Env) ([]Finding, error) {
+	skew, err := DetectVersionSkew(ctx, e.Clients, e.Inv)
+	if err != nil || skew == nil {
+		return nil, err
+	}
+	return []Finding{errorf(skew.Fix(), "%s", skew.Problem())}, nil
 }
 
 // checkDSCSingletons: DSCInitialization and DataScienceCluster are singletons (a

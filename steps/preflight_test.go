@@ -289,17 +289,17 @@ func TestSubscriptionProgress(t *testing.T) {
 	}
 	handled := map[string]bool{}
 	approval := `{"type":"InstallPlanPending","status":"True","reason":"RequiresApproval"}`
-	if r := subscriptionProgress(handled)(sub(approval)); !r.Done || r.Failed != nil {
+	if r := subscriptionProgress(handled, "")(sub(approval)); !r.Done || r.Failed != nil {
 		t.Errorf("RequiresApproval must hand over to the caller: %+v", r)
 	}
 	handled["install-abcde"] = true
-	if r := subscriptionProgress(handled)(sub(approval)); r.Done {
+	if r := subscriptionProgress(handled, "")(sub(approval)); r.Done {
 		t.Errorf("an approved plan must be waited on, not handed over again")
 	}
-	if r := subscriptionProgress(handled)(sub(`{"type":"InstallPlanMissing","status":"True","reason":"ReferencedInstallPlanNotFound","message":"gone"}`)); r.Failed == nil || !strings.Contains(r.Failed.Error(), "install-abcde") {
+	if r := subscriptionProgress(handled, "")(sub(`{"type":"InstallPlanMissing","status":"True","reason":"ReferencedInstallPlanNotFound","message":"gone"}`)); r.Failed == nil || !strings.Contains(r.Failed.Error(), "install-abcde") {
 		t.Errorf("a missing InstallPlan must fail naming it: %+v", r)
 	}
-	if r := subscriptionProgress(handled)(sub(`{"type":"InstallPlanPending","status":"True","reason":"Installing"}`)); r.Done || r.Failed != nil {
+	if r := subscriptionProgress(handled, "")(sub(`{"type":"InstallPlanPending","status":"True","reason":"Installing"}`)); r.Done || r.Failed != nil {
 		t.Errorf("Installing is progress: %+v", r)
 	}
 }

@@ -201,7 +201,7 @@ func rhoaiSteps(inv *inventory.Inventory) []*Step {
 			ID: "rhoai/dsc", Title: "DataScienceCluster " + inv.RHOAI.DSCName + " with Models-as-a-Service (the field of the installed RHOAI release)",
 			After:  dscAfter,
 			Serves: []string{"opendatahub.io", "maas.opendatahub.io", "inference.opendatahub.io"},
-			Apply:  applyDSC, Check: checkDSC,
+			Apply:  applyDSC, Check: checkDSC, Desired: desiredDSC,
 			Access: withAccess(func(e *Env) []Access {
 				return append(readAccess("apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)), readAccess("apiextensions.k8s.io", "customresourcedefinitions", "")...)
 			}),
@@ -345,11 +345,20 @@ func dscReadyFor(l Layout) waiters.Condition {
 		if !r.Done {
 			return r
 		}
+		if !hasMaaS {
+			// The release's own name only: on 3.5 the 3.4 name
+			// ModelsAsServiceReady never counts (case B04), and an
+			// aggregate Ready without it says nothing about MaaS.
+			st := "no " + l.MaaSCondition() + " condition yet"
+			if old := NewLayout(RHOAI34, "").MaaSCondition(); !l.KServeMaaS() {
+				if _, ok := waiters.GetCondition(obj, old); ok {
+					st += " (" + old + " is the RHOAI 3.3/3.4 name and does not count on " + l.Version + ")"
+				}
+			}
+			return waiters.Result{Status: st}
+		}
 		if !l.KServeMaaS() {
 			return waiters.ConditionTrue("AIGatewayReady")(obj)
-		}
-		if !hasMaaS {
-			return waiters.Result{Status: "no " + l.MaaSCondition() + " condition yet"}
 		}
 		return r
 	}
@@ -415,6 +424,13 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 	if renamed {
 		e.progress(id, "adopting DataScienceCluster %s (one already exists; not creating %s)", obj.GetName(), e.Inv.RHOAI.DSCName)
 	}
+	kept, err := keepLegacyMaaS(ctx, e, obj, l)
+	if err != nil {
+		return err
+	}
+	if kept != "" {
+		e.progress(id, "leaving %s as it is (%s): RHOAI %s reads MaaS from %s", legacyMaaSField, kept, l.Version, l.MaaSField())
+	}
 	if err := dryRunDSC(ctx, e, obj, l); err != nil {
 		return err
 	}
@@ -446,6 +462,67 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 	}
 	e.Clients.ResetMapper()
 	return nil
+}
+
+// legacyMaaSField is the RHOAI 3.3/3.4 MaaS switch, deprecated (and kept
+// for compatibility) in 3.5.
+var legacyMaaSField = NewLayout(RHOAI34, "").MaaSField()
+
+// keepLegacyMaaS copies the live DataScienceCluster's
+// spec.components.kserve.modelsAsService into obj, unchanged, when the
+// layout switches MaaS elsewhere (3.5) and the live object has it; it
+// returns the kept managementState, "" when nothing was copied.
+//
+// Why: server-side apply removes every field the applier owned before and
+// leaves out now (sigs.k8s.io/structured-merge-diff: a field owned only by
+// the applying manager and absent from its applied configuration is
+// deleted). maasctl owns kserve.modelsAsService.managementState when it
+// wrote the DSC on 3.4, so a 3.5 apply without it would drop it, and the
+// 3.5 CRD then defaults it to Removed: the switch flips although the 3.5
+// operator still respects a Managed value, and the CRD's CEL rule
+// forbids setting it back (case B04, rh-aiservices-bu/rhoai-maas-guide
+// troubleshooting). Sending the live value keeps it exactly as it is,
+// whoever owns it; maasctl never changes it on 3.5.
+func keepLegacyMaaS(ctx context.Context, e *Env, obj *unstructured.Unstructured, l Layout) (string, error) {
+	if l.KServeMaaS() {
+		return "", nil
+	}
+	live, err := e.Clients.Get(ctx, obj)
+	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read DataScienceCluster %s: %w", obj.GetName(), err)
+	}
+	old, found, _ := unstructured.NestedMap(live.Object, "spec", "components", "kserve", "modelsAsService")
+	if !found {
+		return "", nil
+	}
+	if err := unstructured.SetNestedMap(obj.Object, old, "spec", "components", "kserve", "modelsAsService"); err != nil {
+		return "", fmt.Errorf("DataScienceCluster %s: %s: %w", obj.GetName(), legacyMaaSField, err)
+	}
+	state, _, _ := unstructured.NestedString(old, "managementState")
+	if state == "" {
+		state = "no managementState"
+	}
+	return "managementState " + state, nil
+}
+
+// desiredDSC is the DSC step's Desired: the rendered DataScienceCluster
+// under the live name, with a live kserve.modelsAsService kept
+// (keepLegacyMaaS), as applyDSC applies it.
+func desiredDSC(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
+	obj, _, err := adopted(ctx, e, e.objects(s.ID)[0])
+	if err != nil {
+		if kube.IsNotServed(err) {
+			return desiredOf(e.objects(s.ID), false), nil
+		}
+		return nil, err
+	}
+	if _, err := keepLegacyMaaS(ctx, e, obj, LayoutOf(e.Facts)); err != nil {
+		return nil, err
+	}
+	return desiredOf([]*unstructured.Unstructured{obj}, false), nil
 }
 
 // dryRunDSC sends obj as a server-side apply dry run with strict field

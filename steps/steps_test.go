@@ -180,7 +180,11 @@ func TestDSCReadyNeedsMaaS(t *testing.T) {
 		phase string
 		done  bool
 	}{
-		{"all ready", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"}`, "Ready", true},
+		{"all ready", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"},{"type":"ModelsAsAServiceReady","status":"True","reason":"Ready"}`, "Ready", true},
+		// On 3.5 a missing ModelsAsAServiceReady keeps the wait going, and
+		// the 3.4 name never stands in for it (case B04).
+		{"no MaaS condition (B04)", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"}`, "Ready", false},
+		{"only the 3.4 MaaS condition name (B04)", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"},{"type":"ModelsAsServiceReady","status":"True","reason":"Ready"}`, "Ready", false},
 		{"aggregate ready hides MaaS (B05)", ready + `,{"type":"AIGatewayReady","status":"False","reason":"NotReady"}`, "Ready", false},
 		{"no aigateway condition", ready, "Ready", false},
 		{"not ready phase", ready + `,{"type":"AIGatewayReady","status":"True","reason":"Ready"}`, "Not Ready", false},

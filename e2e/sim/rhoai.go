@@ -384,6 +384,9 @@ func (r *rhoaiCtl) reconcileDSC(ctx context.Context, k key) error {
 			notReadyNames = append(notReadyNames, c.name)
 		}
 	}
+	if r.m.opts.Faults.LegacyMaaSCondition {
+		maasCond = "ModelsAsServiceReady"
+	}
 	mc := cond(maasCond, maas.ready, maas.reason, maas.message).gen(gen)
 	if !maas.managed {
 		mc.Severity = "Info"

@@ -142,6 +142,13 @@ type Faults struct {
 	// sub-component, the upstream bug where the DSC reports Ready while a
 	// component failed (case B05, opendatahub-operator#750).
 	DSCReadyHidesMaaS bool
+	// LegacyMaaSCondition makes the 3.5 operator report MaaS under the
+	// 3.3/3.4 condition name ModelsAsServiceReady (True once MaaS runs) and
+	// never ModelsAsAServiceReady, while the DSC reports Ready: the state
+	// an installer that waits on the wrong name takes for done (case B04;
+	// 3.5 renamed the condition, rh-aiservices-bu/rhoai-maas-guide
+	// troubleshooting).
+	LegacyMaaSCondition bool
 	// NoDefaultDSCI stops the RHOAI operator from creating default-dsci at
 	// start-up (it does so unless disabled, case B05).
 	NoDefaultDSCI bool

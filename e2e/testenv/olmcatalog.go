@@ -25,7 +25,11 @@ type Bundle struct {
 	Version string
 	// Replaces is the CSV of the same channel this one upgrades
 	// (olm.channel entries[].replaces; "" for the channel's first).
-	Replaces    string
+	Replaces string
+	// SkipRange is the semver range of installed versions this bundle
+	// upgrades directly, from any channel (olm.channel entries[].skipRange
+	// and the CSV's olm.skipRange annotation; "" for none).
+	SkipRange   string
 	DisplayName string
 	Provider    string
 	// CRDs are globs under the CRD folder: the CRDs the bundle inlines and
@@ -64,9 +68,16 @@ func CatalogBundles() map[string][]Bundle {
 	var rhods []Bundle
 	for _, minor := range []string{"3.3", "3.4", "3.5"} {
 		v := RHOAIBundleVersions[minor]
+		skip := ""
+		if minor != "3.3" {
+			// rhods-operator bundles carry olm.skipRange from the oldest
+			// supported release, so a Subscription moved to a newer
+			// stable-<minor> channel upgrades the installed CSV.
+			skip = ">=3.3.0 <" + v
+		}
 		rhods = append(rhods, Bundle{
 			Package: "rhods-operator", Channel: "stable-" + minor,
-			CSV: "rhods-operator." + v, Version: v,
+			CSV: "rhods-operator." + v, Version: v, SkipRange: skip,
 			DisplayName: "Red Hat OpenShift AI", Provider: "Red Hat",
 			CRDs:       []string{"opendatahub/rhoai-" + minor + "/*.yaml"},
 			Deployment: "rhods-operator",
@@ -190,6 +201,9 @@ func WriteCatalog(dir, crdDir, name string, podReadyDelay time.Duration) error {
 			if b.Replaces != "" {
 				entry["replaces"] = b.Replaces
 			}
+			if b.SkipRange != "" {
+				entry["skipRange"] = b.SkipRange
+			}
 			chans[b.Channel] = append(chans[b.Channel], entry)
 		}
 		sort.Strings(names)
@@ -290,12 +304,16 @@ func csvObject(b Bundle, owned []any, podReadyDelay time.Duration) *unstructured
 	if podReadyDelay > 0 {
 		podMeta["annotations"] = map[string]any{PodReadyDelayAnnotation: podReadyDelay.String()}
 	}
+	annotations := map[string]any{"capabilities": "Seamless Upgrades", "operators.operatorframework.io/builder": "maasctl-testenv"}
+	if b.SkipRange != "" {
+		annotations["olm.skipRange"] = b.SkipRange
+	}
 	csv := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operators.coreos.com/v1alpha1",
 		"kind":       "ClusterServiceVersion",
 		"metadata": map[string]any{
 			"name":        b.CSV,
-			"annotations": map[string]any{"capabilities": "Seamless Upgrades", "operators.operatorframework.io/builder": "maasctl-testenv"},
+			"annotations": annotations,
 		},
 		"spec": map[string]any{
 			"displayName":  b.DisplayName,

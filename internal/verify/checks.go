@@ -272,6 +272,15 @@ func checkDSC(s *State) Check {
 			"maasctl install")
 	}
 	phase := str(s.DSC, "status", "phase")
+	maasCond := s.Release.MaaSCondition()
+	if _, ok := cond(s.DSC, maasCond); phase == "Ready" && !ok {
+		// An aggregate Ready without the release's own MaaS condition
+		// says nothing about MaaS; on 3.5 the 3.4 name
+		// ModelsAsServiceReady never stands in for it (case B04).
+		return c.fail("phase Ready but no "+maasCond+" condition",
+			"the RHOAI operator has not reported MaaS under the name RHOAI "+s.Release.Version+" uses ("+maasCond+")",
+			"oc get datasciencecluster "+name+" -o yaml; check the operator version against operators[rhoai].channel (maasctl preflight, check rhoai-version)")
+	}
 	if phase == "Ready" {
 		return c.pass("phase Ready")
 	}

@@ -72,6 +72,12 @@ func TestLiveChecks(t *testing.T) {
 							"message": "blocking prerequisites missing: database Secret 'maas-db-config' not found in namespace 'redhat-ai-gateway-infra'"})(o)
 				})
 			}},
+		{name: "DSC Ready with only the 3.4 MaaS condition name (B04)", wantCode: CodeDSCReady, wantCause: "ModelsAsAServiceReady", wantFix: "rhoai-version",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, DSCGVK, "", "default-dsc", setConditions(map[string]any{"type": "Ready", "status": "True", "reason": "Ready"},
+					map[string]any{"type": "AIGatewayReady", "status": "True", "reason": "Ready"},
+					map[string]any{"type": "ModelsAsServiceReady", "status": "True", "reason": "Ready"}))
+			}},
 		{name: "Kuadrant MissingDependency", wantCode: CodeKuadrantReady, wantCause: "started before Istio",
 			wantFix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
 			breakf: func(t *testing.T, r *StaticReader) {
