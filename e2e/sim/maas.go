@@ -784,10 +784,15 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 		if err := c.applyTokenPolicy(ctx, ns, name, route); err != nil {
 			return err
 		}
-		// checkTokenRateLimitHealth: only Accepted is read, not Enforced.
+		// checkTokenRateLimitHealth: only Accepted is read, not Enforced. A
+		// policy the cache does not hold yet (just created) is not healthy
+		// either: the subscription is Active only once Kuadrant accepted
+		// every policy, never before, so nobody who saw Active sees it turn
+		// Degraded when the creation event arrives.
 		switch p := m.get(gvrTokenPolicy, ns, pname); {
 		case p == nil:
 			ts["reason"], ts["message"] = "NotFound", "TokenRateLimitPolicy not created yet"
+			notAccepted = append(notAccepted, pname+": not created yet")
 		case conditionTrue(p, "Accepted"):
 			ts["ready"], ts["reason"] = true, "Accepted"
 		default:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,49 @@ func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[str
 
 // waitFor watches one object until ok accepts it, failing t after timeout
 // with the last state seen.
+// phaseHistory records, from now on, every status.phase object ns/name of
+// g is written with (one entry per write that changes it). The returned
+// func waits up to settle for the last recorded phase to be last, then
+// returns the history.
+func (c *cluster) phaseHistory(t *testing.T, g schema.GroupVersionResource, ns, name string) func(settle time.Duration, last string) []string {
+	t.Helper()
+	w, err := c.dyn.Resource(g).Namespace(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		t.Fatalf("watch %s %s/%s: %v", g.Resource, ns, name, err)
+	}
+	t.Cleanup(w.Stop)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	go func() {
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			p := str(u, "status", "phase")
+			mu.Lock()
+			if p != "" && (len(seen) == 0 || seen[len(seen)-1] != p) {
+				seen = append(seen, p)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func(settle time.Duration, last string) []string {
+		deadline := time.Now().Add(settle)
+		for {
+			mu.Lock()
+			out := slices.Clone(seen)
+			mu.Unlock()
+			if (len(out) > 0 && out[len(out)-1] == last) || time.Now().After(deadline) {
+				return out
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -542,7 +586,9 @@ func TestOLMFailureModes(t *testing.T) {
 // install (/tmp/helpers/INSTALL-CONTRACT.md) against the simulators, in the
 // documented order, with plain creates standing in for maasctl.
 func TestInstallContractFlow(t *testing.T) {
-	c := startCluster(t, Options{})
+	// Kuadrant takes a moment to accept a policy, as on a real cluster:
+	// the MaaS subscription must not report Active before it has.
+	c := startCluster(t, Options{Delay: map[string]time.Duration{Kuadrant: 3 * time.Second}})
 	const (
 		dbNS     = "rhoai-maas-db"
 		modelNS  = "llm-coding-assistant"
@@ -762,6 +808,8 @@ func TestInstallContractFlow(t *testing.T) {
 				"modelRefs": []any{map[string]any{"name": "qwen35-9b-coder", "namespace": modelNS}},
 			},
 		})
+		// Every phase the subscription goes through, from before it exists.
+		phases := c.phaseHistory(t, gvrMaaSSubscription, maasNamespace, "llama-coder-default")
 		c.apply(t, gvrMaaSSubscription, map[string]any{
 			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSSubscription",
 			"metadata": map[string]any{"name": "llama-coder-default", "namespace": maasNamespace},
@@ -781,6 +829,25 @@ func TestInstallContractFlow(t *testing.T) {
 			}
 		}
 		c.waitFor(t, gvrMaaSSubscription, maasNamespace, "llama-coder-default", time.Minute, "Active", fieldIs("Active", "status", "phase"))
+		// Active only once Kuadrant accepted the subscription's policy: a
+		// policy just created (not yet in the controller's cache, or with no
+		// Accepted condition) keeps it Degraded. Accepted, once written, is
+		// never removed, so it must be there now.
+		if p, err := c.dyn.Resource(gvrTokenPolicy).Namespace(modelNS).Get(t.Context(), "maas-trlp-qwen35-9b-coder", metav1.GetOptions{}); err != nil || !conditionTrue(p, "Accepted") {
+			t.Errorf("MaaSSubscription went Active while its TokenRateLimitPolicy was not accepted (err %v, conditions %v)", err, statusConditions(p))
+		}
+		// Nobody who saw it Active may see it turn back: a policy created
+		// but not yet accepted (or not yet in the controller's cache) keeps
+		// it Degraded before, never after, Active.
+		if seen := phases(5*time.Second, "Active"); slices.Contains(seen, "Active") {
+			first := slices.Index(seen, "Active")
+			for _, p := range seen[first:] {
+				if p != "Active" {
+					t.Errorf("MaaSSubscription phases %v: %s after Active", seen, p)
+					break
+				}
+			}
+		}
 		gwAuth := c.waitFor(t, gvrAuthPolicy, "openshift-ingress", "maas-gateway-auth", time.Minute, "Enforced", hasCondition("Enforced", "True", "Enforced"))
 		for k, v := range map[string]string{"app.kubernetes.io/component": "gateway-auth", "app.kubernetes.io/managed-by": "maas-controller"} {
 			if got := gwAuth.GetLabels()[k]; got != v {
