@@ -477,9 +477,11 @@ func TestMigrateTiers(t *testing.T) {
 				}
 			}
 		}
-		// The generated Kuadrant policies are enforced.
+		// The generated Kuadrant policies are enforced: the MaaS controller's
+		// one Gateway-level AuthPolicy (maas-controller v0.2.1 makes no
+		// per-model AuthPolicy, issue 18) and a TokenRateLimitPolicy per model.
 		for _, k := range []objKey{
-			{gvkAuthPolicy, "llm", "maas-auth-my-model"}, {gvkAuthPolicy, "llm", "maas-auth-premium-model"},
+			{gvkAuthPolicy, "openshift-ingress", "maas-gateway-auth"},
 			{gvkTRLP, "llm", "maas-trlp-my-model"}, {gvkTRLP, "llm", "maas-trlp-premium-model"},
 		} {
 			u := lookup(t, c, k)

@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,7 +186,7 @@ func accessSteps(*inventory.Inventory) []*Step {
 			ID: "access/subscription", Title: "MaaSSubscription objects (token limits per user)",
 			After: []string{"models/model", "access/auth-policy"},
 			Apply: func(ctx context.Context, e *Env, s *Step) error {
-				if err := applyEnsuringNamespaces(ctx, e, s); err != nil {
+				if err := applySubscriptions(ctx, e, s); err != nil {
 					return err
 				}
 				return waiters.All(ctx, e.Clients, pairedModelRefs(e, s)...)
@@ -212,4 +213,104 @@ func pairedModelRefs(e *Env, s *Step) []waiters.Target {
 		}
 	}
 	return ts
+}
+
+// applySubscriptions applies the MaaSSubscriptions (Namespaces only when
+// missing) and waits for them to be Active. maas-controller v0.2.1 reports a
+// subscription Failed (ReconcileFailed, modelRefStatuses reason NotFound)
+// while its model's HTTPRoute does not exist and re-reconciles when the
+// route appears (it watches HTTPRoutes; issue 18), so a Failed phase ends
+// the wait only once every referenced model's HTTPRoute exists; before
+// that it is waited on, and a timeout names the reason.
+func applySubscriptions(ctx context.Context, e *Env, s *Step) error {
+	var rest []*unstructured.Unstructured
+	for _, o := range e.objects(s.ID) {
+		if o.GetKind() == "Namespace" {
+			if err := ensureNamespace(ctx, e, s.ID, o); err != nil {
+				return err
+			}
+			continue
+		}
+		rest = append(rest, o)
+	}
+	if err := applyObjects(ctx, e, s.ID, rest); err != nil {
+		return err
+	}
+	ts := targets(e, s, rest)
+	for i, o := range rest {
+		if o.GetKind() == "MaaSSubscription" {
+			ts[i].Cond = failedOnceRouted(ctx, e, ts[i].Cond)
+		}
+	}
+	return waiters.All(ctx, e.Clients, ts...)
+}
+
+// failedOnceRouted turns a Failed MaaSSubscription into a wait while the
+// HTTPRoute of one of its models is missing (see applySubscriptions).
+func failedOnceRouted(ctx context.Context, e *Env, base waiters.Condition) waiters.Condition {
+	return func(live *unstructured.Unstructured) waiters.Result {
+		r := base(live)
+		if phase, _, _ := unstructured.NestedString(live.Object, "status", "phase"); r.Failed == nil || phase != "Failed" {
+			return r
+		}
+		if missing := missingModelRoutes(ctx, e, live); len(missing) > 0 {
+			return waiters.Result{Status: r.Status + "; transient while " + strings.Join(missing, ", ") + " does not exist (the MaaS controller retries once it does)"}
+		}
+		return r
+	}
+}
+
+// missingModelRoutes names, for each model of a MaaSSubscription, the
+// HTTPRoute that does not exist yet: the route the model's ExternalModel
+// reports in status.httpRouteName (set by the RHOAI component that owns
+// ExternalModel status, not by maas-controller; named after the model on
+// 3.3/3.4), or the MaaSModelRef's status.httpRouteName for other backends.
+// A model whose MaaSModelRef or route cannot be read is counted as present:
+// only a route seen missing makes a Failed phase transient.
+func missingModelRoutes(ctx context.Context, e *Env, sub *unstructured.Unstructured) []string {
+	models := map[string]*unstructured.Unstructured{}
+	for _, o := range e.objects("models/model") {
+		if o.GetKind() == "ExternalModel" {
+			models[o.GetNamespace()+"/"+o.GetName()] = o
+		}
+	}
+	refs, _, _ := unstructured.NestedSlice(sub.Object, "spec", "modelRefs")
+	var out []string
+	for _, x := range refs {
+		m, _ := x.(map[string]any)
+		ns, _ := m["namespace"].(string)
+		name, _ := m["name"].(string)
+		stub := &unstructured.Unstructured{}
+		stub.SetGroupVersionKind(modelRefGK.WithVersion("v1alpha1"))
+		stub.SetNamespace(ns)
+		stub.SetName(name)
+		ref, err := e.Clients.Get(ctx, stub)
+		if err != nil {
+			continue
+		}
+		route, _, _ := unstructured.NestedString(ref.Object, "status", "httpRouteName")
+		if kind, _, _ := unstructured.NestedString(ref.Object, "spec", "modelRef", "kind"); kind == "ExternalModel" {
+			emName, _, _ := unstructured.NestedString(ref.Object, "spec", "modelRef", "name")
+			if em := models[ns+"/"+emName]; em != nil {
+				if live, err := e.Clients.Get(ctx, em); err == nil {
+					route, _, _ = unstructured.NestedString(live.Object, "status", "httpRouteName")
+					if em.GroupVersionKind().Group == modelRefGK.Group {
+						route = emName // the 3.3/3.4 ExternalModel names its route after itself
+					}
+				}
+			}
+		}
+		if route == "" {
+			out = append(out, "the HTTPRoute of model "+ns+"/"+name)
+			continue
+		}
+		rs := &unstructured.Unstructured{}
+		rs.SetGroupVersionKind(httpRouteGVK)
+		rs.SetNamespace(ns)
+		rs.SetName(route)
+		if _, err := e.Clients.Get(ctx, rs); apierrors.IsNotFound(err) {
+			out = append(out, "HTTPRoute "+ns+"/"+route+" of model "+ns+"/"+name)
+		}
+	}
+	return out
 }

@@ -135,3 +135,72 @@ func statusMessage(obj *unstructured.Unstructured) string {
 	}
 	return ""
 }
+
+// MaaSPhase is Phase for the MaaS policy kinds (MaaSAuthPolicy,
+// MaaSSubscription; maas-controller v0.2.1): done at a phase in done, a
+// failure at one in failed. Its Status carries the reason the phase alone
+// does not: the Ready condition and every entry of status.modelRefStatuses,
+// status.tokenRateLimitStatuses and status.authPolicies that is not ready
+// ("model ns/name NotFound: ..."). The controller keeps Ready=True
+// (Reconciled) at Degraded, so a Degraded object's reason is only in those
+// lists. An object without a phase is reported as such: the controller
+// writes no status at all for a MaaSSubscription whose models do not exist
+// (issue 18), so the wait has nothing else to name.
+func MaaSPhase(done []string, failed ...string) Condition {
+	return func(obj *unstructured.Unstructured) Result {
+		p, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+		if p == "" {
+			return Result{Status: "no phase yet: the MaaS controller has written no status for it (it is not running or has not reached it; for a MaaSSubscription: a model in spec.modelRefs does not exist)"}
+		}
+		st := "phase " + p
+		if why := MaaSReason(obj); why != "" {
+			st += ": " + why
+		}
+		for _, f := range failed {
+			if p == f {
+				return Result{Status: st, Failed: fmt.Errorf("%s", st)}
+			}
+		}
+		for _, d := range done {
+			if p == d {
+				return Result{Done: true, Status: "phase " + p}
+			}
+		}
+		return Result{Status: st}
+	}
+}
+
+// MaaSReason renders why a MaaS object is not at its wanted phase: a Ready
+// condition that is not True, or its message when it has one, then each
+// not-ready entry of the per-model status lists of the MaaS CRDs
+// (modelRefStatuses, tokenRateLimitStatuses, authPolicies), joined by "; ".
+func MaaSReason(obj *unstructured.Unstructured) string {
+	var parts []string
+	if c, ok := GetCondition(obj, "Ready"); ok && (c.Status != "True" || c.Message != "") {
+		parts = append(parts, c.String())
+	}
+	for _, f := range []struct{ field, what string }{
+		{"modelRefStatuses", "model"}, {"tokenRateLimitStatuses", "TokenRateLimitPolicy"}, {"authPolicies", "AuthPolicy"},
+	} {
+		l, _, _ := unstructured.NestedSlice(obj.Object, "status", f.field)
+		for _, x := range l {
+			m, _ := x.(map[string]any)
+			if ready, _ := m["ready"].(bool); ready {
+				continue
+			}
+			name, _ := m["name"].(string)
+			if ns, _ := m["namespace"].(string); ns != "" {
+				name = ns + "/" + name
+			}
+			e := f.what + " " + name
+			if r, _ := m["reason"].(string); r != "" {
+				e += " " + r
+			}
+			if msg, _ := m["message"].(string); msg != "" {
+				e += ": " + msg
+			}
+			parts = append(parts, e)
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,6 +1,7 @@
 package waiters
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +26,12 @@ func TestConditions(t *testing.T) {
 		{"and needs both", And(ConditionTrue("A"), ConditionTrue("B")),
 			`{"status":{"conditions":[{"type":"A","status":"True"},{"type":"B","status":"False"}]}}`, false, false},
 		{"exists", Exists(), `{"status":{}}`, true, false},
+		{"maas active", MaaSPhase([]string{"Active"}, "Failed"), `{"status":{"phase":"Active"}}`, true, false},
+		{"maas degraded is waited on", MaaSPhase([]string{"Active"}, "Failed"),
+			`{"status":{"phase":"Degraded","conditions":[{"type":"Ready","status":"True","reason":"Reconciled","message":"1 of 1 TokenRateLimitPolicies not accepted"}]}}`, false, false},
+		{"maas failed", MaaSPhase([]string{"Active"}, "Failed"),
+			`{"status":{"phase":"Failed","modelRefStatuses":[{"name":"m","namespace":"ns","ready":false,"reason":"NotFound","message":"HTTPRoute not found yet"}]}}`, false, true},
+		{"maas no phase", MaaSPhase([]string{"Active"}, "Failed"), `{"status":{}}`, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,5 +44,27 @@ func TestConditions(t *testing.T) {
 				t.Errorf("got done=%v failed=%v (%s), want done=%v failed=%v", r.Done, r.Failed, r.Status, tt.done, tt.fail)
 			}
 		})
+	}
+}
+
+// TestMaaSPhaseStatus: the Status of a MaaS wait names what the phase does
+// not: the not-ready entries of the per-model lists and, without a phase,
+// that the controller wrote nothing (issue 18).
+func TestMaaSPhaseStatus(t *testing.T) {
+	for _, tt := range []struct{ js, want string }{
+		{`{"status":{"phase":"Degraded","conditions":[{"type":"Ready","status":"True","reason":"Reconciled","message":"1 of 1 TokenRateLimitPolicies not accepted"}],` +
+			`"tokenRateLimitStatuses":[{"name":"maas-trlp-m","namespace":"ns","model":"m","ready":false,"reason":"NotAccepted","message":"target is invalid"}]}}`,
+			"phase Degraded: Ready=True (Reconciled): 1 of 1 TokenRateLimitPolicies not accepted; TokenRateLimitPolicy ns/maas-trlp-m NotAccepted: target is invalid"},
+		{`{"status":{"phase":"Failed","modelRefStatuses":[{"name":"m","namespace":"ns","ready":false,"reason":"NotFound","message":"HTTPRoute not found yet"},{"name":"ok","namespace":"ns","ready":true}]}}`,
+			"phase Failed: model ns/m NotFound: HTTPRoute not found yet"},
+		{`{"status":{}}`, "no phase yet: the MaaS controller has written no status"},
+	} {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"X",` + tt.js[1:])); err != nil {
+			t.Fatal(err)
+		}
+		if got := MaaSPhase([]string{"Active"}, "Failed")(u).Status; !strings.Contains(got, tt.want) {
+			t.Errorf("status %q, want it to contain %q", got, tt.want)
+		}
 	}
 }

@@ -27,13 +27,16 @@ var readiness = map[schema.GroupKind]func(obj *unstructured.Unstructured) Condit
 	// MaaS kinds (the phase enums of shared/crds/maas): Failed, or
 	// Invalid for a bad spec, are phases waiting will not fix; the
 	// failure names the inspect command (MaaSFix).
-	{Group: "inference.opendatahub.io", Kind: "ExternalProvider"}: maas(Phase([]string{"Ready"}, "Failed")),
-	{Group: "inference.opendatahub.io", Kind: "ExternalModel"}:    maas(Phase([]string{"Ready"}, "Failed")),
+	{Group: "inference.opendatahub.io", Kind: "ExternalProvider"}: maas(MaaSPhase([]string{"Ready"}, "Failed")),
+	{Group: "inference.opendatahub.io", Kind: "ExternalModel"}:    maas(MaaSPhase([]string{"Ready"}, "Failed")),
 	// RHOAI 3.3/3.4 publish external models in the MaaS group (case B16).
-	{Group: "maas.opendatahub.io", Kind: "ExternalModel"}:    maas(Phase([]string{"Ready"}, "Failed")),
-	{Group: "maas.opendatahub.io", Kind: "MaaSModelRef"}:     maas(ModelRefReady),
-	{Group: "maas.opendatahub.io", Kind: "MaaSAuthPolicy"}:   maas(Phase([]string{"Active"}, "Invalid", "Failed")),
-	{Group: "maas.opendatahub.io", Kind: "MaaSSubscription"}: maas(Phase([]string{"Active"}, "Invalid", "Failed")),
+	{Group: "maas.opendatahub.io", Kind: "ExternalModel"}: maas(MaaSPhase([]string{"Ready"}, "Failed")),
+	{Group: "maas.opendatahub.io", Kind: "MaaSModelRef"}:  maas(ModelRefReady),
+	// Degraded (a model missing, or a generated policy not accepted) is
+	// waited on with its reason: right after a create the controller
+	// reports it until Kuadrant has accepted the new policy.
+	{Group: "maas.opendatahub.io", Kind: "MaaSAuthPolicy"}:   maas(MaaSPhase([]string{"Active"}, "Invalid", "Failed")),
+	{Group: "maas.opendatahub.io", Kind: "MaaSSubscription"}: maas(MaaSPhase([]string{"Active"}, "Invalid", "Failed")),
 }
 
 // Readiness returns the condition that means "ready" for an object of
@@ -55,14 +58,14 @@ func maas(c Condition) func(*unstructured.Unstructured) Condition {
 
 // ModelRefReady is done at MaaSModelRef phase Ready (governance paired and
 // runtime healthy, maas-controller); Invalid and Failed end the wait.
-var ModelRefReady = Phase([]string{"Ready"}, "Invalid", "Failed")
+var ModelRefReady = MaaSPhase([]string{"Ready"}, "Invalid", "Failed")
 
 // ModelRefAccepted is done once the MaaS controller reconciled a
 // MaaSModelRef: phase Pending, Ready or Unhealthy, never Failed or Invalid.
 // A MaaSModelRef stays Pending ("no governance pairing") until a
 // MaaSAuthPolicy and a MaaSSubscription both reference it (case B17), so
 // the step that creates it waits only for this.
-var ModelRefAccepted = Phase([]string{"Pending", "Ready", "Unhealthy"}, "Invalid", "Failed")
+var ModelRefAccepted = MaaSPhase([]string{"Pending", "Ready", "Unhealthy"}, "Invalid", "Failed")
 
 // MaaSFix adds to a terminal failure of cond the object's Ready condition
 // and the command that shows more: the MaaS controller does not retry
@@ -72,7 +75,7 @@ func MaaSFix(cond Condition, obj *unstructured.Unstructured) Condition {
 		r := cond(live)
 		if r.Failed != nil {
 			detail := ""
-			if c, ok := GetCondition(live, "Ready"); ok {
+			if c, ok := GetCondition(live, "Ready"); ok && !strings.Contains(r.Failed.Error(), c.String()) {
 				detail = " (" + c.String() + ")"
 			}
 			r.Failed = fmt.Errorf("%w%s; the MaaS controller will not retry until the cause is fixed: see 'oc describe %s %s -n %s'",

@@ -205,9 +205,17 @@ func (pc *policyCtl) reconcile(ctx context.Context, k key) error {
 				fmt.Sprintf("%s target %s was not found", kind, tname)).gen(gen)),
 		})
 	}
+	if msg := m.opts.Faults.TokenRateLimitPolicyInvalid; msg != "" && pc.gvr == gvrTokenPolicy {
+		return m.updateStatus(ctx, pc.gvr, p, map[string]any{
+			"observedGeneration": gen,
+			"conditions":         conditions(old, cond("Accepted", false, "Invalid", kind+" target is invalid: "+msg).gen(gen)),
+		})
+	}
 	accepted := cond("Accepted", true, "Accepted", kind+" has been accepted").gen(gen)
 	enforced := cond("Enforced", true, "Enforced", kind+" has been successfully enforced").gen(gen)
-	if why := pc.notEnforced(target); why != "" {
+	if msg := m.opts.Faults.GatewayAuthPolicyNotEnforced; msg != "" && pc.gvr == gvrAuthPolicy && tkind == "Gateway" {
+		enforced = cond("Enforced", false, "Unknown", msg).gen(gen)
+	} else if why := pc.notEnforced(target); why != "" {
 		enforced = cond("Enforced", false, "Unknown", kind+" has encountered some issues: "+why).gen(gen)
 	}
 	return m.updateStatus(ctx, pc.gvr, p, map[string]any{

@@ -3,10 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,16 +24,27 @@ import (
 //     creates the HTTPRoute (owned by the model) on the MaaS Gateway
 //     openshift-ingress/maas-default-gateway and records status.httpRouteName.
 //   - MaaSModelRef: phase Ready only when the backend serves (its HTTPRoute
-//     is accepted by a programmed Gateway: RuntimeReady) AND an Active
-//     MaaSAuthPolicy and an Active MaaSSubscription both reference it
-//     (GovernanceAttached); Pending while either is missing ("Pending =
-//     awaiting governance pairing or backend readiness").
-//   - MaaSAuthPolicy / MaaSSubscription: one Kuadrant AuthPolicy /
-//     TokenRateLimitPolicy per referenced model, targeting the model's
-//     HTTPRoute in the model's namespace; phase Active when every one is
-//     enforced, Failed when a referenced MaaSModelRef does not exist. The
-//     generated policies live in the model namespace, so they are tracked by
-//     labels (an ownerReference cannot cross namespaces).
+//     is accepted by a programmed Gateway: RuntimeReady) AND a
+//     MaaSAuthPolicy and a MaaSSubscription both reference it
+//     (GovernanceAttached, whatever their phase); Pending while either is
+//     missing ("Pending = awaiting governance pairing or backend readiness").
+//   - MaaSAuthPolicy: no per-model AuthPolicy; every MaaSAuthPolicy
+//     converges on one Gateway-level AuthPolicy openshift-ingress/
+//     maas-gateway-auth (pkg/controller/maas/maasauthpolicy_controller.go
+//     reconcileGatewayAuthPolicy). Phase Active at once (Ready=True
+//     Reconciled, ConflictingAuthPolicy=False NoConflict), before Kuadrant
+//     enforces anything; Failed when no referenced MaaSModelRef exists.
+//   - MaaSSubscription: one TokenRateLimitPolicy maas-trlp-<model> per
+//     model, owned by the model's HTTPRoute
+//     (pkg/controller/maas/maassubscription_controller.go). Failed
+//     (ReconcileFailed; modelRefStatuses reason NotFound) while the model's
+//     HTTPRoute is missing, Degraded while its policy is not Accepted,
+//     Active once it is.
+//   - Finalizers maas.opendatahub.io/model-cleanup, authpolicy-cleanup and
+//     subscription-cleanup on the three kinds, removed only by the running
+//     controller (see finalize).
+//
+// Measured against the real v0.2.1 on the same CRDs (issue 18, 2026-12-01).
 type maasCtl struct {
 	m                     *manager
 	provider, model, ref  *reconciler
@@ -71,6 +84,7 @@ func registerMaaS(m *manager) {
 			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSModelRef, false)},
 			{gvr: gvrMaaSAuthPolicy, mapFn: m.allOf(gvrMaaSModelRef, false)},
 			{gvr: gvrMaaSSubscription, mapFn: m.allOf(gvrMaaSModelRef, false)},
+			c.maasAPIWatch(gvrMaaSModelRef),
 		},
 		reconcile: c.reconcileRef,
 	}
@@ -79,6 +93,8 @@ func registerMaaS(m *manager) {
 		watches: []watch{
 			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
 			{gvr: gvrAuthPolicy, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
+			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
+			c.maasAPIWatch(gvrMaaSAuthPolicy),
 		},
 		reconcile: c.reconcileAuthPolicy,
 	}
@@ -87,6 +103,8 @@ func registerMaaS(m *manager) {
 		watches: []watch{
 			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSSubscription, false)},
 			{gvr: gvrTokenPolicy, mapFn: m.allOf(gvrMaaSSubscription, false)},
+			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSSubscription, false)},
+			c.maasAPIWatch(gvrMaaSSubscription),
 		},
 		reconcile: c.reconcileSubscription,
 	}
@@ -309,12 +327,14 @@ func (c *maasCtl) applySpec(ctx context.Context, g schema.GroupVersionResource, 
 	return nil
 }
 
-// governed reports whether an Active MaaSAuthPolicy and an Active
-// MaaSSubscription both reference model ns/name.
+// governed reports whether a MaaSAuthPolicy and a MaaSSubscription both
+// reference model ns/name. maas-controller v0.2.1 pairs them whatever their
+// phase (measured, issue 18: GovernancePaired while the subscription was
+// Failed).
 func (c *maasCtl) governed(ns, name string) bool {
 	refers := func(g schema.GroupVersionResource) bool {
 		for _, o := range c.m.list(g, "") {
-			if str(o, "status", "phase") != "Active" {
+			if o.GetDeletionTimestamp() != nil {
 				continue
 			}
 			for _, r := range sliceOf(o, "spec", "modelRefs") {
@@ -332,8 +352,12 @@ func (c *maasCtl) governed(ns, name string) bool {
 func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 	m := c.m
 	ref := m.get(gvrMaaSModelRef, k.Namespace, k.Name)
-	if ref == nil || ref.GetDeletionTimestamp() != nil {
+	if ref == nil {
 		return nil
+	}
+	ref, err := c.finalize(ctx, gvrMaaSModelRef, ref, finalizerModelRef, nil)
+	if ref == nil || err != nil {
+		return err
 	}
 	if failed, err := c.injectedFailure(ctx, gvrMaaSModelRef, ref); failed || err != nil {
 		return err
@@ -443,153 +467,257 @@ func (c *maasCtl) routeGateway(route *unstructured.Unstructured) (*unstructured.
 	return nil, ""
 }
 
-// policyOutcome is one generated Kuadrant policy's state for a MaaS status list.
-type policyOutcome struct {
-	entry    map[string]any
-	ready    bool
-	notFound bool
+// The MaaS controller's finalizers (maas-controller v0.2.1,
+// pkg/controller/maas/maasmodelref_controller.go,
+// maasauthpolicy_controller.go maasAuthPolicyFinalizer,
+// maassubscription_controller.go maasSubscriptionFinalizer): added on the
+// first reconcile, removed by the controller after its cleanup when the
+// object is deleted. Nobody else removes them: with the controller gone
+// (its DataScienceCluster deleted first) a deleted MaaS object stays.
+const (
+	finalizerModelRef     = "maas.opendatahub.io/model-cleanup"
+	finalizerAuthPolicy   = "maas.opendatahub.io/authpolicy-cleanup"
+	finalizerSubscription = "maas.opendatahub.io/subscription-cleanup"
+)
+
+// The one Gateway-level AuthPolicy every MaaSAuthPolicy converges on
+// (maas-controller v0.2.1 pkg/controller/maas/maasauthpolicy_controller.go:
+// maasGatewayAuthPolicyName, reconcileGatewayAuthPolicy,
+// buildGatewayAuthPolicySpec). No per-model AuthPolicy is generated:
+// reconcileModelAuthPolicies only deletes legacy maas-auth-<model> ones.
+const (
+	gatewayAuthPolicyName    = "maas-gateway-auth"
+	gatewayAuthPartOf        = "maas-gateway-auth"
+	gatewayAuthComponent     = "gateway-auth"
+	maasPartOfLabel          = "app.kubernetes.io/part-of"
+	maasComponentLabel       = "app.kubernetes.io/component"
+	trlpPartOf               = "maas-subscription"
+	trlpComponent            = "token-rate-limit-policy"
+	trlpSubscriptionsAnnot   = "maas.opendatahub.io/subscriptions"
+	conditionConflictingAuth = "ConflictingAuthPolicy"
+)
+
+// running reports whether the MaaS controller runs: the RHOAI operator
+// deploys it with maas-api from one manifest set, both owned by the
+// DataScienceCluster, so it runs while maas-api's Deployment exists and is
+// not being deleted.
+func (c *maasCtl) running() bool {
+	ns := aiGatewayInfraNS
+	if c.m.opts.RHOAIVersion != RHOAI35 {
+		ns = defaultAppsNamespace
+		if l := c.m.list(gvrDSCI, ""); len(l) > 0 {
+			if a := str(l[0], "spec", "applicationsNamespace"); a != "" {
+				ns = a
+			}
+		}
+	}
+	d := c.m.get(gvrDeployment, ns, maasAPIDeployment)
+	return d != nil && d.GetDeletionTimestamp() == nil
 }
 
-// modelPolicies reconciles, for each modelRef of owner, the Kuadrant policy
-// made by build (nil when the model's route is not known yet) and returns
-// the outcomes.
-func (c *maasCtl) modelPolicies(ctx context.Context, owner *unstructured.Unstructured, g schema.GroupVersionResource, prefix string,
-	build func(model *unstructured.Unstructured, route string) *unstructured.Unstructured) ([]policyOutcome, error) {
-	var out []policyOutcome
-	for _, r := range sliceOf(owner, "spec", "modelRefs") {
-		rm, _ := r.(map[string]any)
-		name, ns := mstr(rm, "name"), mstr(rm, "namespace")
-		pname := prefix + name
-		o := policyOutcome{entry: map[string]any{"name": pname, "namespace": ns, "model": name, "modelNamespace": ns, "ready": false}}
-		model := c.m.get(gvrMaaSModelRef, ns, name)
-		route := str(model, "status", "httpRouteName")
-		switch {
-		case model == nil:
-			o.notFound = true
-			o.entry["reason"], o.entry["message"] = "NotFound", fmt.Sprintf("MaaSModelRef %s/%s not found", ns, name)
-		case route == "":
-			o.entry["reason"], o.entry["message"] = "BackendNotReady", fmt.Sprintf("MaaSModelRef %s/%s has no HTTPRoute yet", ns, name)
-		default:
-			if err := c.applySpec(ctx, g, build(model, route)); err != nil {
+// maasAPIWatch requeues every object of g when maas-api's Deployment
+// changes (the controller starting or stopping).
+func (c *maasCtl) maasAPIWatch(g schema.GroupVersionResource) watch {
+	return watch{gvr: gvrDeployment, mapFn: func(u *unstructured.Unstructured) []key {
+		if u.GetName() != maasAPIDeployment {
+			return nil
+		}
+		return c.m.allOf(g, false)(u)
+	}}
+}
+
+// finalize handles obj's finalizer fin: on a deleted object it runs
+// cleanup and removes fin, but only while the controller runs (see
+// running); on a live one it adds fin. It returns the object to continue
+// with (nil when the reconcile is over: the object is being deleted).
+//
+// Live objects are reconciled even without maas-api: fixtures without
+// RHOAI (the tier-migration tests) create MaaS objects directly; they get
+// no finalizer then. Adding and removing finalizers needs the deployed
+// controller, and that is what the uninstall order depends on.
+func (c *maasCtl) finalize(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, fin string, cleanup func() error) (*unstructured.Unstructured, error) {
+	fins := obj.GetFinalizers()
+	has := slices.Contains(fins, fin)
+	if obj.GetDeletionTimestamp() != nil {
+		if !has || !c.running() {
+			return nil, nil
+		}
+		if cleanup != nil {
+			if err := cleanup(); err != nil {
 				return nil, err
 			}
-			p := c.m.get(g, ns, pname)
-			switch {
-			case p == nil:
-				o.entry["reason"], o.entry["message"] = "NotAccepted", "policy created, waiting for Kuadrant"
-			case conditionTrue(p, "Enforced"):
-				o.ready = true
-				o.entry["ready"] = true
-				o.entry["reason"], o.entry["message"] = "AcceptedEnforced", "policy is accepted and enforced"
-			case conditionTrue(p, "Accepted"):
-				o.entry["reason"], o.entry["message"] = "NotEnforced", mstr(findCondition(p, "Enforced"), "message")
-			default:
-				o.entry["reason"], o.entry["message"] = "NotAccepted", mstr(findCondition(p, "Accepted"), "message")
-			}
 		}
-		if msg := mstr(o.entry, "message"); len(msg) > 1024 {
-			o.entry["message"] = msg[:1024]
+		u := obj.DeepCopy()
+		u.SetFinalizers(slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == fin }))
+		if _, err := c.m.dyn.Resource(g).Namespace(obj.GetNamespace()).Update(ctx, u, metaUpdate); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("remove finalizer %s of %s %s: %w", fin, g.Resource, keyOf(obj), err)
 		}
-		out = append(out, o)
+		return nil, nil
+	}
+	if has || !c.running() {
+		// Without the deployed controller (a fixture without RHOAI) the
+		// object is reconciled but gets no finalizer, so that deleting it
+		// does not hang on one nobody could remove.
+		return obj, nil
+	}
+	u := obj.DeepCopy()
+	u.SetFinalizers(append(slices.Clone(fins), fin))
+	out, err := c.m.dyn.Resource(g).Namespace(obj.GetNamespace()).Update(ctx, u, metaUpdate)
+	if err != nil {
+		return nil, fmt.Errorf("add finalizer %s to %s %s: %w", fin, g.Resource, keyOf(obj), err)
 	}
 	return out, nil
 }
 
-// phaseOf sums outcomes: Failed if a model is missing, Active if every
-// policy is enforced, Pending otherwise.
-func phaseOf(outcomes []policyOutcome) (string, condition) {
-	var missing, waiting []string
-	for _, o := range outcomes {
-		switch {
-		case o.notFound:
-			missing = append(missing, mstr(o.entry, "message"))
-		case !o.ready:
-			waiting = append(waiting, mstr(o.entry, "model")+": "+mstr(o.entry, "message"))
+// routeOf resolves the HTTPRoute of MaaSModelRef ns/name the way
+// maas-controller's findHTTPRouteForModel does (pkg/controller/maas
+// providers.go): the MaaSModelRef (not being deleted), its backend's route
+// (an ExternalModel's status.httpRouteName, named after the model on
+// 3.3/3.4; an LLMInferenceService's labelled route as the MaaSModelRef
+// status records it), and that the HTTPRoute exists. reason is
+// "NotFound" for a missing MaaSModelRef, "BackendNotReady" for a missing
+// route; msg says which.
+func (c *maasCtl) routeOf(ns, name string) (route, reason, msg string) {
+	m := c.m
+	ref := m.get(gvrMaaSModelRef, ns, name)
+	if ref == nil || ref.GetDeletionTimestamp() != nil {
+		return "", "NotFound", fmt.Sprintf("MaaSModelRef %s/%s not found", ns, name)
+	}
+	switch str(ref, "spec", "modelRef", "kind") {
+	case "ExternalModel":
+		if em := m.get(c.externalModelGVR(), ns, str(ref, "spec", "modelRef", "name")); em != nil {
+			route = str(em, "status", "httpRouteName")
+			if c.externalModelGVR() == gvrLegacyExternalMdl {
+				route = em.GetName()
+			}
 		}
+	default:
+		route = str(ref, "status", "httpRouteName")
 	}
-	switch {
-	case len(missing) > 0:
-		return "Failed", cond("Ready", false, "ReconcileFailed", strings.Join(missing, "; "))
-	case len(waiting) > 0:
-		return "Pending", cond("Ready", false, "NotEnforced", strings.Join(waiting, "; "))
+	if route == "" || m.get(gvrHTTPRoute, ns, route) == nil {
+		return "", "BackendNotReady", fmt.Sprintf("HTTPRoute not found yet for model %s/%s; TokenRateLimitPolicy cannot be created", ns, name)
 	}
-	return "Active", cond("Ready", true, "Reconciled", "all policies are enforced")
+	return route, "", ""
 }
 
 func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 	m := c.m
 	pol := m.get(gvrMaaSAuthPolicy, k.Namespace, k.Name)
-	if pol == nil || pol.GetDeletionTimestamp() != nil {
+	if pol == nil {
 		return nil
+	}
+	// Deleting a MaaSAuthPolicy leaves the Gateway-level policy: it is
+	// shared, owned by the Gateway (handleDeletion only drops legacy
+	// per-model policies, of which the controller makes none).
+	pol, err := c.finalize(ctx, gvrMaaSAuthPolicy, pol, finalizerAuthPolicy, nil)
+	if pol == nil || err != nil {
+		return err
 	}
 	if failed, err := c.injectedFailure(ctx, gvrMaaSAuthPolicy, pol); failed || err != nil {
 		return err
 	}
-	// The AuthPolicies are made at once (Kuadrant's enforcement delay
-	// runs alongside); the status waits for the MaaS delay (hold).
+	// The Gateway AuthPolicy is made at once; the status waits for the
+	// MaaS delay (hold).
 	ctx = m.hold(ctx, c.authPolicy, pol, "policy")
-	out, err := c.modelPolicies(ctx, pol, gvrAuthPolicy, "maas-auth-", func(model *unstructured.Unstructured, route string) *unstructured.Unstructured {
-		return c.authPolicyFor(model, route)
-	})
-	if err != nil {
+	if err := c.applyGatewayAuthPolicy(ctx); err != nil {
 		return err
 	}
-	phase, ready := phaseOf(out)
-	var entries []any
-	for _, o := range out {
-		entries = append(entries, o.entry)
+	// deriveAuthPolicyPhase: Failed when no referenced MaaSModelRef exists,
+	// Degraded when some are missing, otherwise Active at once: the phase
+	// does not wait for Kuadrant to enforce the Gateway policy.
+	var missing []string
+	refs := sliceOf(pol, "spec", "modelRefs")
+	for _, r := range refs {
+		rm, _ := r.(map[string]any)
+		if ref := m.get(gvrMaaSModelRef, mstr(rm, "namespace"), mstr(rm, "name")); ref == nil {
+			missing = append(missing, mstr(rm, "namespace")+"/"+mstr(rm, "name"))
+		}
 	}
-	st := map[string]any{"phase": phase, "conditions": conditions(statusConditions(pol), ready.gen(pol.GetGeneration()))}
-	if len(entries) > 0 {
-		st["authPolicies"] = entries
+	gen := pol.GetGeneration()
+	phase, ready := "Active", cond("Ready", true, "Reconciled", "successfully reconciled").gen(gen)
+	switch {
+	case len(missing) == len(refs):
+		phase = "Failed"
+		ready = cond("Ready", false, "ReconcileFailed", fmt.Sprintf("all %d model references are invalid or missing: %s", len(refs), strings.Join(missing, ", "))).gen(gen)
+	case len(missing) > 0:
+		phase = "Degraded"
+		ready = cond("Ready", true, "Reconciled", fmt.Sprintf("%d of %d model references are missing: %s", len(missing), len(refs), strings.Join(missing, ", "))).gen(gen)
 	}
-	return m.updateStatus(ctx, gvrMaaSAuthPolicy, pol, st)
+	noConflict := cond(conditionConflictingAuth, false, "NoConflict", "no conflicting AuthPolicies on MaaS auth surfaces").gen(gen)
+	return m.updateStatus(ctx, gvrMaaSAuthPolicy, pol, map[string]any{
+		"phase":      phase,
+		"conditions": conditions(statusConditions(pol), ready, noConflict),
+	})
 }
 
-// authPolicyFor is the AuthPolicy of one model: Kubernetes token review for
-// identity, and access for the union of the subjects of every
-// MaaSAuthPolicy that references the model.
-func (c *maasCtl) authPolicyFor(model *unstructured.Unstructured, route string) *unstructured.Unstructured {
-	groups, users := map[string]bool{}, map[string]bool{}
-	for _, p := range c.m.list(gvrMaaSAuthPolicy, "") {
-		if !refersTo(p, model) {
-			continue
-		}
-		for _, g := range sliceOf(p, "spec", "subjects", "groups") {
-			groups[mstr(g.(map[string]any), "name")] = true
-		}
-		us, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "subjects", "users")
-		for _, u := range us {
-			users[u] = true
-		}
+// applyGatewayAuthPolicy creates or updates openshift-ingress/
+// maas-gateway-auth: it targets the MaaS Gateway (owned by it once the
+// Gateway exists), authenticates API keys through maas-api's validation
+// endpoint and OpenShift tokens through a TokenReview, and authorizes
+// through maas-api's subscription selection (the per-model group check
+// is a lookup there, not a predicate in the policy).
+func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
+	api := "https://maas-api." + aiGatewayInfraNS + ".svc.cluster.local:8443/internal/v1"
+	meta := map[string]any{
+		"name": gatewayAuthPolicyName, "namespace": maasGatewayNamespace,
+		"labels": map[string]any{maasManagedByLabel: maasControllerName, maasPartOfLabel: gatewayAuthPartOf, maasComponentLabel: gatewayAuthComponent},
 	}
-	quote := func(set map[string]bool) string {
-		var l []string
-		for k := range set {
-			l = append(l, strconv.Quote(k))
-		}
-		sort.Strings(l)
-		return "[" + strings.Join(l, ", ") + "]"
+	gw := c.m.get(gvrGateway, maasGatewayNamespace, maasGatewayName)
+	if gw != nil {
+		meta["ownerReferences"] = []any{ownerRef(gw, false)}
 	}
-	predicate := fmt.Sprintf("auth.identity.user.groups.exists(g, g in %s) || auth.identity.user.username in %s", quote(groups), quote(users))
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kuadrant.io/v1", "kind": "AuthPolicy",
-		"metadata": map[string]any{
-			"name": "maas-auth-" + model.GetName(), "namespace": model.GetNamespace(),
-			"labels": map[string]any{maasManagedByLabel: maasControllerName, maasModelLabel: model.GetName()},
-		},
+	want := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kuadrant.io/v1", "kind": "AuthPolicy", "metadata": meta,
 		"spec": map[string]any{
-			"targetRef": map[string]any{"group": gatewayAPIGroup, "kind": "HTTPRoute", "name": route},
-			"rules": map[string]any{
-				"authentication": map[string]any{
-					"openshift-identities": map[string]any{"kubernetesTokenReview": map[string]any{"audiences": []any{"https://kubernetes.default.svc"}}},
-				},
-				"authorization": map[string]any{
-					"maas-subjects": map[string]any{"patternMatching": map[string]any{"patterns": []any{map[string]any{"predicate": predicate}}}},
+			"targetRef": map[string]any{"group": gatewayAPIGroup, "kind": "Gateway", "name": maasGatewayName},
+			"defaults": map[string]any{
+				"when": []any{map[string]any{"predicate": `request.path != "/maas-api/health" || request.method != "GET"`}},
+				"rules": map[string]any{
+					"authentication": map[string]any{
+						"api-keys": map[string]any{
+							"plain":    map[string]any{"selector": "request.headers.authorization"},
+							"when":     []any{map[string]any{"selector": "request.headers.authorization", "operator": "matches", "value": "^Bearer sk-oai-.*"}},
+							"priority": int64(0),
+						},
+						"openshift-identities": map[string]any{
+							"kubernetesTokenReview": map[string]any{"audiences": []any{"https://kubernetes.default.svc"}},
+							"priority":              int64(2),
+						},
+					},
+					"metadata": map[string]any{
+						"apiKeyValidation": map[string]any{
+							"http":     map[string]any{"url": api + "/api-keys/validate", "method": "POST", "contentType": "application/json"},
+							"priority": int64(0),
+						},
+						"subscription-info": map[string]any{
+							"http":     map[string]any{"url": api + "/subscriptions/select", "method": "POST", "contentType": "application/json"},
+							"priority": int64(1),
+						},
+					},
+					"authorization": map[string]any{
+						"subscription-valid": map[string]any{
+							"opa": map[string]any{"rego": "allow {\n  object.get(input.auth.metadata[\"subscription-info\"], \"name\", \"\") != \"\"\n}"},
+						},
+						"require-group-membership": map[string]any{
+							"opa": map[string]any{"rego": "allow {\n  object.get(input.auth.metadata[\"subscription-info\"], \"accessAllowed\", false) == true\n}"},
+						},
+					},
 				},
 			},
 		},
 	}}
+	live := c.m.get(gvrAuthPolicy, maasGatewayNamespace, gatewayAuthPolicyName)
+	if live != nil && gw != nil && !ownedBy(live, gw.GetUID()) {
+		u := live.DeepCopy()
+		u.SetOwnerReferences(append(u.GetOwnerReferences(), metav1.OwnerReference{
+			APIVersion: gw.GetAPIVersion(), Kind: gw.GetKind(), Name: gw.GetName(), UID: gw.GetUID(),
+		}))
+		if _, err := c.m.dyn.Resource(gvrAuthPolicy).Namespace(maasGatewayNamespace).Update(ctx, u, metaUpdate); err != nil {
+			return fmt.Errorf("set owner of authpolicies %s/%s: %w", maasGatewayNamespace, gatewayAuthPolicyName, err)
+		}
+		return nil // the update requeues; the spec is compared then
+	}
+	return c.applySpec(ctx, gvrAuthPolicy, want)
 }
 
 func refersTo(owner, model *unstructured.Unstructured) bool {
@@ -605,37 +733,100 @@ func refersTo(owner, model *unstructured.Unstructured) bool {
 func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 	m := c.m
 	sub := m.get(gvrMaaSSubscription, k.Namespace, k.Name)
-	if sub == nil || sub.GetDeletionTimestamp() != nil {
+	if sub == nil {
 		return nil
+	}
+	// handleDeletion: each model's aggregated TokenRateLimitPolicy is
+	// deleted (the remaining subscriptions rebuild it), then the finalizer
+	// goes.
+	cleanup := func() error {
+		for _, r := range sliceOf(sub, "spec", "modelRefs") {
+			rm, _ := r.(map[string]any)
+			err := m.dyn.Resource(gvrTokenPolicy).Namespace(mstr(rm, "namespace")).Delete(ctx, "maas-trlp-"+mstr(rm, "name"), metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete tokenratelimitpolicies %s/maas-trlp-%s: %w", mstr(rm, "namespace"), mstr(rm, "name"), err)
+			}
+		}
+		return nil
+	}
+	sub, err := c.finalize(ctx, gvrMaaSSubscription, sub, finalizerSubscription, cleanup)
+	if sub == nil || err != nil {
+		return err
 	}
 	if failed, err := c.injectedFailure(ctx, gvrMaaSSubscription, sub); failed || err != nil {
 		return err
 	}
-	// The TokenRateLimitPolicies are made at once (Kuadrant's enforcement
-	// delay runs alongside); the status waits for the MaaS delay (hold).
+	// The TokenRateLimitPolicies are made at once (Kuadrant's acceptance
+	// runs alongside); the status waits for the MaaS delay (hold).
 	ctx = m.hold(ctx, c.subscript, sub, "subscription")
-	out, err := c.modelPolicies(ctx, sub, gvrTokenPolicy, "maas-trlp-", func(model *unstructured.Unstructured, route string) *unstructured.Unstructured {
-		return c.tokenPolicyFor(model, route)
-	})
-	if err != nil {
-		return err
-	}
-	phase, ready := phaseOf(out)
 	var refStatuses, trl []any
-	for _, o := range out {
-		e := o.entry
-		refStatuses = append(refStatuses, map[string]any{
-			"name": e["model"], "namespace": e["modelNamespace"], "ready": !o.notFound && mstr(e, "reason") != "BackendNotReady",
-			"reason": map[bool]string{true: "NotFound", false: "Valid"}[o.notFound], "message": e["message"],
-		})
-		if !o.notFound {
-			trl = append(trl, map[string]any{
-				"name": e["name"], "namespace": e["namespace"], "model": e["model"],
-				"ready": e["ready"], "reason": e["reason"], "message": e["message"],
-			})
+	valid, refs := 0, sliceOf(sub, "spec", "modelRefs")
+	anyRef := false
+	var notAccepted []string
+	for _, r := range refs {
+		rm, _ := r.(map[string]any)
+		ns, name := mstr(rm, "namespace"), mstr(rm, "name")
+		pname := "maas-trlp-" + name
+		route, reason, msg := c.routeOf(ns, name)
+		if reason != "NotFound" {
+			anyRef = true
 		}
+		rs := map[string]any{"name": name, "namespace": ns, "ready": false, "reason": "NotFound", "message": msg}
+		ts := map[string]any{"name": pname, "namespace": ns, "model": name, "ready": false}
+		if route == "" {
+			ts["reason"], ts["message"] = "BackendNotReady", msg
+			refStatuses, trl = append(refStatuses, rs), append(trl, ts)
+			continue
+		}
+		valid++
+		rs["ready"], rs["reason"] = true, "Valid"
+		delete(rs, "message")
+		if err := c.applyTokenPolicy(ctx, ns, name, route); err != nil {
+			return err
+		}
+		// checkTokenRateLimitHealth: only Accepted is read, not Enforced. A
+		// policy the cache does not hold yet (just created) is not healthy
+		// either: the subscription is Active only once Kuadrant accepted
+		// every policy, never before, so nobody who saw Active sees it turn
+		// Degraded when the creation event arrives.
+		switch p := m.get(gvrTokenPolicy, ns, pname); {
+		case p == nil:
+			ts["reason"], ts["message"] = "NotFound", "TokenRateLimitPolicy not created yet"
+			notAccepted = append(notAccepted, pname+": not created yet")
+		case conditionTrue(p, "Accepted"):
+			ts["ready"], ts["reason"] = true, "Accepted"
+		default:
+			why := "Accepted condition not found"
+			if a := findCondition(p, "Accepted"); a != nil {
+				why = mstr(a, "message")
+			}
+			ts["reason"], ts["message"] = "NotAccepted", why
+			notAccepted = append(notAccepted, pname+": "+why)
+		}
+		refStatuses, trl = append(refStatuses, rs), append(trl, ts)
 	}
-	st := map[string]any{"phase": phase, "conditions": conditions(statusConditions(sub), ready.gen(sub.GetGeneration()))}
+	if !anyRef && len(refs) > 0 {
+		// Measured on maas-controller v0.2.1 (issue 18): a subscription
+		// whose models do not exist gets no phase and no condition at all
+		// (its status update conflicts), so none is written here either.
+		return nil
+	}
+	gen := sub.GetGeneration()
+	// deriveFinalPhase and updateStatus: Ready is False (ReconcileFailed)
+	// only for Failed; Degraded keeps Ready=True Reconciled.
+	phase, ready := "Active", cond("Ready", true, "Reconciled", "successfully reconciled").gen(gen)
+	switch {
+	case valid == 0:
+		phase = "Failed"
+		ready = cond("Ready", false, "ReconcileFailed", fmt.Sprintf("all %d model references are invalid or unavailable", len(refs))).gen(gen)
+	case valid < len(refs):
+		phase = "Degraded"
+		ready = cond("Ready", true, "Reconciled", fmt.Sprintf("%d of %d model references are invalid or unavailable", len(refs)-valid, len(refs))).gen(gen)
+	case len(notAccepted) > 0:
+		phase = "Degraded"
+		ready = cond("Ready", true, "Reconciled", fmt.Sprintf("%d of %d TokenRateLimitPolicies not accepted", len(notAccepted), len(trl))).gen(gen)
+	}
+	st := map[string]any{"phase": phase, "conditions": conditions(statusConditions(sub), ready)}
 	if len(refStatuses) > 0 {
 		st["modelRefStatuses"] = refStatuses
 	}
@@ -645,15 +836,26 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 	return m.updateStatus(ctx, gvrMaaSSubscription, sub, st)
 }
 
-// tokenPolicyFor is the TokenRateLimitPolicy of one model: a limit per
-// MaaSSubscription that references it, counted per user, applying to the
-// subscription's owners.
-func (c *maasCtl) tokenPolicyFor(model *unstructured.Unstructured, route string) *unstructured.Unstructured {
+// applyTokenPolicy creates or updates the TokenRateLimitPolicy of model
+// ns/name (maas-controller v0.2.1 pkg/controller/maas/
+// maassubscription_controller.go reconcileTRLPForModel): one per model,
+// in the route's namespace, owned by the model's HTTPRoute, with one limit
+// per MaaSSubscription that lists the model, applying when the
+// subscription maas-api selected for the request is that one
+// (auth.identity.selected_subscription_key, set by maas-gateway-auth),
+// counted per user. Labels and the subscriptions annotation are the real
+// controller's.
+func (c *maasCtl) applyTokenPolicy(ctx context.Context, ns, name, routeName string) error {
+	route := c.m.get(gvrHTTPRoute, ns, routeName)
 	limits := map[string]any{}
+	var subs []string
 	for _, s := range c.m.list(gvrMaaSSubscription, "") {
+		if s.GetDeletionTimestamp() != nil {
+			continue
+		}
 		for _, r := range sliceOf(s, "spec", "modelRefs") {
 			rm, _ := r.(map[string]any)
-			if mstr(rm, "name") != model.GetName() || mstr(rm, "namespace") != model.GetNamespace() {
+			if mstr(rm, "name") != name || mstr(rm, "namespace") != ns {
 				continue
 			}
 			var rates []any
@@ -662,29 +864,52 @@ func (c *maasCtl) tokenPolicyFor(model *unstructured.Unstructured, route string)
 				tm, _ := t.(map[string]any)
 				rates = append(rates, map[string]any{"limit": tm["limit"], "window": tm["window"]})
 			}
-			var groups []string
-			for _, g := range sliceOf(s, "spec", "owner", "groups") {
-				groups = append(groups, strconv.Quote(mstr(g.(map[string]any), "name")))
+			if len(rates) == 0 {
+				rates = []any{map[string]any{"limit": int64(100), "window": "1m"}}
 			}
-			sort.Strings(groups)
-			limits[s.GetNamespace()+"-"+s.GetName()] = map[string]any{
+			subs = append(subs, s.GetName())
+			limits[s.GetNamespace()+"-"+s.GetName()+"-"+name+"-tokens"] = map[string]any{
 				"rates":    rates,
 				"counters": []any{map[string]any{"expression": "auth.identity.userid"}},
-				"when":     []any{map[string]any{"predicate": fmt.Sprintf("auth.identity.groups.exists(g, g in [%s])", strings.Join(groups, ", "))}},
+				"when": []any{map[string]any{"predicate": fmt.Sprintf(`auth.identity.selected_subscription_key == "%s/%s@%s/%s"`,
+					s.GetNamespace(), s.GetName(), ns, name)}},
 			}
+			break
 		}
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kuadrant.io/v1alpha1", "kind": "TokenRateLimitPolicy",
-		"metadata": map[string]any{
-			"name": "maas-trlp-" + model.GetName(), "namespace": model.GetNamespace(),
-			"labels": map[string]any{maasManagedByLabel: maasControllerName, maasModelLabel: model.GetName()},
-		},
+	sort.Strings(subs)
+	meta := map[string]any{
+		"name": "maas-trlp-" + name, "namespace": ns,
+		"labels": map[string]any{maasModelLabel: name, maasManagedByLabel: maasControllerName,
+			maasPartOfLabel: trlpPartOf, maasComponentLabel: trlpComponent},
+		"annotations": map[string]any{trlpSubscriptionsAnnot: strings.Join(subs, ",")},
+	}
+	if route != nil {
+		meta["ownerReferences"] = []any{ownerRef(route, true)}
+	}
+	want := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kuadrant.io/v1alpha1", "kind": "TokenRateLimitPolicy", "metadata": meta,
 		"spec": map[string]any{
-			"targetRef": map[string]any{"group": gatewayAPIGroup, "kind": "HTTPRoute", "name": route},
+			"targetRef": map[string]any{"group": gatewayAPIGroup, "kind": "HTTPRoute", "name": routeName},
 			"limits":    limits,
 		},
 	}}
+	live := c.m.get(gvrTokenPolicy, ns, "maas-trlp-"+name)
+	if live != nil && live.GetAnnotations()[trlpSubscriptionsAnnot] != strings.Join(subs, ",") {
+		u := live.DeepCopy()
+		an := u.GetAnnotations()
+		if an == nil {
+			an = map[string]string{}
+		}
+		an[trlpSubscriptionsAnnot] = strings.Join(subs, ",")
+		u.SetAnnotations(an)
+		u.Object["spec"] = want.Object["spec"]
+		if _, err := c.m.dyn.Resource(gvrTokenPolicy).Namespace(ns).Update(ctx, u, metaUpdate); err != nil {
+			return fmt.Errorf("update tokenratelimitpolicies %s/maas-trlp-%s: %w", ns, name, err)
+		}
+		return nil
+	}
+	return c.applySpec(ctx, gvrTokenPolicy, want)
 }
 
 // writeModelRefStatus writes a MaaSModelRef's phase and its Ready,

@@ -179,6 +179,19 @@ type Faults struct {
 	// cluster where RHCL was installed late). The gateway delay still
 	// holds the GatewayClass's Accepted as before.
 	IstioAfterKuadrantOperator bool
+	// GatewayAuthPolicyNotEnforced, when set, keeps every AuthPolicy that
+	// targets a Gateway Accepted but Enforced=False (reason Unknown) with
+	// this message: the field report of AuthPolicy/maas-gateway-auth
+	// reporting "[Gateway API provider (istio / envoy gateway)] is not
+	// installed, please restart Kuadrant Operator pod" while istiod ran,
+	// with no AuthConfig generated (issue 18).
+	GatewayAuthPolicyNotEnforced string
+	// TokenRateLimitPolicyInvalid, when set, makes Kuadrant refuse every
+	// TokenRateLimitPolicy: Accepted=False, reason Invalid, with this
+	// message (kuadrant-operator api/v1 policy condition reasons), as for a
+	// policy whose limits it cannot translate. The MaaS controller then
+	// settles the MaaSSubscription at Degraded (issue 18).
+	TokenRateLimitPolicyInvalid string
 	// MaaSFailures makes the MaaS controller report an object as failed:
 	// keys are "Kind/namespace/name" (e.g. "MaaSModelRef/ns/m"), values the
 	// status message. ExternalProvider, ExternalModel and MaaSModelRef get

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,6 +85,49 @@ func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[str
 
 // waitFor watches one object until ok accepts it, failing t after timeout
 // with the last state seen.
+// phaseHistory records, from now on, every status.phase object ns/name of
+// g is written with (one entry per write that changes it). The returned
+// func waits up to settle for the last recorded phase to be last, then
+// returns the history.
+func (c *cluster) phaseHistory(t *testing.T, g schema.GroupVersionResource, ns, name string) func(settle time.Duration, last string) []string {
+	t.Helper()
+	w, err := c.dyn.Resource(g).Namespace(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		t.Fatalf("watch %s %s/%s: %v", g.Resource, ns, name, err)
+	}
+	t.Cleanup(w.Stop)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	go func() {
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			p := str(u, "status", "phase")
+			mu.Lock()
+			if p != "" && (len(seen) == 0 || seen[len(seen)-1] != p) {
+				seen = append(seen, p)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func(settle time.Duration, last string) []string {
+		deadline := time.Now().Add(settle)
+		for {
+			mu.Lock()
+			out := slices.Clone(seen)
+			mu.Unlock()
+			if (len(out) > 0 && out[len(out)-1] == last) || time.Now().After(deadline) {
+				return out
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -541,7 +586,9 @@ func TestOLMFailureModes(t *testing.T) {
 // install (/tmp/helpers/INSTALL-CONTRACT.md) against the simulators, in the
 // documented order, with plain creates standing in for maasctl.
 func TestInstallContractFlow(t *testing.T) {
-	c := startCluster(t, Options{})
+	// Kuadrant takes a moment to accept a policy, as on a real cluster:
+	// the MaaS subscription must not report Active before it has.
+	c := startCluster(t, Options{Delay: map[string]time.Duration{Kuadrant: 3 * time.Second}})
 	const (
 		dbNS     = "rhoai-maas-db"
 		modelNS  = "llm-coding-assistant"
@@ -761,6 +808,8 @@ func TestInstallContractFlow(t *testing.T) {
 				"modelRefs": []any{map[string]any{"name": "qwen35-9b-coder", "namespace": modelNS}},
 			},
 		})
+		// Every phase the subscription goes through, from before it exists.
+		phases := c.phaseHistory(t, gvrMaaSSubscription, maasNamespace, "llama-coder-default")
 		c.apply(t, gvrMaaSSubscription, map[string]any{
 			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSSubscription",
 			"metadata": map[string]any{"name": "llama-coder-default", "namespace": maasNamespace},
@@ -770,10 +819,85 @@ func TestInstallContractFlow(t *testing.T) {
 					"tokenRateLimits": []any{map[string]any{"limit": int64(200000), "window": "1h"}}}},
 			},
 		})
-		c.waitFor(t, gvrMaaSAuthPolicy, maasNamespace, "llama-coder-access", time.Minute, "Active", fieldIs("Active", "status", "phase"))
+		// maas-controller v0.2.1: the MaaSAuthPolicy is Active at once, with
+		// ConflictingAuthPolicy=False; the one Gateway-level AuthPolicy
+		// protects every model and no per-model AuthPolicy exists.
+		pol := c.waitFor(t, gvrMaaSAuthPolicy, maasNamespace, "llama-coder-access", time.Minute, "Active", fieldIs("Active", "status", "phase"))
+		for _, want := range [][3]string{{"Ready", "True", "Reconciled"}, {"ConflictingAuthPolicy", "False", "NoConflict"}} {
+			if !hasCondition(want[0], want[1], want[2])(pol) {
+				t.Errorf("MaaSAuthPolicy condition %s = %v, want %s %s", want[0], findCondition(pol, want[0]), want[1], want[2])
+			}
+		}
 		c.waitFor(t, gvrMaaSSubscription, maasNamespace, "llama-coder-default", time.Minute, "Active", fieldIs("Active", "status", "phase"))
-		c.waitFor(t, gvrAuthPolicy, modelNS, "maas-auth-qwen35-9b-coder", time.Minute, "Enforced", hasCondition("Enforced", "True", "Enforced"))
-		c.waitFor(t, gvrMaaSModelRef, modelNS, "qwen35-9b-coder", time.Minute, "Ready", fieldIs("Ready", "status", "phase"))
+		// Active only once Kuadrant accepted the subscription's policy: a
+		// policy just created (not yet in the controller's cache, or with no
+		// Accepted condition) keeps it Degraded. Accepted, once written, is
+		// never removed, so it must be there now.
+		if p, err := c.dyn.Resource(gvrTokenPolicy).Namespace(modelNS).Get(t.Context(), "maas-trlp-qwen35-9b-coder", metav1.GetOptions{}); err != nil || !conditionTrue(p, "Accepted") {
+			t.Errorf("MaaSSubscription went Active while its TokenRateLimitPolicy was not accepted (err %v, conditions %v)", err, statusConditions(p))
+		}
+		// Nobody who saw it Active may see it turn back: a policy created
+		// but not yet accepted (or not yet in the controller's cache) keeps
+		// it Degraded before, never after, Active.
+		if seen := phases(5*time.Second, "Active"); slices.Contains(seen, "Active") {
+			first := slices.Index(seen, "Active")
+			for _, p := range seen[first:] {
+				if p != "Active" {
+					t.Errorf("MaaSSubscription phases %v: %s after Active", seen, p)
+					break
+				}
+			}
+		}
+		gwAuth := c.waitFor(t, gvrAuthPolicy, "openshift-ingress", "maas-gateway-auth", time.Minute, "Enforced", hasCondition("Enforced", "True", "Enforced"))
+		for k, v := range map[string]string{"app.kubernetes.io/component": "gateway-auth", "app.kubernetes.io/managed-by": "maas-controller"} {
+			if got := gwAuth.GetLabels()[k]; got != v {
+				t.Errorf("maas-gateway-auth label %s=%q, want %q", k, got, v)
+			}
+		}
+		if k, n := str(gwAuth, "spec", "targetRef", "kind"), str(gwAuth, "spec", "targetRef", "name"); k != "Gateway" || n != "maas-default-gateway" {
+			t.Errorf("maas-gateway-auth targets %s %s, want Gateway maas-default-gateway", k, n)
+		}
+		if o := gwAuth.GetOwnerReferences(); len(o) != 1 || o[0].Kind != "Gateway" || o[0].Name != "maas-default-gateway" {
+			t.Errorf("maas-gateway-auth owners %v, want the Gateway", o)
+		}
+		if _, err := c.dyn.Resource(gvrAuthPolicy).Namespace(modelNS).Get(t.Context(), "maas-auth-qwen35-9b-coder", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("per-model AuthPolicy maas-auth-qwen35-9b-coder: err %v, want NotFound (the real controller makes none)", err)
+		}
+		trlp := c.waitFor(t, gvrTokenPolicy, modelNS, "maas-trlp-qwen35-9b-coder", time.Minute, "exists", exists)
+		if o := trlp.GetOwnerReferences(); len(o) != 1 || o[0].Kind != "HTTPRoute" || o[0].Name != "qwen35-9b-coder" {
+			t.Errorf("TokenRateLimitPolicy owners %v, want HTTPRoute qwen35-9b-coder", o)
+		}
+		for k, v := range map[string]string{"maas.opendatahub.io/model": "qwen35-9b-coder", "app.kubernetes.io/managed-by": "maas-controller",
+			"app.kubernetes.io/part-of": "maas-subscription", "app.kubernetes.io/component": "token-rate-limit-policy"} {
+			if got := trlp.GetLabels()[k]; got != v {
+				t.Errorf("TokenRateLimitPolicy label %s=%q, want %q", k, got, v)
+			}
+		}
+		if a := trlp.GetAnnotations()["maas.opendatahub.io/subscriptions"]; a != "llama-coder-default" {
+			t.Errorf("TokenRateLimitPolicy subscriptions annotation %q", a)
+		}
+		limit := mapOf(trlp, "spec", "limits")[maasNamespace+"-llama-coder-default-qwen35-9b-coder-tokens"]
+		if pred := fmt.Sprint(limit); !strings.Contains(pred, `auth.identity.selected_subscription_key == "`+maasNamespace+`/llama-coder-default@`+modelNS+`/qwen35-9b-coder"`) {
+			t.Errorf("limit %v does not apply to the selected subscription", limit)
+		}
+		ref = c.waitFor(t, gvrMaaSModelRef, modelNS, "qwen35-9b-coder", time.Minute, "Ready", fieldIs("Ready", "status", "phase"))
+		for _, f := range []struct {
+			g        schema.GroupVersionResource
+			ns, name string
+			fin      string
+		}{
+			{gvrMaaSModelRef, modelNS, "qwen35-9b-coder", "maas.opendatahub.io/model-cleanup"},
+			{gvrMaaSAuthPolicy, maasNamespace, "llama-coder-access", "maas.opendatahub.io/authpolicy-cleanup"},
+			{gvrMaaSSubscription, maasNamespace, "llama-coder-default", "maas.opendatahub.io/subscription-cleanup"},
+		} {
+			u, err := c.dyn.Resource(f.g).Namespace(f.ns).Get(t.Context(), f.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(u.GetFinalizers(), f.fin) {
+				t.Errorf("%s %s/%s finalizers %v, want %s", f.g.Resource, f.ns, f.name, u.GetFinalizers(), f.fin)
+			}
+		}
 
 		c.apply(t, gvrMaaSAuthPolicy, map[string]any{
 			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSAuthPolicy",
@@ -787,7 +911,101 @@ func TestInstallContractFlow(t *testing.T) {
 		if msg := mstr(findCondition(p, "Ready"), "message"); !strings.Contains(msg, "no-such-model") {
 			t.Errorf("message %q does not name the missing model", msg)
 		}
+
+		// A model whose HTTPRoute does not exist: its subscription is
+		// Failed (ReconcileFailed, modelRefStatuses NotFound); one that
+		// also lists a routed model is Degraded.
+		c.apply(t, gvrMaaSModelRef, map[string]any{
+			"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSModelRef",
+			"metadata": map[string]any{"name": "routeless", "namespace": modelNS},
+			"spec":     map[string]any{"modelRef": map[string]any{"kind": "ExternalModel", "name": "no-such-external-model"}},
+		})
+		sub := func(name string, models ...string) {
+			var refs []any
+			for _, m := range models {
+				refs = append(refs, map[string]any{"name": m, "namespace": modelNS, "tokenRateLimits": []any{map[string]any{"limit": int64(10), "window": "1m"}}})
+			}
+			c.apply(t, gvrMaaSSubscription, map[string]any{
+				"apiVersion": "maas.opendatahub.io/v1alpha1", "kind": "MaaSSubscription",
+				"metadata": map[string]any{"name": name, "namespace": maasNamespace},
+				"spec":     map[string]any{"owner": map[string]any{"users": []any{"alice"}}, "modelRefs": refs},
+			})
+		}
+		sub("routeless-sub", "routeless")
+		sub("partial-sub", "qwen35-9b-coder", "routeless")
+		f := c.waitFor(t, gvrMaaSSubscription, maasNamespace, "routeless-sub", time.Minute, "Failed", fieldIs("Failed", "status", "phase"))
+		if !hasCondition("Ready", "False", "ReconcileFailed")(f) {
+			t.Errorf("Failed subscription Ready = %v, want False ReconcileFailed", findCondition(f, "Ready"))
+		}
+		if rs := sliceOf(f, "status", "modelRefStatuses"); len(rs) != 1 || mstr(rs[0].(map[string]any), "reason") != "NotFound" {
+			t.Errorf("modelRefStatuses %v, want one with reason NotFound", rs)
+		}
+		d := c.waitFor(t, gvrMaaSSubscription, maasNamespace, "partial-sub", time.Minute, "Degraded", fieldIs("Degraded", "status", "phase"))
+		if !hasCondition("Ready", "True", "Reconciled")(d) {
+			t.Errorf("Degraded subscription Ready = %v, want True Reconciled", findCondition(d, "Ready"))
+		}
+		c.waitFor(t, gvrTokenPolicy, modelNS, "maas-trlp-qwen35-9b-coder", time.Minute, "both subscriptions", func(u *unstructured.Unstructured) bool {
+			return u.GetAnnotations()["maas.opendatahub.io/subscriptions"] == "llama-coder-default,partial-sub"
+		})
+		// Deleting a subscription: the running controller drops the
+		// model's policy (the remaining subscriptions rebuild it) and its
+		// finalizer.
+		if err := c.dyn.Resource(gvrMaaSSubscription).Namespace(maasNamespace).Delete(t.Context(), "partial-sub", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitGone(t, gvrMaaSSubscription, maasNamespace, "partial-sub", time.Minute)
+		c.waitFor(t, gvrTokenPolicy, modelNS, "maas-trlp-qwen35-9b-coder", time.Minute, "rebuilt for the remaining subscription", func(u *unstructured.Unstructured) bool {
+			return u.GetAnnotations()["maas.opendatahub.io/subscriptions"] == "llama-coder-default"
+		})
 	})
+
+	// With the DataScienceCluster gone, so is the MaaS controller (deployed
+	// with maas-api, owned by the DSC): nothing removes the finalizers of
+	// MaaS objects deleted afterwards.
+	t.Run("finalizers without the controller", func(t *testing.T) {
+		if err := c.dyn.Resource(gvrDSC).Delete(t.Context(), "default-dsc", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitGone(t, gvrDeployment, aiGatewayInfraNS, maasAPIDeployment, 2*time.Minute)
+		if err := c.dyn.Resource(gvrMaaSAuthPolicy).Namespace(maasNamespace).Delete(t.Context(), "llama-coder-access", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		u := c.waitFor(t, gvrMaaSAuthPolicy, maasNamespace, "llama-coder-access", time.Minute, "deletionTimestamp", func(u *unstructured.Unstructured) bool {
+			return u.GetDeletionTimestamp() != nil
+		})
+		if !slices.Contains(u.GetFinalizers(), "maas.opendatahub.io/authpolicy-cleanup") {
+			t.Errorf("finalizers %v: the deleted MaaSAuthPolicy lost authpolicy-cleanup without its controller", u.GetFinalizers())
+		}
+	})
+}
+
+// waitGone watches one object until it is deleted.
+func (c *cluster) waitGone(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	ri := c.dyn.Resource(g).Namespace(ns)
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (kwatch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
+		},
+	}
+	present := false
+	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(st cache.Store) (bool, error) {
+		return len(st.List()) == 0, nil
+	}, func(ev kwatch.Event) (bool, error) {
+		present = ev.Type != kwatch.Deleted
+		return ev.Type == kwatch.Deleted, nil
+	})
+	if err != nil {
+		t.Fatalf("%s %s/%s not gone within %s (present %v): %v", g.Resource, ns, name, timeout, present, err)
+	}
 }
 
 // conditionIn finds condition typ in a conditions list.

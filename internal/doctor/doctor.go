@@ -76,6 +76,7 @@ const (
 	CodeGovernanceGap        = "MAAS-D018"
 	CodeAuthService          = "MAAS-D019"
 	CodeKuadrantNotReady     = "MAAS-D020"
+	CodeGatewayAuth          = "MAAS-D021"
 )
 
 // Rules is the catalogue, in the order of the troubleshooting table.
@@ -100,6 +101,7 @@ var Rules = []Rule{
 	{CodeModelNotServing, Error, "Model requests fail with 503 / timeouts: the model server is not serving"},
 	{CodeGovernanceGap, Error, "MaaSModelRef stays Pending: no governance pairing"},
 	{CodeAuthService, Error, "Model and key calls fail with 500 AUTH_FAILURE"},
+	{CodeGatewayAuth, Error, "MaaS Gateway AuthPolicy maas-gateway-auth missing, not accepted or not enforced"},
 }
 
 func rule(code string) Rule {
@@ -231,7 +233,7 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	var out []Finding
 	for _, r := range []func(*verify.State) []Finding{
 		maasNotEnabled, kuadrant, gateway, maasAPI, dbConfig, monitoring,
-		providers, serviceMesh, modelServing, governance, access, tokenLimits,
+		providers, serviceMesh, modelServing, governance, access, tokenLimits, gatewayAuth,
 	} {
 		out = append(out, r(s)...)
 	}

@@ -155,6 +155,19 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.EndpointSliceGVK, mns, "llama-coder-x1", set([]any{map[string]any{"addresses": []any{"10.244.0.2"}, "conditions": map[string]any{"ready": false}}}, "endpoints"))
 			}},
+		{name: "gateway AuthPolicy not enforced", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
+			evidence: "Enforced=False (Unknown): [Gateway API provider", fix: "oc delete pod -n openshift-operators",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", set([]any{
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"},
+				}, "status", "conditions"))
+			}},
+		{name: "gateway AuthPolicy missing", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
+			evidence: "not found; MaaSAuthPolicies: llama-coder-access (phase Active)", fix: "oc describe maasauthpolicy",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth")
+			}},
 		{name: "model in a subscription but in no auth policy", code: doctor.CodeGovernanceGap, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "no MaaSAuthPolicy",
 			fix: "authPolicies[].modelRefs",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

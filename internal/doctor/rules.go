@@ -662,3 +662,46 @@ func firstBackend(s *verify.State) *verify.Backend {
 	}
 	return nil
 }
+
+// gatewayAuth: the MaaS controller protects every model with one
+// Gateway-level AuthPolicy (verify.Release MaaSControllerFacts
+// GatewayAuthPolicy; maas-controller v0.2.1 makes no per-model AuthPolicy).
+// Once a MaaSAuthPolicy exists that AuthPolicy must exist and be Accepted
+// and Enforced; the MaaSAuthPolicy itself is Active before that, so its
+// phase hides the problem (issue 18).
+func gatewayAuth(s *verify.State) []Finding {
+	if len(s.AuthPolicies) == 0 {
+		return nil // MaaS access not configured yet: nothing to generate
+	}
+	f := s.Release.MaaSControllerFacts()
+	ns, name := s.Inv.Gateway.Namespace, f.GatewayAuthPolicy
+	o := obj("AuthPolicy", ns, name)
+	var pols []string
+	for _, p := range s.AuthPolicies {
+		pols = append(pols, p.GetName()+" (phase "+orUnknown(str(p, "status", "phase"))+")")
+	}
+	p := s.GatewayAuthPolicy
+	if p == nil {
+		return []Finding{finding(CodeGatewayAuth, o,
+			s.MissingReason("AuthPolicy", ns, name)+"; MaaSAuthPolicies: "+strings.Join(pols, ", "),
+			"the MaaS controller has not created the Gateway-level AuthPolicy every MaaSAuthPolicy converges on, so no MaaS authentication runs on model requests (the controller is not running, or it failed to reconcile)",
+			fmt.Sprintf("oc get pods -n %s; oc describe maasauthpolicy -n %s", s.Release.MaaSAPINamespace, s.Inv.RHOAI.MaaSNamespace))}
+	}
+	var ev []string
+	ok := true
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		c, found := cond(p, typ)
+		if !found {
+			ev, ok = append(ev, "no "+typ+" condition"), false
+			continue
+		}
+		ev = append(ev, c.String())
+		ok = ok && c.Status == "True"
+	}
+	if ok {
+		return nil
+	}
+	k := s.Inv.Kuadrant
+	return []Finding{finding(CodeGatewayAuth, o, strings.Join(ev, "; "), verify.GatewayAuthCause(p),
+		fmt.Sprintf("%s; then check: oc describe authpolicy %s -n %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector), name, ns))}
+}

@@ -23,6 +23,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -165,8 +166,9 @@ var (
 
 // generatedPolicies returns wait targets (condition Enforced) for the
 // Kuadrant policies maas-controller generated for the plan's auth policies
-// and subscriptions: those their status lists (status.authPolicies,
-// status.tokenRateLimitStatuses), else those labelled
+// and subscriptions: the Gateway-level AuthPolicy
+// (verify.Release.MaaSControllerFacts) and the TokenRateLimitPolicies the
+// subscriptions' status.tokenRateLimitStatuses lists, else those labelled
 // maas.opendatahub.io/model=<model> in the model's namespace (upgrade guide
 // 5.2, 5.3). A model with no generated policy of a kind is an error.
 func generatedPolicies(ctx context.Context, c *kube.Clients, p *Plan) ([]waiters.Target, error) {
@@ -180,13 +182,18 @@ func generatedPolicies(ctx context.Context, c *kube.Clients, p *Plan) ([]waiters
 		}
 	}
 	for _, t := range p.Tiers {
+		// maas-controller v0.2.1 generates no per-model AuthPolicy: every
+		// MaaSAuthPolicy converges on one Gateway-level AuthPolicy (issue 18).
+		if t.AuthPolicy != nil {
+			f := verify.Release{}.MaaSControllerFacts()
+			add(gvkKuadrantAuthPolicy, f.GatewayNamespace, f.GatewayAuthPolicy)
+		}
 		for _, pair := range []struct {
 			obj    *unstructured.Unstructured
 			field  string
 			gvk    schema.GroupVersionKind
 			policy schema.GroupKind
 		}{
-			{t.AuthPolicy, "authPolicies", gvkKuadrantAuthPolicy, gkAuthPolicy},
 			{t.Subscription, "tokenRateLimitStatuses", gvkKuadrantTRLP, gkTokenRateLimit},
 		} {
 			if pair.obj == nil {

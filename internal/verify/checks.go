@@ -88,7 +88,7 @@ var Catalogue = []CodeInfo{
 	{CodeModelReady, "ExternalModel Ready", false},
 	{CodeModelRefReady, "MaaSModelRef Ready", false},
 	{CodeAuthPolicyActive, "MaaSAuthPolicy Active", false},
-	{CodeAuthEnforced, "generated Kuadrant AuthPolicy Enforced", false},
+	{CodeAuthEnforced, "Gateway-level AuthPolicy of the MaaS controller Accepted and Enforced", false},
 	{CodeSubscriptionAct, "MaaSSubscription Active", false},
 	{CodeTokenLimitEnf, "generated Kuadrant TokenRateLimitPolicy Enforced", false},
 	{CodeOperatorEnv, "RHCL operator env (Subscription spec.config.env, running pod)", false},
@@ -139,7 +139,10 @@ func LiveChecks(s *State) []Check {
 	out = append(out, checkDSC(s), checkKuadrant(s), checkGateway(s), checkMaaSAPI(s), checkDBConfig(s))
 	out = append(out, checkProviders(s)...)
 	out = append(out, checkModels(s)...)
-	out = append(out, checkPolicies(s, s.AuthPolicies, CodeAuthPolicyActive, CodeAuthEnforced, "MaaSAuthPolicy", "AuthPolicy", "authPolicies")...)
+	out = append(out, checkPolicies(s, s.AuthPolicies, CodeAuthPolicyActive, "", "MaaSAuthPolicy", "", "")...)
+	if len(s.Inv.AuthPolicies) > 0 {
+		out = append(out, checkGatewayAuth(s))
+	}
 	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
 	return append(out, checkOperatorEnv(s))
 }
@@ -524,8 +527,10 @@ func checkModels(s *State) []Check {
 	return out
 }
 
-// checkPolicies checks MaaSAuthPolicy / MaaSSubscription phases and the
-// Kuadrant policies the MaaS controller generated for them.
+// checkPolicies checks MaaSAuthPolicy / MaaSSubscription phases and, when
+// enfCode is set, the Kuadrant policies the MaaS controller lists in status
+// field of each (the TokenRateLimitPolicies of a MaaSSubscription; a
+// MaaSAuthPolicy generates none of its own, see checkGatewayAuth).
 func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, kind, genKind, field string) []Check {
 	var out []Check
 	ns := s.Inv.RHOAI.MaaSNamespace
@@ -555,11 +560,14 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			out = append(out, c.pass("phase Active"))
 		} else {
 			detail := "phase " + orNone(phase)
-			if fc := falseConditions(p); fc != "" {
-				detail += "; " + fc
+			if why := waiters.MaaSReason(p); why != "" {
+				detail += "; " + why
 			}
-			out = append(out, c.fail(detail, "the MaaS controller could not enforce it: a referenced MaaSModelRef is missing or its Kuadrant policy is not enforced",
+			out = append(out, c.fail(detail, "the MaaS controller could not reconcile it: a referenced MaaSModelRef or its HTTPRoute is missing, or its Kuadrant policy is not accepted",
 				"oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+		}
+		if enfCode == "" {
+			continue
 		}
 		refs := generatedPolicies(p, field)
 		if len(refs) == 0 {
@@ -588,4 +596,59 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 		}
 	}
 	return out
+}
+
+// checkGatewayAuth (MAAS-V010): the one Gateway-level AuthPolicy the MaaS
+// controller makes for every MaaSAuthPolicy
+// (Release.MaaSControllerFacts().GatewayAuthPolicy, maas-controller v0.2.1
+// maasauthpolicy_controller.go) exists, targets the MaaS Gateway and is
+// Accepted and Enforced by Kuadrant. The MaaSAuthPolicy turns Active before
+// that (issue 18), so its phase proves nothing about enforcement.
+func checkGatewayAuth(s *State) Check {
+	f := s.Release.MaaSControllerFacts()
+	ns, name := s.Inv.Gateway.Namespace, f.GatewayAuthPolicy
+	c := newCheck(CodeAuthEnforced, describe("AuthPolicy", ns, name))
+	p := s.GatewayAuthPolicy
+	if p == nil {
+		return c.fail(s.MissingReason("AuthPolicy", ns, name),
+			"the MaaS controller has not created its Gateway-level AuthPolicy (it is not running, or no MaaSAuthPolicy was reconciled), so model requests are not authenticated by MaaS",
+			"oc describe maasauthpolicy -n "+s.Inv.RHOAI.MaaSNamespace+"; oc get pods -n "+s.Release.MaaSAPINamespace)
+	}
+	if kind, target := str(p, "spec", "targetRef", "kind"), str(p, "spec", "targetRef", "name"); kind != "Gateway" || target != s.Inv.Gateway.Name {
+		return c.fail(fmt.Sprintf("targets %s %s, not Gateway %s", orNone(kind), orNone(target), s.Inv.Gateway.Name),
+			"the AuthPolicy does not protect the MaaS Gateway (the MaaS controller's own policy targets it)",
+			fmt.Sprintf("oc get authpolicy %s -n %s -o yaml", name, ns))
+	}
+	var parts []string
+	ok := true
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		k, found := cond(p, typ)
+		if !found {
+			parts, ok = append(parts, "no "+typ+" condition"), false
+			continue
+		}
+		parts = append(parts, k.String())
+		ok = ok && k.Status == "True"
+	}
+	detail := strings.Join(parts, "; ")
+	if ok {
+		return c.pass(detail)
+	}
+	return c.fail(detail, GatewayAuthCause(p),
+		fmt.Sprintf("%s; oc describe authpolicy %s -n %s", KuadrantRestartCommand(s.Inv.Kuadrant.OperatorNamespace, s.Inv.Kuadrant.OperatorSelector), name, ns))
+}
+
+// GatewayAuthCause explains a Gateway-level MaaS AuthPolicy that Kuadrant
+// does not accept or enforce: without it Kuadrant writes no AuthConfig, so
+// Authorino enforces nothing on model requests and API-key calls fail
+// (field report: "[Gateway API provider ...] is not installed, please
+// restart Kuadrant Operator pod" on AuthPolicy/maas-gateway-auth while
+// istiod ran).
+func GatewayAuthCause(p *unstructured.Unstructured) string {
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		if k, ok := cond(p, typ); ok && k.Status != "True" && strings.Contains(k.Message, "restart Kuadrant Operator pod") {
+			return "the Kuadrant operator started before its Gateway API provider and does not enforce the MaaS Gateway AuthPolicy: no AuthConfig exists, so Authorino checks nothing on model requests (restart the operator pod)"
+		}
+	}
+	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests"
 }

@@ -61,6 +61,8 @@ func TestLiveChecks(t *testing.T) {
 		wantCode  string // the one code that must fail; "" = all pass
 		wantCause string
 		wantFix   string
+		// wantDetail, when set, must be in the failed check's detail.
+		wantDetail string
 	}{
 		{name: "healthy"},
 		{name: "DSC not ready: maas-db-config missing", wantCode: CodeDSCReady, wantCause: "maas-db-config", wantFix: "maasctl install",
@@ -144,9 +146,21 @@ func TestLiveChecks(t *testing.T) {
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, MaaSAuthPolicyGVK, ins, "llama-coder-access", setPhase("Pending"))
 			}},
-		{name: "generated AuthPolicy not enforced", wantCode: CodeAuthEnforced, wantCause: "does not enforce",
+		{name: "gateway AuthPolicy not enforced", wantCode: CodeAuthEnforced, wantCause: "does not enforce",
 			breakf: func(t *testing.T, r *StaticReader) {
-				edit(t, r, AuthPolicyGVK, mns, "maas-auth-qwen35-9b-coder", setConditions(map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "no ready Authorino instance"}))
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "no ready Authorino instance"}))
+			}},
+		{name: "gateway AuthPolicy missing", wantCode: CodeAuthEnforced, wantCause: "has not created its Gateway-level AuthPolicy",
+			breakf: func(t *testing.T, r *StaticReader) { r.Remove(AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth") }},
+		{name: "subscription degraded names the policy not accepted", wantCode: CodeSubscriptionAct, wantDetail: "maas-trlp-qwen35-9b-coder NotAccepted: target is invalid",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, MaaSSubscriptionGVK, ins, "llama-coder-default", func(o *unstructured.Unstructured) {
+					setPhase("Degraded")(o)
+					_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "maas-trlp-qwen35-9b-coder", "namespace": mns,
+						"model": "qwen35-9b-coder", "ready": false, "reason": "NotAccepted", "message": "target is invalid"}}, "status", "tokenRateLimitStatuses")
+				})
 			}},
 		{name: "generated TokenRateLimitPolicy missing", wantCode: CodeTokenLimitEnf,
 			breakf: func(t *testing.T, r *StaticReader) {
@@ -195,6 +209,9 @@ func TestLiveChecks(t *testing.T) {
 			}
 			if hit.Cause == "" || hit.Fix == "" || !strings.Contains(hit.Cause, tc.wantCause) || !strings.Contains(hit.Fix, tc.wantFix) {
 				t.Errorf("%s: cause %q fix %q; want cause containing %q and fix containing %q", hit.Code, hit.Cause, hit.Fix, tc.wantCause, tc.wantFix)
+			}
+			if !strings.Contains(hit.Detail, tc.wantDetail) {
+				t.Errorf("%s: detail %q, want it to contain %q", hit.Code, hit.Detail, tc.wantDetail)
 			}
 		})
 	}

@@ -87,30 +87,34 @@ type State struct {
 	Caller    Identity
 	CallerErr string
 
-	DSC, DSCI          *unstructured.Unstructured
-	Kuadrant           *unstructured.Unstructured
-	Authorinos         []*unstructured.Unstructured
-	KuadrantPods       []*unstructured.Unstructured
-	Gateway            *unstructured.Unstructured
-	GatewayClass       *unstructured.Unstructured
-	GatewayService     *unstructured.Unstructured
-	Certificate        *unstructured.Unstructured
-	Route              *unstructured.Unstructured
-	MaaSAPI            *unstructured.Unstructured
-	DBConfig           SecretInfo
-	MonitoringConfig   *unstructured.Unstructured
-	Providers          map[string]*unstructured.Unstructured // by namespace/name
-	ProviderSecrets    map[string]SecretInfo                 // by namespace/name
-	Models             map[string]*unstructured.Unstructured // ExternalModel by namespace/name
-	ModelRefs          map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
-	AuthPolicies       []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
-	Subscriptions      []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
-	KuadrantPolicies   map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
-	Backends           map[string]*Backend                   // by provider namespace/name
-	CSVs               []*unstructured.Unstructured          // in the RHCL operator namespace
-	RHCLSubscription   *unstructured.Unstructured            // the RHCL operator's Subscription
-	Missing            map[string]string                     // "Kind namespace/name" → reason
-	NotServed          map[string]bool                       // by Kind
+	DSC, DSCI        *unstructured.Unstructured
+	Kuadrant         *unstructured.Unstructured
+	Authorinos       []*unstructured.Unstructured
+	KuadrantPods     []*unstructured.Unstructured
+	Gateway          *unstructured.Unstructured
+	GatewayClass     *unstructured.Unstructured
+	GatewayService   *unstructured.Unstructured
+	Certificate      *unstructured.Unstructured
+	Route            *unstructured.Unstructured
+	MaaSAPI          *unstructured.Unstructured
+	DBConfig         SecretInfo
+	MonitoringConfig *unstructured.Unstructured
+	Providers        map[string]*unstructured.Unstructured // by namespace/name
+	ProviderSecrets  map[string]SecretInfo                 // by namespace/name
+	Models           map[string]*unstructured.Unstructured // ExternalModel by namespace/name
+	ModelRefs        map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
+	AuthPolicies     []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
+	Subscriptions    []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
+	KuadrantPolicies map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
+	// GatewayAuthPolicy is the MaaS controller's Gateway-level AuthPolicy
+	// (Release.MaaSControllerFacts().GatewayAuthPolicy in the Gateway's
+	// namespace).
+	GatewayAuthPolicy  *unstructured.Unstructured
+	Backends           map[string]*Backend          // by provider namespace/name
+	CSVs               []*unstructured.Unstructured // in the RHCL operator namespace
+	RHCLSubscription   *unstructured.Unstructured   // the RHCL operator's Subscription
+	Missing            map[string]string            // "Kind namespace/name" → reason
+	NotServed          map[string]bool              // by Kind
 	gatewayServiceName string
 }
 
@@ -238,6 +242,9 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		async(func() { put(s.ModelRefs, mk, get(MaaSModelRefGVK, m.Namespace, m.Name)) })
 	}
 	async(func() { s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "") })
+	async(func() {
+		s.GatewayAuthPolicy = get(AuthPolicyGVK, inv.Gateway.Namespace, rel.MaaSControllerFacts().GatewayAuthPolicy)
+	})
 	async(func() { s.Subscriptions = list(MaaSSubscriptionGVK, inv.RHOAI.MaaSNamespace, "") })
 	if op := inv.Operator("rhcl"); op != nil {
 		async(func() { s.CSVs = list(CSVGVK, op.Namespace, "") })
@@ -256,7 +263,6 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 			}
 		}
 	}
-	policies(s.AuthPolicies, "authPolicies", "AuthPolicy", AuthPolicyGVK)
 	policies(s.Subscriptions, "tokenRateLimitStatuses", "TokenRateLimitPolicy", TokenRateLimitPolicyGVK)
 	_ = reads.Wait()
 	if err := ctx.Err(); err != nil {

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/maasctl/maasctl/e2e/sim"
+	"github.com/maasctl/maasctl/internal/doctor"
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// TestMaaSControllerV021 runs maasctl against the MaaS controller as
+// measured on v0.2.1 (issue 18), on one cluster where Kuadrant refuses the
+// generated TokenRateLimitPolicy and does not enforce the Gateway-level
+// AuthPolicy:
+//   - the access/subscription wait ends naming the Degraded
+//     MaaSSubscription with its reason (the TokenRateLimitPolicy and
+//     Kuadrant's message), where it used to say only "phase Degraded";
+//   - verify MAAS-V010 checks AuthPolicy openshift-ingress/maas-gateway-auth
+//     (no per-model AuthPolicy exists) and doctor reports MAAS-D021;
+//   - with the DataScienceCluster deleted first (the MaaS controller gone),
+//     uninstall stops on the MaaS finalizer and names it and the way out.
+func TestMaaSControllerV021(t *testing.T) {
+	parallel(t)
+	const (
+		trlpMsg = "limit counter expression auth.identity.userid is not available"
+		authMsg = "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"
+	)
+	c := newCaseCluster(t, caseOptions{faults: sim.Faults{TokenRateLimitPolicyInvalid: trlpMsg, GatewayAuthPolicyNotEnforced: authMsg}})
+
+	r := c.install(t, "--set", "waitTimeoutSeconds=150")
+	mustFail(t, r)
+	if failure(r, "access/subscription") == "" {
+		t.Errorf("access/subscription did not fail; %s", failedSummary(r))
+	}
+	mustContain(t, "access/subscription failure", failure(r, "access/subscription"),
+		"MaaSSubscription models-as-a-service/llama-coder-default", "phase Degraded",
+		"TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder NotAccepted", trlpMsg)
+
+	vr := c.maasctl(t, "verify", "-o", "json", "--live-only")
+	var rep verify.Report
+	if err := json.Unmarshal([]byte(vr.stdout), &rep); err != nil {
+		t.Fatalf("verify output is not a JSON report (exit %d): %v\n%s\n%s", vr.exit, err, vr.stdout, vr.stderr)
+	}
+	var v010 []verify.Check
+	for _, ch := range rep.Checks {
+		if ch.Code == verify.CodeAuthEnforced {
+			v010 = append(v010, ch)
+		}
+		if ch.Code == verify.CodeAuthPolicyActive && ch.Result != verify.Pass {
+			t.Errorf("MAAS-V009 %s: %s (the MaaSAuthPolicy is Active before anything is enforced)", ch.Result, ch.Detail)
+		}
+	}
+	if len(v010) != 1 {
+		t.Fatalf("MAAS-V010 checks %+v, want one, on the Gateway AuthPolicy", v010)
+	}
+	if ch := v010[0]; ch.Object != "AuthPolicy openshift-ingress/maas-gateway-auth" || ch.Result != verify.Fail ||
+		!strings.Contains(ch.Detail, "Enforced=False (Unknown)") || !strings.Contains(ch.Cause, "restart the operator pod") ||
+		!strings.Contains(ch.Fix, "oc delete pod -n openshift-operators") {
+		t.Errorf("MAAS-V010 = %+v, want a failure on AuthPolicy openshift-ingress/maas-gateway-auth naming Enforced=False and the operator restart", ch)
+	}
+
+	dr := c.maasctl(t, "doctor", "-o", "json", "--live-only")
+	var drep doctor.Report
+	if err := json.Unmarshal([]byte(dr.stdout), &drep); err != nil {
+		t.Fatalf("doctor output is not a JSON report (exit %d): %v\n%s\n%s", dr.exit, err, dr.stdout, dr.stderr)
+	}
+	found := false
+	for _, f := range drep.Findings {
+		if f.Code == doctor.CodeGatewayAuth && f.Object == "AuthPolicy openshift-ingress/maas-gateway-auth" &&
+			strings.Contains(f.Evidence, "Enforced=False") && strings.Contains(f.Fix, "oc delete pod -n openshift-operators") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("doctor findings lack MAAS-D021 on AuthPolicy openshift-ingress/maas-gateway-auth:\n%s", dr.stdout)
+	}
+
+	// The DataScienceCluster goes first (as an uninstall in the wrong
+	// order would do it): the MaaS controller goes with it.
+	ctx := context.Background()
+	dsc := schema.GroupVersionResource{Group: "datasciencecluster.opendatahub.io", Version: "v2", Resource: "datascienceclusters"}
+	if err := c.clients.Dynamic.Resource(dsc).Delete(ctx, "default-dsc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeploymentGone(t, c, "redhat-ai-gateway-infra", "maas-api")
+	u := c.maasctl(t, "uninstall", "-o", "json", "--wait-timeout", "20s")
+	mustFail(t, u)
+	mustContain(t, "uninstall output", u.stderr, "MaaSSubscription models-as-a-service/llama-coder-default",
+		"finalizers maas.opendatahub.io/subscription-cleanup never cleared",
+		"maas.opendatahub.io/subscription-cleanup is removed only by the MaaS controller", "maasctl install --only rhoai/dsc")
+}
+
+// waitDeploymentGone watches Deployment ns/name until it is deleted (the
+// garbage collector removes maas-api with its DataScienceCluster).
+func waitDeploymentGone(t *testing.T, c *cluster, ns, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ri := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(ns)
+	_, err := watchtools.UntilWithSync(ctx, waiters.NameListWatch(ri, name), &unstructured.Unstructured{},
+		func(st cache.Store) (bool, error) { return len(st.List()) == 0, nil },
+		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+	if err != nil {
+		t.Fatalf("Deployment %s/%s not gone: %v", ns, name, err)
+	}
+}
