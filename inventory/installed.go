@@ -77,9 +77,9 @@ const unset = "(unset)"
 
 // Diff lists the differences from one inventory to another, sorted by
 // path. Nulls, empty lists and empty mappings are the same as missing
-// values (as for Hash). Lists of
-// equal length are compared element by element; lists of different
-// length are one change of the whole list. No difference: nil.
+// values (as for Hash). Lists of mappings of equal length (authPolicies,
+// operators) are compared element by element; any other list that
+// differs is one change of the whole list. No difference: nil.
 func Diff(from, to *Inventory) []Change {
 	a, err := toGeneric(from)
 	if err != nil {
@@ -117,7 +117,7 @@ func diffValue(path string, a, b any, out *[]Change) {
 	}
 	al, aok := a.([]any)
 	bl, bok := b.([]any)
-	if aok && bok && len(al) == len(bl) {
+	if aok && bok && len(al) == len(bl) && allMaps(al) && allMaps(bl) {
 		for i := range al {
 			diffValue(fmt.Sprintf("%s[%d]", path, i), al[i], bl[i], out)
 		}
@@ -127,6 +127,15 @@ func diffValue(path string, a, b any, out *[]Change) {
 	if fa != fb {
 		*out = append(*out, Change{Path: path, From: fa, To: fb})
 	}
+}
+
+func allMaps(l []any) bool {
+	for _, e := range l {
+		if _, ok := e.(map[string]any); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // flow renders a generic value in YAML flow syntax (JSON is YAML flow).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -105,8 +106,8 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 		if uerr := selectionError(err); uerr != err {
 			return uerr // --only/--skip/--from: nothing was changed (exit 2)
 		}
-		if steps.IsLockHeld(err) {
-			return err // its message already says when to run again
+		if steps.IsLockHeld(err) || errors.Is(err, steps.ErrInventoryChanged) {
+			return err // its message already says what to run
 		}
 		return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
 	}
