@@ -61,6 +61,28 @@ func ParseStored(data []byte) (*Inventory, error) {
 	return &inv, nil
 }
 
+// Apply returns base with the --set overrides sets applied in order (the
+// syntax of Load), without files and without Default: "what the run's
+// --set values make of this inventory". Errors name the bad path.
+// Apply does not call Validate.
+func Apply(base *Inventory, sets []string) (*Inventory, error) {
+	doc, err := toGeneric(base)
+	if err != nil {
+		return nil, fmt.Errorf("encode inventory: %w", err)
+	}
+	root := doc.(map[string]any)
+	for _, s := range sets {
+		if err := applySet(root, s); err != nil {
+			return nil, err
+		}
+	}
+	inv, err := decodeInventory(root)
+	if err != nil {
+		return nil, fmt.Errorf("decode inventory: %w", err)
+	}
+	return inv, nil
+}
+
 // Change is one difference between two inventories: the key path as in
 // --set (authPolicies[0].groups, database.storageSize) and the value on
 // each side in YAML flow syntax; "(unset)" when a side has no value there.

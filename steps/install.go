@@ -42,8 +42,9 @@ type InstallOptions struct {
 	Registry *Registry
 	// Source says where Inventory came from. When it is not Explicit (no
 	// -f, no --defaults) and the cluster was installed from an inventory
-	// that deploys other objects, Install returns an
-	// *InventoryChangedError before any write. The first step that
+	// that deploys other objects (and not only by the run's own --set
+	// values), Install returns an *InventoryChangedError before any
+	// write. The first step that
 	// applies stores Inventory (redacted) and Source as the installed
 	// inventory (InstalledInventoryConfigMap).
 	Source InventorySource

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,9 @@ type InventorySource struct {
 	Digest string `json:"digest,omitempty"`
 	// ToolVersion is the maasctl version of that run.
 	ToolVersion string `json:"toolVersion,omitempty"`
+	// setValues are the --set overrides with their values, for the
+	// guard of this run only (never stored).
+	setValues []string
 }
 
 // NewInventorySource is the source of an inventory loaded from files
@@ -72,6 +76,7 @@ func NewInventorySource(files, sets []string, defaults bool) InventorySource {
 		p, _, _ := strings.Cut(s, "=")
 		src.Sets = append(src.Sets, strings.TrimSpace(p))
 	}
+	src.setValues = slices.Clone(sets)
 	return src
 }
 
@@ -261,8 +266,10 @@ func (e *InventoryChangedError) Unwrap() error { return ErrInventoryChanged }
 // checkInstalled is the guard of install and uninstall: when the run did
 // not name its inventory (src.Explicit is false) and the cluster's
 // installed inventory deploys other objects than inv, it returns an
-// *InventoryChangedError. It only reads. diffSteps, when set, names the
-// steps whose objects would change.
+// *InventoryChangedError. A run whose --set values, applied to the
+// installed inventory, give inv (Deployed parts) passes: it changes only
+// what it sets. It only reads. diffSteps, when set, names the steps whose
+// objects would change.
 func checkInstalled(ctx context.Context, c *kube.Clients, command string, src InventorySource, inv *inventory.Inventory,
 	diffSteps func(old *inventory.Inventory) []string) error {
 	if src.Explicit() {
@@ -272,7 +279,7 @@ func checkInstalled(ctx context.Context, c *kube.Clients, command string, src In
 	if err != nil || inst == nil {
 		return err
 	}
-	changes := inventory.Diff(inst.Inventory.Deployed(), inv.Deployed())
+	changes := installedChanges(inst.Inventory, src, inv)
 	if len(changes) == 0 {
 		return nil
 	}
@@ -281,6 +288,20 @@ func checkInstalled(ctx context.Context, c *kube.Clients, command string, src In
 		e.Steps = diffSteps(inst.Inventory)
 	}
 	return e
+}
+
+// installedChanges is the changes from the installed inventory to inv
+// (Deployed parts), none when the run's --set values applied to the
+// installed inventory give inv.
+func installedChanges(installed *inventory.Inventory, src InventorySource, inv *inventory.Inventory) []inventory.Change {
+	changes := inventory.Diff(installed.Deployed(), inv.Deployed())
+	if len(changes) == 0 || len(src.setValues) == 0 {
+		return changes
+	}
+	if with, err := inventory.Apply(installed, src.setValues); err == nil && len(inventory.Diff(with.Deployed(), inv.Deployed())) == 0 {
+		return nil
+	}
+	return changes
 }
 
 // changedSteps lists the steps whose rendered objects differ between the

@@ -20,8 +20,9 @@ import (
 func TestInventorySource(t *testing.T) {
 	src := NewInventorySource([]string{"site.yaml"}, []string{"vault.address=https://user:pw@vault", " gateway.hostname = x"}, false)
 	abs, _ := filepath.Abs("site.yaml")
-	want := InventorySource{Files: []string{abs}, Sets: []string{"vault.address", "gateway.hostname"}}
-	if d := cmp.Diff(want, src); d != "" {
+	want := InventorySource{Files: []string{abs}, Sets: []string{"vault.address", "gateway.hostname"},
+		setValues: []string{"vault.address=https://user:pw@vault", " gateway.hostname = x"}}
+	if d := cmp.Diff(want, src, cmp.AllowUnexported(InventorySource{})); d != "" {
 		t.Errorf("NewInventorySource (-want +got):\n%s", d)
 	}
 	if !src.Explicit() || src.Describe() != abs+" with --set vault.address, gateway.hostname" {
@@ -81,7 +82,7 @@ func TestInstalledRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(src, got.Source); d != "" {
+	if d := cmp.Diff(src, got.Source, cmp.AllowUnexported(InventorySource{})); d != "" {
 		t.Errorf("source (-want +got):\n%s", d)
 	}
 	if d := inventory.Diff(inv.Redacted(), got.Inventory); len(d) != 0 {
@@ -149,5 +150,49 @@ func TestChangedSteps(t *testing.T) {
 	}
 	if got := changedSteps(env(grant), env(inventory.Default())); !cmp.Equal(got, []string{"access/auth-policy"}) {
 		t.Errorf("changed groups: steps %v, want [access/auth-policy]", got)
+	}
+}
+
+// TestInstalledChanges: a plain run passes when its inventory deploys the
+// same as the installed one, or differs from it only by its own --set
+// values; otherwise the changes are listed.
+func TestInstalledChanges(t *testing.T) {
+	const low = "subscriptions[llama-coder-default].modelRefs[0].tokenRateLimits[0].limit=1000"
+	load := func(sets ...string) *inventory.Inventory {
+		inv, err := inventory.Load(nil, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	site := inventory.Default()
+	site.AuthPolicies[0].Groups = []string{"developers"}
+	siteWait := inventory.Default()
+	siteWait.WaitTimeoutSeconds = 60
+	siteWait.Vault.Auth.Method = "approle"
+	tests := []struct {
+		name      string
+		installed *inventory.Inventory
+		sets      []string
+		wantPaths []string
+	}{
+		{name: "same", installed: inventory.Default()},
+		{name: "only settings that change no object", installed: siteWait},
+		{name: "the run's own --set on the installed defaults", installed: inventory.Default(), sets: []string{low}},
+		{name: "installed with --set, plain run", installed: load(low), wantPaths: []string{"subscriptions[0].modelRefs[0].tokenRateLimits[0].limit"}},
+		{name: "installed from a file, run with an unrelated --set", installed: site, sets: []string{"gateway.hostname=maas.example.com"},
+			wantPaths: []string{"authPolicies[0].groups", "gateway.hostname"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := NewInventorySource(nil, tt.sets, false)
+			var paths []string
+			for _, c := range installedChanges(tt.installed, src, load(tt.sets...)) {
+				paths = append(paths, c.Path)
+			}
+			if d := cmp.Diff(tt.wantPaths, paths); d != "" {
+				t.Errorf("changes (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -63,7 +63,8 @@ type UninstallOptions struct {
 	Registry *Registry
 	// Source says where Inventory came from. When it is not Explicit (no
 	// -f, no --defaults) and the cluster was installed from an inventory
-	// that deploys other objects, Uninstall (the dry run too) returns an
+	// that deploys other objects (and not only by the run's own --set
+	// values), Uninstall (the dry run too) returns an
 	// *InventoryChangedError before any write.
 	Source InventorySource
 }
