@@ -40,14 +40,23 @@ type InstallOptions struct {
 	Verify VerifyOptions
 	// Registry is the steps to run; nil means NewRegistry(Inventory).
 	Registry *Registry
+	// Source says where Inventory came from. When it is not Explicit (no
+	// -f, no --defaults) and the cluster was installed from an inventory
+	// that deploys other objects (and not only by the run's own --set
+	// values), Install returns an *InventoryChangedError before any
+	// write. The first step that
+	// applies stores Inventory (redacted) and Source as the installed
+	// inventory (InstalledInventoryConfigMap).
+	Source InventorySource
 }
 
 // ErrInvalidInventory wraps inventory validation errors (exit code 2).
 var ErrInvalidInventory = errors.New("invalid inventory")
 
-// Install validates the inventory, reads the facts it needs from the
-// cluster, takes the run Lease, and runs every step. Validation happens
-// before any request to the cluster.
+// Install validates the inventory, checks it against the installed one
+// (InstallOptions.Source), reads the facts it needs from the cluster,
+// takes the run Lease, and runs every step. Validation happens before any
+// request to the cluster.
 func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err := o.Inventory.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
@@ -70,6 +79,23 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 		return nil, err
 	}
 	sel, err := o.Selection.Resolve(reg)
+	if err != nil {
+		return nil, err
+	}
+	// A plain run on a cluster installed from another inventory stops
+	// here, before the Lease (the first write) is taken.
+	err = checkInstalled(ctx, clients, "install", o.Source, o.Inventory, func(old *inventory.Inventory) []string {
+		oreg, err := registryFor(o.Registry, old)
+		if err != nil {
+			return nil
+		}
+		a, erra := NewEnvFor(ctx, clients, oreg, old, nil, o.Log)
+		b, errb := NewEnvFor(ctx, clients, reg, o.Inventory, nil, o.Log)
+		if erra != nil || errb != nil {
+			return nil
+		}
+		return changedSteps(a, b)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +136,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if lerr != nil {
 		return nil, lerr
 	}
+	rec.SetInstalled(o.Source, o.Inventory, o.ToolVersion)
 	env.Policy = o.Policy
 	env.Verify = o.Verify
 	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion, Steps: sel, Record: rec}

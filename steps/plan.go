@@ -238,12 +238,17 @@ type PlanOptions struct {
 	Selection   Selection
 	// Registry is the steps to evaluate; nil means NewRegistry(Inventory).
 	Registry *Registry
+	// Against names Inventory for the report ("the inventory installed
+	// from site.yaml at ..."); it is copied into the report.
+	Against string
 }
 
 // PlanReport lists what an install run with the same inventory, tool version
 // and selection would do.
 type PlanReport struct {
-	Steps []StepStatus `json:"steps"`
+	// Against names the inventory the cluster is compared against.
+	Against string       `json:"inventory,omitempty"`
+	Steps   []StepStatus `json:"steps"`
 }
 
 // Run returns the steps the run would apply.
@@ -274,7 +279,7 @@ func Plan(ctx context.Context, o PlanOptions) (*PlanReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PlanReport{Steps: sts}, nil
+	return &PlanReport{Steps: sts, Against: o.Against}, nil
 }
 
 // newReadOnlyRunner builds a Runner over the cluster's checkpoints that is

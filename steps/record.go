@@ -32,7 +32,10 @@ import (
 // key objects.yaml and carries label RecordLabel, so one LIST loads the
 // whole record. A ConfigMap named RecordConfigMap itself is the single
 // record older maasctl versions wrote; it is still read, and deleted once
-// its entries were written as shards.
+// its entries were written as shards. Beside the record, ConfigMap
+// InstalledInventoryConfigMap ("maasctl-installed-inventory", no record
+// label, not a shard) holds the inventory the cluster was installed from
+// (installed.go).
 const (
 	RecordConfigMap = "maasctl-inventory"
 	recordKey       = "objects.yaml"
@@ -132,6 +135,8 @@ type Record struct {
 	// exists and is deleted after the next successful Save.
 	legacy bool
 	now    func() time.Time
+	// installed writes the installed inventory (installed.go).
+	installed installedWriter
 }
 
 // LoadRecord reads the record with one LIST of the ConfigMaps in
@@ -163,6 +168,12 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 	var legacy []RecordEntry
 	for _, cm := range cms {
 		isShard := cm.Labels[RecordLabel] == RecordLabelValue
+		if !isShard && cm.Name == InstalledInventoryConfigMap {
+			if inst, err := decodeInstalled(&cm); err == nil {
+				r.installed.stored = inst.Source.Digest
+			}
+			continue
+		}
 		if !isShard && cm.Name != RecordConfigMap {
 			continue
 		}

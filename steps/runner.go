@@ -210,6 +210,14 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx})
 	}
 	t0 := time.Now()
+	if !s.ReadOnly && r.Record != nil {
+		// The first step that applies stores the run's inventory as the
+		// installed one (InstalledInventoryConfigMap), when it changed.
+		if err := r.Record.SaveInstalled(ctx); err != nil {
+			emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+			return EventFailed, err
+		}
+	}
 	sctx, cancel := context.WithTimeout(ctx, stepTimeout(s, r.Env))
 	err := s.apply(sctx, r.Env)
 	cancel()

@@ -194,6 +194,8 @@ type RunTimes struct {
 
 // StatusReport is what 'maasctl status' shows.
 type StatusReport struct {
+	// Against names the inventory the cluster is compared against.
+	Against   string           `json:"inventory,omitempty"`
 	Steps     []StepStatus     `json:"steps"`
 	Operators []OperatorStatus `json:"operators"`
 	// Endpoint is the OpenAI-compatible base URL clients use.
@@ -214,7 +216,7 @@ func Status(ctx context.Context, o PlanOptions) (*StatusReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &StatusReport{Steps: sts, Endpoint: "https://" + r.Env.Facts.Host + "/v1"}
+	rep := &StatusReport{Steps: sts, Against: o.Against, Endpoint: "https://" + r.Env.Facts.Host + "/v1"}
 	for _, s := range sts {
 		if s.LastRun == nil {
 			continue

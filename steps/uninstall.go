@@ -61,6 +61,12 @@ type UninstallOptions struct {
 	// Registry is the steps whose objects are removed; nil means
 	// NewRegistry(Inventory).
 	Registry *Registry
+	// Source says where Inventory came from. When it is not Explicit (no
+	// -f, no --defaults) and the cluster was installed from an inventory
+	// that deploys other objects (and not only by the run's own --set
+	// values), Uninstall (the dry run too) returns an
+	// *InventoryChangedError before any write.
+	Source InventorySource
 }
 
 // Uninstall actions.
@@ -168,6 +174,9 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 	}
 	reg, err := registryFor(o.Registry, o.Inventory)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkInstalled(ctx, clients, "uninstall", o.Source, o.Inventory, nil); err != nil {
 		return nil, err
 	}
 	u := &uninstaller{o: o, c: clients, reg: reg, crds: map[string]bool{}}

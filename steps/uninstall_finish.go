@@ -82,8 +82,9 @@ func (u *uninstaller) unlabel(ctx context.Context, obj *unstructured.Unstructure
 	progress("left %s in place (adopted); removed its %s label", kube.Describe(obj), assets.ManagedByLabel)
 }
 
-// removeState deletes the checkpoints and the record (every shard, by
-// label, and the single ConfigMap of older versions), releases the Lease
+// removeState deletes the checkpoints, the record (every shard, by
+// label, and the single ConfigMap of older versions) and the installed
+// inventory (InstalledInventoryConfigMap), releases the Lease
 // and deletes Namespace maasctl, waiting until it is gone so that an
 // install can start right after.
 func (u *uninstaller) removeState(ctx context.Context, lock **Lock, progress func(string, ...any)) error {
@@ -92,6 +93,9 @@ func (u *uninstaller) removeState(ctx context.Context, lock **Lock, progress fun
 		return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, CheckpointsConfigMap, err)
 	}
 	if err := deleteRecord(ctx, u.c); err != nil {
+		return err
+	}
+	if err := deleteInstalledInventory(ctx, u.c); err != nil {
 		return err
 	}
 	if *lock != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,6 +30,12 @@ where steps are independent. A re-run skips steps whose checkpoint matches and
 whose live state is still as wanted (a step that only checks, like preflight,
 runs and reports its warnings on every run), and continues after a failure
 from where things stand. Run 'maasctl steps' to list the steps.
+
+The inventory a run applies is remembered in the cluster (maasctl inventory
+show prints it). Without -f, on a cluster installed from another inventory,
+install stops before any write and names that inventory and the changes:
+give -f with the inventory to install, or --defaults to go back to the
+default inventory.
 
 The database password is read from Vault (VAULT_ADDR, VAULT_TOKEN or
 ~/.vault-token, VAULT_CACERT, like the vault CLI) and generated once when absent.`,
@@ -93,13 +100,14 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 		Policy:        steps.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve},
 		Selection:     o.sel.selection(),
 		Verify:        o.verify,
+		Source:        s.Source(), // a plain run stops when the installed inventory differs
 	})
 	if err != nil {
 		if uerr := selectionError(err); uerr != err {
 			return uerr // --only/--skip/--from: nothing was changed (exit 2)
 		}
-		if steps.IsLockHeld(err) {
-			return err // its message already says when to run again
+		if steps.IsLockHeld(err) || errors.Is(err, steps.ErrInventoryChanged) {
+			return err // its message already says what to run
 		}
 		return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
 	}

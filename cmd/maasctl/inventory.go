@@ -2,19 +2,21 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps"
 )
 
 func init() { commands = append(commands, newInventoryCmd) }
 
-func newInventoryCmd(*globalOptions) *cobra.Command {
+func newInventoryCmd(g *globalOptions) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "inventory",
-		Short: "Work with inventories: import the Ansible role's variables",
+		Short: "Work with inventories: show the installed or the default one, import the Ansible role's variables",
 		Args:  cobra.NoArgs,
 	}
 	var out string
@@ -56,6 +58,50 @@ holds nothing that needs to be left out.`,
 		},
 	}
 	imp.Flags().StringVarP(&out, "output", "o", "", "write the inventory to this file (default stdout)")
-	c.AddCommand(imp)
+	c.AddCommand(imp, newInventoryShowCmd(g))
 	return c
+}
+
+func newInventoryShowCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show",
+		Short: "Print the inventory the cluster was installed from (YAML), or with --defaults the default inventory",
+		Long: `Show prints, as YAML that 'maasctl install -f' accepts, the inventory the
+cluster was installed from, as the last install run that applied a step
+stored it (ConfigMap maasctl-installed-inventory in namespace maasctl),
+headed by comments saying where it came from (the -f files, the --set
+paths), when and its digest. It is the redacted form: vault.address is
+never stored (it comes from VAULT_ADDR or --vault-addr on every run), and
+the inventory holds no other secret.
+
+With --defaults it prints the default inventory, to copy from, and reads
+nothing from the cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if g.in.defaults {
+				return writeInventoryYAML(c.OutOrStdout(), "# the default inventory of maasctl "+version+"\n", inventory.Default())
+			}
+			s, err := g.open()
+			if err != nil {
+				return err
+			}
+			inst, err := s.Installed(c.Context())
+			if err != nil {
+				return err
+			}
+			if inst == nil {
+				return fmt.Errorf("no installed inventory is recorded in this cluster (ConfigMap %s/%s): it was not installed by this maasctl yet; 'maasctl inventory show --defaults' prints the default inventory", steps.StateNamespace, steps.InstalledInventoryConfigMap)
+			}
+			return writeInventoryYAML(c.OutOrStdout(), fmt.Sprintf("# %s\n# by maasctl %s; vault.address is not stored\n", inst.Describe(), inst.Source.ToolVersion), inst.Inventory)
+		},
+	}
+}
+
+func writeInventoryYAML(w io.Writer, header string, inv *inventory.Inventory) error {
+	y, err := inv.Redacted().YAML()
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, header+string(y))
+	return err
 }

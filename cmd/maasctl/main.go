@@ -18,7 +18,7 @@ import (
 const (
 	exitOK        = 0
 	exitFailed    = 1   // a step failed; re-run after fixing the cause
-	exitBadInput  = 2   // invalid flags or inventory; nothing was changed
+	exitBadInput  = 2   // invalid flags or inventory, or a plain run on a cluster installed from another inventory; nothing was changed
 	exitLockHeld  = 3   // another run holds the Lease
 	exitTimeout   = 4   // a wait timed out
 	exitInterrupt = 130 // SIGINT or SIGTERM; the Lease is released
@@ -56,7 +56,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitBrokenPipe
 	case ctx.Err() != nil:
 		return exitInterrupt
-	case errors.As(err, &usage), errors.As(err, &flag), errors.Is(err, steps.ErrInvalidInventory):
+	case errors.As(err, &usage), errors.As(err, &flag), errors.Is(err, steps.ErrInvalidInventory), errors.Is(err, steps.ErrInventoryChanged):
 		return exitBadInput
 	case steps.IsLockHeld(err):
 		return exitLockHeld

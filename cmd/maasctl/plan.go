@@ -61,7 +61,9 @@ func newPlanCmd(g *globalOptions) *cobra.Command {
 is skipped only when its checkpoint matches the current inputs (inventory and
 maasctl version) and its live state is as wanted. It prints the steps that
 would run with the reason, and changes nothing. Use 'maasctl diff' for the
-object fields a run would change.`,
+object fields a run would change. Without -f, --set or --defaults it
+compares against the inventory the cluster was installed from (maasctl
+inventory show) and says so on its first line.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			po, err := o.selectedPlanOptions(c, g, sel)
@@ -84,6 +86,7 @@ object fields a run would change.`,
 }
 
 func writePlan(w io.Writer, rep *steps.PlanReport) error {
+	writeAgainst(w, rep.Against)
 	run := rep.Run()
 	if len(run) == 0 {
 		fmt.Fprintf(w, "Nothing to do: all %d steps are done and match the live state.\n", len(rep.Steps))

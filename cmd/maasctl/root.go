@@ -32,12 +32,13 @@ type globalOptions struct {
 type inputs struct {
 	files, sets []string
 	vaultAddr   string
+	defaults    bool
 }
 
 // open opens the front door with the global flags (session.Open).
 func (g *globalOptions) open() (*session.Session, error) {
 	return session.Open(session.Options{
-		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr,
+		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
 		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault,
 	})
 }
@@ -67,6 +68,7 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	g.kubeAuth.addFlags(fs, g)
 	fs.StringArrayVarP(&g.in.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; later files win)")
 	fs.StringArrayVar(&g.in.sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
+	fs.BoolVar(&g.in.defaults, "defaults", false, "use the default inventory (with --set) on purpose, although the cluster was installed from another one (see maasctl inventory show); without -f, install and uninstall stop when the installed inventory differs")
 	fs.StringVar(&g.in.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); Vault holds the database password and, with --kube-token-from-vault, the cluster token")
 	root.AddCommand(newInstallCmd(g), newStepsCmd(g), newVersionCmd())
 	for _, add := range commands {

@@ -32,7 +32,11 @@ func (o *readOptions) addFlags(c *cobra.Command, outputHelp string) {
 // clusterAccess is the inventory, the cluster config and, when Vault is
 // configured, a Vault client (vaultErr says why there is none).
 type clusterAccess struct {
-	inv      *inventory.Inventory
+	inv *inventory.Inventory
+	// src is where inv came from; against says which inventory inv is
+	// (readAccess only).
+	src      steps.InventorySource
+	against  string
 	cfg      *rest.Config
 	vault    *vault.Client
 	vaultErr error
@@ -43,11 +47,28 @@ type clusterAccess struct {
 // plan, diff, uninstall without --delete-data) unless the cluster token
 // itself comes from Vault.
 func access(c *cobra.Command, g *globalOptions) (*clusterAccess, error) {
+	return openAccess(c, g, false)
+}
+
+// readAccess is access for plan, status and diff: without -f, --set or
+// --defaults they use the inventory the cluster was installed from
+// (session.UseInstalled).
+func readAccess(c *cobra.Command, g *globalOptions) (*clusterAccess, error) {
+	return openAccess(c, g, true)
+}
+
+func openAccess(c *cobra.Command, g *globalOptions, installed bool) (*clusterAccess, error) {
 	s, err := g.open()
 	if err != nil {
 		return nil, err
 	}
-	a := &clusterAccess{inv: s.Inventory}
+	var against string
+	if installed {
+		if against, err = s.UseInstalled(c.Context()); err != nil {
+			return nil, err
+		}
+	}
+	a := &clusterAccess{inv: s.Inventory, src: s.Source(), against: against}
 	a.vault, a.vaultErr = s.Vault()
 	if a.cfg, err = s.Config(c.Context()); err != nil {
 		return nil, err
@@ -61,12 +82,12 @@ func (o *readOptions) planOptions(c *cobra.Command, g *globalOptions) (steps.Pla
 	default:
 		return steps.PlanOptions{}, &usageError{fmt.Errorf("--output %q: use table or json", o.output)}
 	}
-	a, err := access(c, g)
+	a, err := readAccess(c, g)
 	if err != nil {
 		return steps.PlanOptions{}, err
 	}
 	return steps.PlanOptions{
-		Config: a.cfg, Inventory: a.inv, ToolVersion: version,
+		Config: a.cfg, Inventory: a.inv, ToolVersion: version, Against: a.against,
 		Secrets: &steps.ReadOnlySecrets{Client: a.vault, Inv: a.inv, Err: a.vaultErr},
 	}, nil
 }
@@ -85,7 +106,9 @@ step against the live state, the way a re-run decides what to skip:
   failed   its last run failed
   unknown  it could not be checked (for example without Vault access)
 
-It changes nothing.`,
+Without -f, --set or --defaults it compares against the inventory the
+cluster was installed from (maasctl inventory show) and says so on its
+first line. It changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			po, err := o.planOptions(c, g)
@@ -121,6 +144,7 @@ func shortDur(d time.Duration) string {
 
 // writeStatus prints the status report as tables.
 func writeStatus(w io.Writer, rep *steps.StatusReport) error {
+	writeAgainst(w, rep.Against)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tSTATE\tLAST RUN\tTOOK\tDETAIL")
 	for _, s := range rep.Steps {
@@ -156,6 +180,13 @@ func writeStatus(w io.Writer, rep *steps.StatusReport) error {
 		fmt.Fprintln(w, "Last run:  none recorded (run 'maasctl install')")
 	}
 	return nil
+}
+
+// writeAgainst prints which inventory a report compares against.
+func writeAgainst(w io.Writer, against string) {
+	if against != "" {
+		fmt.Fprintf(w, "Comparing against %s.\n\n", against)
+	}
 }
 
 func dash(s string) string {

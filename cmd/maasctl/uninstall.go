@@ -52,7 +52,11 @@ and its operator stay unless --delete-data, which deletes every MaaS API key
 and asks for confirmation on a terminal (--yes for scripts).
 
 It ends with a scan for objects labelled app.kubernetes.io/managed-by=maasctl
-that are still there. --dry-run prints the order and changes nothing.`,
+that are still there. --dry-run prints the order and changes nothing.
+
+Without -f, on a cluster installed from another inventory (maasctl
+inventory show), uninstall stops before any write and names it: give -f
+with that inventory, or --defaults to uninstall with the default one.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runUninstall(c, g, o) },
 	}
@@ -98,6 +102,7 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 		Config: a.cfg, Inventory: a.inv, Log: log,
 		DeleteData: o.deleteData, PurgeCRDs: o.purgeCRDs, ForceRemoveFinalizers: o.forceFinal,
 		DryRun: o.dryRun, WaitTimeout: o.waitTimeout, LeaseDuration: o.lease,
+		Source: a.src, // a plain run stops when the installed inventory differs
 	}
 	if a.vault != nil {
 		opts.Vault = a.vault

@@ -42,6 +42,10 @@ type Options struct {
 	// KubeTokenFromVault is PATH:KEY of the cluster's bearer token in
 	// Vault (--kube-token-from-vault); empty means vault.kubeTokenPath.
 	KubeTokenFromVault string
+	// Defaults (--defaults) asks for the default inventory (with Sets)
+	// on purpose, even when the cluster was installed from another one.
+	// It cannot be combined with Files.
+	Defaults bool
 }
 
 // FlagError is a bad flag value (exit code 2, nothing changed).
@@ -60,6 +64,8 @@ type Session struct {
 	opts      Options
 	vault     *vault.Client
 	vaultErr  error
+	// cfg is Config's result, once asked for.
+	cfg *rest.Config
 }
 
 // LoadInventory reads files (inventory YAML or Ansible vars) and sets,
@@ -84,6 +90,9 @@ func LoadInventory(files, sets []string, vaultAddr string) (*inventory.Inventory
 // why) unless the cluster token must come from it. Nothing is sent to the
 // cluster or to Vault.
 func Open(o Options) (*Session, error) {
+	if o.Defaults && len(o.Files) > 0 {
+		return nil, &FlagError{Flag: "--defaults", Err: errors.New("uses the default inventory, so it cannot be combined with -f; give one of them")}
+	}
 	inv, err := LoadInventory(o.Files, o.Sets, o.VaultAddr)
 	if err != nil {
 		return nil, err
@@ -136,6 +145,18 @@ func (s *Session) tokenSpec() string {
 // stale token fails here, naming the Vault path, instead of at the first
 // step.
 func (s *Session) Config(ctx context.Context) (*rest.Config, error) {
+	if s.cfg != nil {
+		return rest.CopyConfig(s.cfg), nil
+	}
+	cfg, err := s.config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg = cfg
+	return rest.CopyConfig(cfg), nil
+}
+
+func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 	if err := noCluster(s.opts.Kube); err != nil {
 		return nil, err
 	}
@@ -209,4 +230,59 @@ func checkClusterToken(ctx context.Context, cfg *rest.Config, spec string) error
 		return fmt.Errorf("the API server %s rejects the token from Vault %s (401 Unauthorized): the ServiceAccount token has expired or was rotated; store a current one, e.g. `vault kv put ... token=$(oc create token rhoai-deployer -n <namespace> --duration=24h)`", cfg.Host, spec)
 	}
 	return nil
+}
+
+// Source says where the session's inventory came from (the -f files, the
+// --set paths, --defaults), for install and uninstall to check against
+// and store as the installed inventory.
+func (s *Session) Source() steps.InventorySource {
+	return steps.NewInventorySource(s.opts.Files, s.opts.Sets, s.opts.Defaults)
+}
+
+// Installed reads the inventory the cluster was installed from
+// (steps.InstalledInventoryConfigMap); none is (nil, nil).
+func (s *Session) Installed(ctx context.Context) (*steps.InstalledInventory, error) {
+	c, err := s.Clients(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return steps.LoadInstalledInventory(ctx, c)
+}
+
+// UseInstalled makes the session's inventory the installed one when the
+// command named none (no -f, no --set, no --defaults) and the cluster
+// has one, so that plan, status and diff compare the cluster against what
+// it was installed from; vault.address stays the one of this run
+// (--vault-addr or VAULT_ADDR), as it is never stored. It returns which
+// inventory the session uses now, as a phrase: "the inventory installed
+// from site.yaml at ... (digest ...)", "the inventory from -f site.yaml",
+// "the default inventory (--defaults)", ...
+func (s *Session) UseInstalled(ctx context.Context) (string, error) {
+	src := s.Source()
+	switch {
+	case len(src.Files) > 0:
+		return "the inventory from -f " + src.Describe(), nil
+	case src.Defaults:
+		return src.Describe() + " (--defaults)", nil
+	case len(src.Sets) > 0:
+		return src.Describe(), nil
+	}
+	inst, err := s.Installed(ctx)
+	if err != nil {
+		return "", err
+	}
+	if inst == nil {
+		return "the default inventory (no installed inventory is recorded in the cluster)", nil
+	}
+	inv := inst.Inventory
+	inv.Vault.Address = s.Inventory.Vault.Address
+	if err := inv.Validate(); err != nil {
+		return "", fmt.Errorf("%w: the installed inventory: %w", steps.ErrInvalidInventory, err)
+	}
+	s.Inventory = inv
+	s.vault, s.vaultErr = VaultClient(inv)
+	if s.vaultErr != nil {
+		s.vault = nil
+	}
+	return inst.Describe(), nil
 }
