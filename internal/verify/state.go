@@ -88,13 +88,13 @@ type State struct {
 	Caller    Identity
 	CallerErr string
 
-	DSC, DSCI          *unstructured.Unstructured
-	Kuadrant           *unstructured.Unstructured
-	Authorinos         []*unstructured.Unstructured
-	KuadrantPods       []*unstructured.Unstructured
+	DSC, DSCI    *unstructured.Unstructured
+	Kuadrant     *unstructured.Unstructured
+	Authorinos   []*unstructured.Unstructured
+	KuadrantPods []*unstructured.Unstructured
 	// KuadrantOperators are the Deployments in the Kuadrant operator
 	// namespace whose pod template matches kuadrant.operatorSelector.
-	KuadrantOperators []*unstructured.Unstructured
+	KuadrantOperators  []*unstructured.Unstructured
 	Gateway            *unstructured.Unstructured
 	GatewayClass       *unstructured.Unstructured
 	GatewayService     *unstructured.Unstructured
