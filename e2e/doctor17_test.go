@@ -148,27 +148,42 @@ func TestDoctorNamesBreaks(t *testing.T) {
 	runLlamaCoder(t, c, 1)
 	p := startPlane(t, c)
 	expectVerifyPasses(t, c, p)
+	// restore returns a failed subtest's cluster to the healthy install
+	// so that the next break is judged on its own.
+	restore := func(t *testing.T) {
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			_, _ = c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS).Patch(context.Background(), kuadrantOperatorDep, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+			if r := c.install(t); r.exit != 0 {
+				t.Logf("restore: install exit %d", r.exit)
+			}
+		})
+	}
 
 	t.Run("Kuadrant CR deleted", func(t *testing.T) {
+		restore(t)
 		deleteGone(t, c, verify.KuadrantGVK, "kuadrant-system", "kuadrant")
+		fix := expectNamed(t, c, p, doctor.CodeObjectMissing, "Kuadrant kuadrant-system/kuadrant")
 		rep, r := verifyRun(t, c, p, "--live-only")
 		if r.exit != 1 || !strings.Contains(strings.Join(rep.FailedCodes(), " "), verify.CodeKuadrantReady) {
-			t.Fatalf("verify --live-only: exit %d, failed %v", r.exit, rep.FailedCodes())
+			t.Errorf("verify --live-only: exit %d, failed %v", r.exit, rep.FailedCodes())
 		}
-		fix := expectNamed(t, c, p, doctor.CodeObjectMissing, "Kuadrant kuadrant-system/kuadrant")
 		applyFix(t, c, fix)
 		expectVerifyPasses(t, c, p)
 	})
 
 	t.Run("passthrough Route deleted", func(t *testing.T) {
+		restore(t)
 		route := get(t, c, "route.openshift.io/v1", "Route", "openshift-ingress", "maas-default-gateway-https")
 		deleteGone(t, c, verify.RouteGVK, "openshift-ingress", route.GetName())
-		rep, r := verifyRun(t, c, p, "--live-only")
-		if r.exit != 1 || !strings.Contains(strings.Join(rep.FailedCodes(), " "), verify.CodeRoute) {
-			t.Fatalf("verify --live-only: exit %d, failed %v\n%s", r.exit, rep.FailedCodes(), r.stdout)
-		}
 		object := "Route openshift-ingress/" + route.GetName()
 		fix := expectNamed(t, c, p, doctor.CodeObjectMissing, object)
+		rep, r := verifyRun(t, c, p, "--live-only")
+		if r.exit != 1 || !strings.Contains(strings.Join(rep.FailedCodes(), " "), verify.CodeRoute) {
+			t.Errorf("verify --live-only: exit %d, failed %v, want %s\n%s", r.exit, rep.FailedCodes(), verify.CodeRoute, r.stdout)
+		}
 		// Without --endpoint doctor derives none from the Route: it says
 		// so instead of skipping the data path.
 		nr := c.maasctl(t, "doctor", "-o", "json")
@@ -187,6 +202,7 @@ func TestDoctorNamesBreaks(t *testing.T) {
 	})
 
 	t.Run("Kuadrant operator scaled to 0", func(t *testing.T) {
+		restore(t)
 		ctx := context.Background()
 		deps := c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS)
 		if _, err := deps.Patch(ctx, kuadrantOperatorDep, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{FieldManager: "e2e-break"}); err != nil {
@@ -194,16 +210,17 @@ func TestDoctorNamesBreaks(t *testing.T) {
 		}
 		waitList(t, c, verify.PodGVK, kuadrantOperatorNS, kuadrantOperatorSel, 2*time.Minute, "no Kuadrant operator pod",
 			func(l []*unstructured.Unstructured) bool { return len(l) == 0 })
+		fix := expectNamed(t, c, p, doctor.CodeKuadrantOperatorDown, "Deployment "+kuadrantOperatorNS+"/"+kuadrantOperatorDep)
 		rep, r := verifyRun(t, c, p, "--live-only")
 		if r.exit != 1 {
-			t.Fatalf("verify --live-only with the operator scaled to 0: exit %d, failed %v\n%s", r.exit, rep.FailedCodes(), r.stdout)
+			t.Errorf("verify --live-only with the operator scaled to 0: exit %d, failed %v\n%s", r.exit, rep.FailedCodes(), r.stdout)
 		}
-		fix := expectNamed(t, c, p, doctor.CodeKuadrantOperatorDown, "Deployment "+kuadrantOperatorNS+"/"+kuadrantOperatorDep)
 		applyFix(t, c, fix)
 		expectVerifyPasses(t, c, p)
 	})
 
 	t.Run("auth policy changed outside the inventory", func(t *testing.T) {
+		restore(t)
 		patchObject(t, c, verify.MaaSAuthPolicyGVK, maasNS, accessPolicy, `{"spec":{"subjects":{"groups":[{"name":"developers"}]}}}`)
 		waitList(t, c, verify.MaaSAuthPolicyGVK, maasNS, "", time.Minute, "MaaSAuthPolicy Active", phaseIs("Active"))
 		fix := expectNamed(t, c, p, doctor.Code403, "MaaSModelRef "+modelNS+"/"+modelName)
