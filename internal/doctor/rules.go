@@ -180,7 +180,7 @@ func gateway(s *verify.State) []Finding {
 		ev = p.String()
 	}
 	cause := "the OpenShift Gateway controller (Istio) has not programmed the Gateway"
-	fix := fmt.Sprintf("oc describe gateway %s -n %s", g.Name, g.Namespace)
+	fix := fmt.Sprintf("maasctl install   (re-applies the GatewayClass and Gateway from the inventory and waits for Programmed); if it stays not Programmed: oc describe gateway %s -n %s", g.Name, g.Namespace)
 	ls, _, _ := unstructured.NestedSlice(gw.Object, "status", "listeners")
 	for _, x := range ls {
 		m, _ := x.(map[string]any)
@@ -236,10 +236,10 @@ func maasAPI(s *verify.State) []Finding {
 	}
 	ev = append(ev, fmt.Sprintf("Secret %s/%s exists: %v", s.DBConfig.Namespace, s.DBConfig.Name, s.DBConfig.Exists))
 	cause := "the RHOAI operator has not deployed maas-api: MaaS is not enabled or its prerequisites (maas-db-config, Authorino with TLS) are missing"
-	fix := "oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
+	fix := "maasctl install   (re-applies the DSC with MaaS Managed, Authorino's TLS and maas-db-config); if maas-api still does not appear: oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
 	if s.MaaSAPI != nil {
 		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong (case B06)"
-		fix = fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns)
+		fix = fmt.Sprintf("maasctl install   (re-writes maas-db-config from Vault and restarts maas-api when it changed); if it still crash-loops: oc logs -n %s deploy/maas-api --tail=20", ns)
 	}
 	if !s.DBConfig.Exists {
 		fix = "maasctl install   (writes maas-db-config from Vault before MaaS needs it)"
