@@ -485,3 +485,38 @@ func TestUnreachableEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestNotInGrantedGroupsDataPath: the same intended configuration probed
+// through the data plane: the 403/429 the admin gets are information.
+func TestNotInGrantedGroupsDataPath(t *testing.T) {
+	r := healthy(t)
+	inv := inventory.Default()
+	for i := range inv.AuthPolicies {
+		inv.AuthPolicies[i].Groups = []string{"developers"}
+	}
+	for i := range inv.Subscriptions {
+		inv.Subscriptions[i].Groups = []string{"developers"}
+	}
+	edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups"))
+	edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "developers"}}, "spec", "owner", "groups"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plane, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: dataplane.StaticTokens{adminToken: admin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plane.Close()
+	ca, err := plane.WriteCAFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := doctor.Run(ctx, doctor.Options{Inventory: inv, Reader: r, DataPath: &verify.DataPathOptions{Endpoint: plane.URL(), Token: adminToken, CAFile: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_ = rep.WriteText(&out)
+	if len(rep.Errors()) != 0 || !strings.Contains(out.String(), "you are not in") {
+		t.Fatalf("want only information for an intended configuration:\n%s", out.String())
+	}
+}

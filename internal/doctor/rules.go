@@ -564,9 +564,13 @@ func access(s *verify.State) []Finding {
 // notInGroups is the information that the caller is outside the groups
 // the installed inventory grants model (what says so).
 func notInGroups(s *verify.State, object, model, what string) Finding {
+	granted := "model " + model
+	if model == "" {
+		granted = "it"
+	}
 	return finding(CodeNotInGroups, object,
 		fmt.Sprintf("you are not in %s; you are %s (groups %s)", what, s.Caller.User, list(s.Caller.Groups)),
-		"the installed inventory grants model "+model+" to other groups: your own requests get 403 or 429, as intended; nothing is broken",
+		"the installed inventory grants "+granted+" to other groups: your own requests get 403 or 429, as intended; nothing is broken",
 		"none needed; to call the model yourself add one of your groups to the inventory's authPolicies[].groups and subscriptions[].groups, then maasctl install -f <inventory> and create a new API key")
 }
 
@@ -651,6 +655,10 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 			}
 			out = append(out, finding(Code401, c.Object, ev, cause, fix))
 		case verify.ClassForbidden:
+			if sub := mintNotOwned(s, c); sub != "" {
+				out = append(out, notInGroups(s, obj("MaaSSubscription", s.Inv.RHOAI.MaaSNamespace, sub), "", "the owners of subscription "+sub+" in the installed inventory"))
+				continue
+			}
 			if m, ok := notGranted(s, c.Object, true); ok {
 				out = append(out, notInGroups(s, modelObject(s, c.Object), m, "the groups the installed inventory's authPolicies grant"))
 				continue
@@ -727,6 +735,21 @@ func endpointFinding(s *verify.State, object, ev, cause string) Finding {
 		fix = fmt.Sprintf("maasctl install   (re-creates the Route %s/%s that publishes the Gateway)", g.Namespace, g.RouteName)
 	}
 	return finding(CodeEndpointUnreachable, object, ev, "the MaaS endpoint did not answer as the MaaS gateway: "+orUnknown(cause), fix)
+}
+
+// mintNotOwned returns the inventory subscription a refused key mint
+// (MAAS-V021, 403) was for when the installed inventory does not make the
+// caller one of its owners: the refusal is then intended.
+func mintNotOwned(s *verify.State, c verify.Check) string {
+	if c.Code != verify.CodeMintKey || s.Caller.User == "" {
+		return ""
+	}
+	for _, p := range s.Inv.Subscriptions {
+		if strings.Contains(c.Detail, "subscription "+p.Name+":") && !grants(s.Caller, p.Groups, p.Users) {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 // notGranted reports whether the model of a data-path check object is one
