@@ -286,6 +286,11 @@ func TestDoctorAccessJudgedByInventory(t *testing.T) {
 	if text.exit != 0 || !strings.Contains(text.stdout, "you are not in") {
 		t.Errorf("text doctor: exit %d\n%s", text.exit, text.stdout)
 	}
+	// Probing the data path as that admin is refused, as intended.
+	p := startPlane(t, c)
+	if rep, r := doctorRun(t, c, p, "-f", file); r.exit != 0 || len(rep.Errors()) > 0 || !strings.Contains(r.stdout, "you are not in") {
+		t.Errorf("doctor -f site.yaml with the data path: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	}
 	// Judged against the default inventory the groups have drifted.
 	fix := ""
 	rep, r = doctorRun(t, c, nil)
