@@ -376,7 +376,7 @@ func TestVerifyDoctorGather(t *testing.T) {
 		expectVerifyFails(t, rep, r, verify.CodeChat, "no MaaSAuthPolicy grants caller admin")
 		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
 			code: "MAAS-D009", object: "MaaSModelRef llm-coding-assistant/qwen35-9b-coder", evidence: "groups developers",
-			fix: "oc patch maasauthpolicy llama-coder-access -n models-as-a-service",
+			fix: "maasctl install   (restores the inventory's subjects)",
 		}))
 		patchObject(t, c, verify.MaaSAuthPolicyGVK, maasNS, accessPolicy, `{"spec":{"subjects":{"groups":[{"name":"system:authenticated"}]}}}`)
 		waitList(t, c, verify.MaaSAuthPolicyGVK, maasNS, "", time.Minute, "MaaSAuthPolicy Active", phaseIs("Active"))

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/vault"
@@ -199,8 +200,11 @@ type StatusReport struct {
 	Steps     []StepStatus     `json:"steps"`
 	Operators []OperatorStatus `json:"operators"`
 	// Endpoint is the OpenAI-compatible base URL clients use.
-	Endpoint string    `json:"endpoint"`
-	LastRun  *RunTimes `json:"lastRun,omitempty"`
+	Endpoint string `json:"endpoint"`
+	// EndpointProblem, when set, says why clients cannot reach Endpoint
+	// (the passthrough Route that publishes it is missing) and the fix.
+	EndpointProblem string    `json:"endpointProblem,omitempty"`
+	LastRun         *RunTimes `json:"lastRun,omitempty"`
 }
 
 // Status reports every step's state (done, pending, drifted, failed) from
@@ -217,6 +221,12 @@ func Status(ctx context.Context, o PlanOptions) (*StatusReport, error) {
 		return nil, err
 	}
 	rep := &StatusReport{Steps: sts, Against: o.Against, Endpoint: "https://" + r.Env.Facts.Host + "/v1"}
+	if g := o.Inventory.Gateway; g.CreateRoute {
+		rep.EndpointProblem, err = routeProblem(ctx, r.Env, g.Namespace, g.RouteName)
+		if err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range sts {
 		if s.LastRun == nil {
 			continue
@@ -295,4 +305,21 @@ func operatorStatus(ctx context.Context, e *Env, step string, op inventory.Opera
 	st.Version, _, _ = unstructured.NestedString(csv.Object, "spec", "version")
 	st.Phase, _, _ = unstructured.NestedString(csv.Object, "status", "phase")
 	return st, nil
+}
+
+// routeProblem says why the endpoint is unreachable when the passthrough
+// Route ns/name that publishes it does not exist ("" when it does).
+func routeProblem(ctx context.Context, e *Env, ns, name string) (string, error) {
+	ri, _, err := e.Clients.Resource(verify.RouteGVK, ns)
+	if err != nil {
+		return fmt.Sprintf("Route %s/%s cannot be read (%v); run maasctl install", ns, name, err), nil
+	}
+	_, err = ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("the passthrough Route %s/%s does not exist, so clients cannot reach it; run maasctl install (maasctl doctor: MAAS-D022)", ns, name), nil
+	case err != nil:
+		return "", fmt.Errorf("read Route %s/%s: %w", ns, name, err)
+	}
+	return "", nil
 }

@@ -29,8 +29,17 @@ Kuadrant MissingDependency, Gateway not Programmed (LoadBalancerPending and
 DNSReady=False on ClusterIP are reported as harmless), maas-api missing,
 maas-db-config missing, User Workload Monitoring off, 401/403/429 causes,
 ExternalProvider not Ready (Secret, key api-key, label), Service Mesh older
-than 3.3.1 and a model server without ready endpoints. Each finding has a
-stable code (MAAS-D001 ...), the object, the evidence and the fix command.
+than 3.3.1 and a model server without ready endpoints. Every verify check
+(MAAS-V0xx) has a rule, so doctor also names objects maasctl installs that
+are missing or not ready (the Kuadrant CR, the Route, a policy), a Kuadrant
+operator that does not run, and an endpoint that does not answer. Each
+finding has a stable code (MAAS-D001 ...), the object, the evidence and a
+fix that converges: maasctl install when the inventory is right, the
+inventory change when it is not.
+
+Access (403/429) is judged against the inventory given (-f), not against
+your own groups: a policy changed outside the inventory is an error; you
+not being in the groups the inventory grants is information.
 
 Unless --live-only is given, doctor also probes the endpoint (mint a key,
 list models, chat, no key; the key is revoked) so 401/403/429 are observed.

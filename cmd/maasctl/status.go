@@ -171,7 +171,11 @@ func writeStatus(w io.Writer, rep *steps.StatusReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nEndpoint:  %s\n", rep.Endpoint)
+	if rep.EndpointProblem != "" {
+		fmt.Fprintf(w, "\nEndpoint:  %s UNREACHABLE: %s\n", rep.Endpoint, rep.EndpointProblem)
+	} else {
+		fmt.Fprintf(w, "\nEndpoint:  %s\n", rep.Endpoint)
+	}
 	if rep.LastRun != nil {
 		fmt.Fprintf(w, "Last run:  %s to %s (%d steps recorded, %s of step time)\n",
 			rep.LastRun.FirstStart.UTC().Format(time.RFC3339), rep.LastRun.LastEnd.UTC().Format(time.RFC3339),

@@ -102,6 +102,14 @@ var Rules = []Rule{
 	{CodeGovernanceGap, Error, "MaaSModelRef stays Pending: no governance pairing"},
 	{CodeAuthService, Error, "Model and key calls fail with 500 AUTH_FAILURE"},
 	{CodeGatewayAuth, Error, "MaaS Gateway AuthPolicy maas-gateway-auth missing, not accepted or not enforced"},
+	{CodeObjectMissing, Error, "An object maasctl install creates is missing"},
+	{CodeNotReady, Error, "An object maasctl install manages is not Ready, Active or Enforced"},
+	{CodeKuadrantOperatorDown, Error, "Kuadrant operator not running"},
+	{CodeOperatorEnv, Error, "RHCL operator env missing, or not in the running operator pod"},
+	{CodeEndpointUnreachable, Error, "The MaaS endpoint does not answer, or answers not found"},
+	{CodeAuthBypass, Error, "Requests without a valid API key are served"},
+	{CodeNotInGroups, Info, "You are not in the groups the installed inventory grants (intended)"},
+	{CodeDataPathFailed, Error, "A request-path check failed"},
 }
 
 func rule(code string) Rule {
@@ -174,7 +182,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.DataPath != nil {
 		dp := *o.DataPath
 		dp.ProbeQuota, dp.ProbeBodySize = false, 0
-		if ep, err := verify.ResolveEndpoint(s, dp.Endpoint); err == nil {
+		ep, err := verify.ResolveEndpoint(s, dp.Endpoint)
+		if err != nil {
+			// Not dropped: the failed check becomes a MAAS-D026 finding.
+			rep.DataPath = append(rep.DataPath, verify.Check{Code: verify.CodeHealth, Title: verify.TitleOf(verify.CodeHealth), Object: "endpoint",
+				Result: verify.Fail, Detail: err.Error(), Cause: "no MaaS endpoint is known"})
+		} else {
 			dp.Endpoint = ep
 			rep.Endpoint = ep
 			for _, c := range verify.DataPath(ctx, s, dp) {
@@ -234,10 +247,12 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	for _, r := range []func(*verify.State) []Finding{
 		maasNotEnabled, kuadrant, gateway, maasAPI, dbConfig, monitoring,
 		providers, serviceMesh, modelServing, governance, access, tokenLimits, gatewayAuth,
+		missingObjects, kuadrantOperator,
 	} {
 		out = append(out, r(s)...)
 	}
 	out = append(out, fromDataPath(s, dataPath)...)
+	out = append(out, fromChecks(s, out)...)
 	out = merge(out)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Code != out[j].Code {

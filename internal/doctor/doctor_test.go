@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -84,7 +87,7 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "reworded"}))
 			}},
-		{name: "Kuadrant not ready otherwise", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "AuthorinoNotReady", fix: "oc describe kuadrant",
+		{name: "Kuadrant not ready otherwise", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "AuthorinoNotReady", fix: "maasctl install",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
 			}},
@@ -173,15 +176,46 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "other", "namespace": mns}}, "spec", "modelRefs"))
 			}},
-		{name: "auth policy groups exclude the caller", code: doctor.Code403, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "groups developers",
-			fix: "oc patch maasauthpolicy llama-coder-access",
+		{name: "auth policy groups changed outside the inventory", code: doctor.Code403, object: "MaaSModelRef " + mns + "/qwen35-9b-coder",
+			evidence: "llama-coder-access grants groups developers, users <none>; the installed inventory grants groups system:authenticated",
+			fix:      "maasctl install",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups"))
 			}},
-		{name: "caller in no subscription", code: doctor.Code429, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "llama-coder-default (groups developers",
-			fix: "subscriptions[].groups",
+		{name: "subscription owners changed outside the inventory", code: doctor.Code429, object: "MaaSModelRef " + mns + "/qwen35-9b-coder",
+			evidence: "llama-coder-default is owned by groups developers, users <none>; the installed inventory says groups system:authenticated",
+			fix:      "maasctl install",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "developers"}}, "spec", "owner", "groups"))
+			}},
+		{name: "Kuadrant CR deleted", code: doctor.CodeObjectMissing, object: "Kuadrant kuadrant-system/kuadrant", evidence: "not found", fix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.KuadrantGVK, "kuadrant-system", "kuadrant")
+			}},
+		{name: "passthrough Route deleted", code: doctor.CodeObjectMissing, object: "Route openshift-ingress/maas-default-gateway-https", evidence: "not found", fix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.RouteGVK, "openshift-ingress", "maas-default-gateway-https")
+			}},
+		{name: "MaaSAuthPolicy deleted", code: doctor.CodeObjectMissing, object: "MaaSAuthPolicy " + ins + "/llama-coder-access", evidence: "not found", fix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.MaaSAuthPolicyGVK, ins, "llama-coder-access")
+			}},
+		{name: "Kuadrant operator scaled to 0", code: doctor.CodeKuadrantOperatorDown, object: "Deployment openshift-operators/kuadrant-operator-controller-manager",
+			evidence: "spec.replicas 0, 0 ready; 0 Running pod(s)", fix: "oc scale deployment kuadrant-operator-controller-manager -n openshift-operators --replicas=1",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.PodGVK, "openshift-operators", "kuadrant-operator-controller-manager-abc")
+				r.Put(&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+					"metadata": map[string]any{"name": "kuadrant-operator-controller-manager", "namespace": "openshift-operators"},
+					"spec":     map[string]any{"replicas": int64(0), "template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "kuadrant", "control-plane": "controller-manager"}}}},
+					"status":   map[string]any{}}})
+			}},
+		{name: "MaaSSubscription not Active", code: doctor.CodeNotReady, object: "MaaSSubscription " + ins + "/llama-coder-default", evidence: "phase Failed", fix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set("Failed", "status", "phase"))
+			}},
+		{name: "RHCL operator env missing", code: doctor.CodeOperatorEnv, object: "Subscription openshift-operators/rhcl-operator", evidence: "spec.config.env lacks", fix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.SubscriptionGVK, "openshift-operators", "rhcl-operator", func(o map[string]any) { unstructured.RemoveNestedField(o, "spec", "config") })
 			}},
 		{name: "token limit too small", code: doctor.CodeTokenLimitTooSmall, object: "MaaSSubscription " + ins + "/llama-coder-default", evidence: "limit 1000 tokens per 1h",
 			fix: `"path":"/spec/modelRefs/0/tokenRateLimits/0/limit"`,
@@ -202,6 +236,7 @@ func TestRules(t *testing.T) {
 			}
 			var out bytes.Buffer
 			_ = rep.WriteText(&out)
+			coveredByDoctor(t, r, inventory.Default(), rep)
 			if tc.code == "" {
 				if len(rep.Findings) != 0 {
 					t.Fatalf("healthy state has findings:\n%s", out.String())
@@ -324,9 +359,177 @@ func TestAuthFailureMergesIntoKuadrant(t *testing.T) {
 		t.Fatalf("findings %+v, want one %s carrying the AUTH_FAILURE evidence", got, doctor.CodeKuadrantMissingDep)
 	}
 	// With Kuadrant Ready the same observation is its own finding.
-	s.Kuadrant = nil
+	_ = unstructured.SetNestedSlice(s.Kuadrant.Object, []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready"}}, "status", "conditions")
 	got = doctor.Analyze(s, dp)
 	if len(got) != 1 || got[0].Code != doctor.CodeAuthService {
 		t.Fatalf("findings %+v, want one %s", got, doctor.CodeAuthService)
+	}
+}
+
+// coveredByDoctor asserts that every verify check failing on the state of
+// r has a doctor finding of a rule its VerifyCoverage entry names.
+func coveredByDoctor(t *testing.T, r verify.Reader, inv *inventory.Inventory, rep *doctor.Report) {
+	t.Helper()
+	s, err := verify.Snapshot(context.Background(), r, inv, verify.Release{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range verify.LiveChecks(s) {
+		if c.Result != verify.Fail {
+			continue
+		}
+		rules := doctor.VerifyCoverage[c.Code]
+		if !slices.ContainsFunc(rep.Findings, func(f doctor.Finding) bool { return slices.Contains(rules, f.Code) && f.Fix != "" && f.Cause != "" }) {
+			t.Errorf("verify %s fails (%s: %s) but doctor reports none of %v: %v", c.Code, c.Object, c.Detail, rules, rep.Codes())
+		}
+	}
+}
+
+// TestVerifyCoverage: every verify check code has doctor rules, each of
+// them in the catalogue, and no entry names a code verify does not have.
+func TestVerifyCoverage(t *testing.T) {
+	known := map[string]bool{}
+	for _, r := range doctor.Rules {
+		known[r.Code] = true
+	}
+	codes := verify.Codes()
+	if len(codes) == 0 {
+		t.Fatal("verify declares no codes")
+	}
+	for _, c := range codes {
+		rules, ok := doctor.VerifyCoverage[c]
+		if !ok || len(rules) == 0 {
+			t.Errorf("verify check %s (%s) has no doctor rule in doctor.VerifyCoverage", c, verify.TitleOf(c))
+		}
+		for _, r := range rules {
+			if !known[r] {
+				t.Errorf("VerifyCoverage[%s] names %s, which is not in doctor.Rules", c, r)
+			}
+		}
+	}
+	for c := range doctor.VerifyCoverage {
+		if !slices.Contains(codes, c) {
+			t.Errorf("VerifyCoverage names %s, which verify does not declare", c)
+		}
+	}
+}
+
+// TestNotInGrantedGroups: with an inventory that grants a group the
+// caller is not in, and live policies as the inventory says, doctor
+// reports information, not an error (DEPLOYMENT.md "Grant access to
+// specific groups").
+func TestNotInGrantedGroups(t *testing.T) {
+	r := healthy(t)
+	inv := inventory.Default()
+	for i := range inv.AuthPolicies {
+		inv.AuthPolicies[i].Groups = []string{"developers"}
+	}
+	for i := range inv.Subscriptions {
+		inv.Subscriptions[i].Groups = []string{"developers"}
+	}
+	edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups"))
+	edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "developers"}}, "spec", "owner", "groups"))
+	rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inv, Reader: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_ = rep.WriteText(&out)
+	if len(rep.Errors()) != 0 {
+		t.Fatalf("errors for an intended configuration:\n%s", out.String())
+	}
+	if got := rep.Codes(); !slices.Equal(got, []string{doctor.CodeNotInGroups}) {
+		t.Fatalf("codes %v, want [%s]\n%s", got, doctor.CodeNotInGroups, out.String())
+	}
+	f := rep.Findings[0]
+	if f.Severity != doctor.Info || !strings.Contains(f.Evidence, "you are not in authPolicies llama-coder-access (groups developers") || !strings.Contains(f.Evidence, "you are admin (groups system:masters") {
+		t.Errorf("finding %+v", f)
+	}
+	// The same live policies with the default inventory are drift: errors.
+	rep, err = doctor.Run(context.Background(), doctor.Options{Inventory: inventory.Default(), Reader: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if codes := strings.Join(rep.Codes(), " "); !strings.Contains(codes, doctor.Code403) || !strings.Contains(codes, doctor.Code429) || strings.Contains(codes, doctor.CodeNotInGroups) {
+		t.Errorf("drift from the default inventory: codes %s, want %s and %s", codes, doctor.Code403, doctor.Code429)
+	}
+}
+
+// TestUnreachableEndpoint: an endpoint that does not answer, or answers
+// 404 to everything, is a finding, not dropped; so is a missing Route
+// when no endpoint is given.
+func TestUnreachableEndpoint(t *testing.T) {
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	for _, tc := range []struct{ name, endpoint, evidence string }{
+		{"no response", closedURL, "connect"},
+		{"not found", notFound.URL, "404"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inventory.Default(), Reader: healthy(t),
+				DataPath: &verify.DataPathOptions{Endpoint: tc.endpoint, Token: adminToken, RequestTimeout: 5 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			_ = rep.WriteText(&out)
+			found := false
+			for _, f := range rep.Findings {
+				found = found || f.Code == doctor.CodeEndpointUnreachable && strings.Contains(f.Evidence, tc.evidence) && strings.Contains(f.Fix, "--endpoint https://maas.apps.openshift.example.com")
+			}
+			if !found || len(rep.Errors()) == 0 {
+				t.Errorf("no %s error naming %q:\n%s", doctor.CodeEndpointUnreachable, tc.evidence, out.String())
+			}
+		})
+	}
+	t.Run("no Route, no endpoint", func(t *testing.T) {
+		r := healthy(t)
+		r.Remove(verify.RouteGVK, "openshift-ingress", "maas-default-gateway-https")
+		rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inventory.Default(), Reader: r, DataPath: &verify.DataPathOptions{Token: adminToken}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := strings.Join(rep.Codes(), " ")
+		if !strings.Contains(codes, doctor.CodeEndpointUnreachable) || !strings.Contains(codes, doctor.CodeObjectMissing) {
+			t.Errorf("codes %s, want %s and %s", codes, doctor.CodeEndpointUnreachable, doctor.CodeObjectMissing)
+		}
+	})
+}
+
+// TestNotInGrantedGroupsDataPath: the same intended configuration probed
+// through the data plane: the 403/429 the admin gets are information.
+func TestNotInGrantedGroupsDataPath(t *testing.T) {
+	r := healthy(t)
+	inv := inventory.Default()
+	for i := range inv.AuthPolicies {
+		inv.AuthPolicies[i].Groups = []string{"developers"}
+	}
+	for i := range inv.Subscriptions {
+		inv.Subscriptions[i].Groups = []string{"developers"}
+	}
+	edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups"))
+	edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "developers"}}, "spec", "owner", "groups"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plane, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: dataplane.StaticTokens{adminToken: admin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plane.Close()
+	ca, err := plane.WriteCAFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := doctor.Run(ctx, doctor.Options{Inventory: inv, Reader: r, DataPath: &verify.DataPathOptions{Endpoint: plane.URL(), Token: adminToken, CAFile: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_ = rep.WriteText(&out)
+	if len(rep.Errors()) != 0 || !strings.Contains(out.String(), "you are not in") {
+		t.Fatalf("want only information for an intended configuration:\n%s", out.String())
 	}
 }

@@ -103,7 +103,7 @@ func kuadrant(s *verify.State) []Finding {
 	k := s.Inv.Kuadrant
 	o := obj("Kuadrant", k.Namespace, k.Name)
 	if s.Kuadrant == nil {
-		return nil // reported by the install; nothing to diagnose yet
+		return nil // missingObjects: MAAS-D022
 	}
 	c, ok := cond(s.Kuadrant, "Ready")
 	if ok && c.Status == "True" {
@@ -133,7 +133,7 @@ func kuadrant(s *verify.State) []Finding {
 	}
 	return []Finding{finding(CodeKuadrantNotReady, o, ev,
 		"Kuadrant is not ready (Authorino or Limitador not ready, or its operator is not running)",
-		fmt.Sprintf("oc describe kuadrant %s -n %s; oc get authorino,limitador -n %s", k.Name, k.Namespace, k.Namespace))}
+		fmt.Sprintf("maasctl install   (re-applies Kuadrant and Authorino from the inventory and waits for Ready); if it stays not Ready, restart the operator: %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector)))}
 }
 
 // gateway: "Gateway not Programmed" (check oc describe gateway), and
@@ -180,7 +180,7 @@ func gateway(s *verify.State) []Finding {
 		ev = p.String()
 	}
 	cause := "the OpenShift Gateway controller (Istio) has not programmed the Gateway"
-	fix := fmt.Sprintf("oc describe gateway %s -n %s", g.Name, g.Namespace)
+	fix := fmt.Sprintf("maasctl install   (re-applies the GatewayClass and Gateway from the inventory and waits for Programmed); if it stays not Programmed: oc describe gateway %s -n %s", g.Name, g.Namespace)
 	ls, _, _ := unstructured.NestedSlice(gw.Object, "status", "listeners")
 	for _, x := range ls {
 		m, _ := x.(map[string]any)
@@ -236,10 +236,10 @@ func maasAPI(s *verify.State) []Finding {
 	}
 	ev = append(ev, fmt.Sprintf("Secret %s/%s exists: %v", s.DBConfig.Namespace, s.DBConfig.Name, s.DBConfig.Exists))
 	cause := "the RHOAI operator has not deployed maas-api: MaaS is not enabled or its prerequisites (maas-db-config, Authorino with TLS) are missing"
-	fix := "oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
+	fix := "maasctl install   (re-applies the DSC with MaaS Managed, Authorino's TLS and maas-db-config); if maas-api still does not appear: oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
 	if s.MaaSAPI != nil {
 		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong (case B06)"
-		fix = fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns)
+		fix = fmt.Sprintf("maasctl install   (re-writes maas-db-config from Vault and restarts maas-api when it changed); if it still crash-loops: oc logs -n %s deploy/maas-api --tail=20", ns)
 	}
 	if !s.DBConfig.Exists {
 		fix = "maasctl install   (writes maas-db-config from Vault before MaaS needs it)"
@@ -490,54 +490,102 @@ func governance(s *verify.State) []Finding {
 	return out
 }
 
-// access infers 403 and 429 causes for the caller (the kubeconfig user):
-// no Active MaaSAuthPolicy grants their groups a model (403), or no
-// MaaSSubscription covers them for it (429, PR #429: "authenticated but no
-// subscription gives 429").
+// access judges 403 and 429 causes against the installed inventory (what
+// maasctl install was given), not against the caller's own groups: a live
+// MaaSAuthPolicy or MaaSSubscription whose subjects differ from the
+// inventory's is an error (403/429 for the users the inventory grants;
+// maasctl install restores it), while a caller outside the groups the
+// inventory grants is told so as information: that is the intended
+// configuration (DEPLOYMENT.md "Grant access to specific groups").
 func access(s *verify.State) []Finding {
-	if s.Caller.User == "" {
-		return nil
-	}
-	who := fmt.Sprintf("caller %s (groups %s)", s.Caller.User, strings.Join(s.Caller.Groups, ", "))
 	var out []Finding
+	ns := s.Inv.RHOAI.MaaSNamespace
 	for _, m := range s.Inv.ExternalModels {
 		key := [2]string{m.Namespace, m.Name}
-		var pols, subs []string
-		granted, covered := false, false
-		for _, p := range s.AuthPolicies {
-			if !slices.Contains(refs(p), key) {
-				continue
-			}
-			g, u := subjects(p, "subjects")
-			pols = append(pols, fmt.Sprintf("%s (phase %s; groups %s; users %s)", p.GetName(), orUnknown(str(p, "status", "phase")), strings.Join(g, ","), strings.Join(u, ",")))
-			if str(p, "status", "phase") == "Active" && grants(s.Caller, g, u) {
-				granted = true
-			}
-		}
-		for _, p := range s.Subscriptions {
-			if !slices.Contains(refs(p), key) || strings.HasPrefix(p.GetName(), verify.ProbeSubscriptionPrefix) {
-				continue
-			}
-			g, u := subjects(p, "owner")
-			subs = append(subs, fmt.Sprintf("%s (groups %s; users %s)", p.GetName(), strings.Join(g, ","), strings.Join(u, ",")))
-			if grants(s.Caller, g, u) {
-				covered = true
-			}
-		}
 		o := obj("MaaSModelRef", m.Namespace, m.Name)
-		if len(pols) > 0 && !granted {
-			out = append(out, finding(Code403, o, who+"; policies for the model: "+strings.Join(pols, "; "),
-				"no Active MaaSAuthPolicy grants the caller's groups this model, so the gateway answers 403",
-				fmt.Sprintf(`add one of your groups to the policy (inventory authPolicies[].groups) and run maasctl install, or: oc patch maasauthpolicy %s -n %s --type json -p '[{"op":"add","path":"/spec/subjects/groups/-","value":{"name":"<your group>"}}]'; then create a new API key (keys keep the groups they were minted with)`,
-					firstName(pols), s.Inv.RHOAI.MaaSNamespace)))
+		var wantG, wantU, pols []string
+		drift := false
+		for _, ip := range s.Inv.AuthPolicies {
+			if !slices.ContainsFunc(ip.ModelRefs, func(r inventory.ModelRef) bool { return r.Namespace == m.Namespace && r.Name == m.Name }) {
+				continue
+			}
+			wantG, wantU = append(wantG, ip.Groups...), append(wantU, ip.Users...)
+			lp := byName(s.AuthPolicies, ip.Name)
+			if lp == nil || !slices.Contains(refs(lp), key) {
+				continue // missingObjects / governance
+			}
+			g, u := subjects(lp, "subjects")
+			if !sameSet(g, ip.Groups) || !sameSet(u, ip.Users) {
+				drift = true
+				out = append(out, finding(Code403, o,
+					fmt.Sprintf("MaaSAuthPolicy %s/%s grants groups %s, users %s; the installed inventory grants groups %s, users %s", ns, ip.Name, list(g), list(u), list(ip.Groups), list(ip.Users)),
+					"the policy was changed outside the inventory: the users the inventory grants get 403, and the next maasctl install reverts the change anyway",
+					"maasctl install   (restores the inventory's subjects); to grant other groups, change authPolicies[name="+ip.Name+"].groups in the inventory first; then create a new API key (keys keep the groups they were minted with)"))
+			}
+			pols = append(pols, ip.Name)
 		}
-		if len(subs) > 0 && !covered {
-			out = append(out, finding(Code429, o, who+"; subscriptions for the model: "+strings.Join(subs, "; "),
-				"the caller owns no MaaSSubscription for this model, so the gateway answers 429 (not 403) to every request",
-				"add one of your groups to inventory subscriptions[].groups and run maasctl install, then create a new API key"))
+		var subG, subU, subs []string
+		for _, is := range s.Inv.Subscriptions {
+			if !slices.ContainsFunc(is.ModelRefs, func(r inventory.SubscriptionModel) bool { return r.Namespace == m.Namespace && r.Name == m.Name }) {
+				continue
+			}
+			subG, subU = append(subG, is.Groups...), append(subU, is.Users...)
+			lp := byName(s.Subscriptions, is.Name)
+			if lp == nil {
+				continue
+			}
+			g, u := subjects(lp, "owner")
+			if !sameSet(g, is.Groups) || !sameSet(u, is.Users) {
+				drift = true
+				out = append(out, finding(Code429, o,
+					fmt.Sprintf("MaaSSubscription %s/%s is owned by groups %s, users %s; the installed inventory says groups %s, users %s", ns, is.Name, list(g), list(u), list(is.Groups), list(is.Users)),
+					"the subscription was changed outside the inventory: the users the inventory names get 429, and the next maasctl install reverts the change anyway",
+					"maasctl install   (restores the inventory's owners); to cover other groups, change subscriptions[name="+is.Name+"].groups in the inventory first; then create a new API key"))
+			}
+			subs = append(subs, is.Name)
+		}
+		if drift || s.Caller.User == "" {
+			continue
+		}
+		var gaps []string
+		if len(pols) > 0 && !grants(s.Caller, wantG, wantU) {
+			gaps = append(gaps, fmt.Sprintf("authPolicies %s (groups %s; users %s)", strings.Join(pols, ","), list(wantG), list(wantU)))
+		}
+		if len(subs) > 0 && !grants(s.Caller, subG, subU) {
+			gaps = append(gaps, fmt.Sprintf("subscriptions %s (groups %s; users %s)", strings.Join(subs, ","), list(subG), list(subU)))
+		}
+		if len(gaps) > 0 {
+			out = append(out, notInGroups(s, o, m.Name, strings.Join(gaps, " and ")))
 		}
 	}
 	return out
+}
+
+// notInGroups is the information that the caller is outside the groups
+// the installed inventory grants model (what says so).
+func notInGroups(s *verify.State, object, model, what string) Finding {
+	granted := "model " + model
+	if model == "" {
+		granted = "it"
+	}
+	return finding(CodeNotInGroups, object,
+		fmt.Sprintf("you are not in %s; you are %s (groups %s)", what, s.Caller.User, list(s.Caller.Groups)),
+		"the installed inventory grants "+granted+" to other groups: your own requests get 403 or 429, as intended; nothing is broken",
+		"none needed; to call the model yourself add one of your groups to the inventory's authPolicies[].groups and subscriptions[].groups, then maasctl install -f <inventory> and create a new API key")
+}
+
+func list(l []string) string {
+	if len(l) == 0 {
+		return "<none>"
+	}
+	return strings.Join(l, ",")
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 func firstName(l []string) string {
@@ -586,10 +634,14 @@ func tokenLimits(s *verify.State) []Finding {
 func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 	var out []Finding
 	for _, c := range checks {
-		if c.Result != verify.Fail || c.Class == "" {
+		if c.Result != verify.Fail {
 			continue
 		}
 		ev := fmt.Sprintf("%s %s: %s", c.Code, c.Object, c.Detail)
+		if c.Class == "" {
+			out = append(out, unexplained(s, c, ev))
+			continue
+		}
 		switch verify.Class(c.Class) {
 		case verify.ClassUnauth:
 			cause := "the gateway rejected the key: it is missing, expired or revoked, or an OpenShift token was used instead of an sk-oai- key"
@@ -603,9 +655,21 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 			}
 			out = append(out, finding(Code401, c.Object, ev, cause, fix))
 		case verify.ClassForbidden:
+			if sub := mintNotOwned(s, c); sub != "" {
+				out = append(out, notInGroups(s, obj("MaaSSubscription", s.Inv.RHOAI.MaaSNamespace, sub), "", "the owners of subscription "+sub+" in the installed inventory"))
+				continue
+			}
+			if m, ok := notGranted(s, c.Object, true); ok {
+				out = append(out, notInGroups(s, modelObject(s, c.Object), m, "the groups the installed inventory's authPolicies grant"))
+				continue
+			}
 			out = append(out, finding(Code403, modelObject(s, c.Object), ev, c.Cause,
-				"add one of your groups to a MaaSAuthPolicy that lists the model (inventory authPolicies[].groups), run maasctl install, then create a new API key"))
+				"maasctl install   (restores the inventory's MaaSAuthPolicy subjects), then create a new API key; to grant other groups, change authPolicies[].groups in the inventory first"))
 		case verify.ClassQuota:
+			if m, ok := notGranted(s, c.Object, false); ok {
+				out = append(out, notInGroups(s, modelObject(s, c.Object), m, "the groups the installed inventory's subscriptions cover"))
+				continue
+			}
 			out = append(out, finding(Code429, modelObject(s, c.Object), ev, c.Cause,
 				"wait for the window to reset, or raise tokenRateLimits (inventory subscriptions[].modelRefs[].tokenRateLimits) and run maasctl install"))
 		case verify.ClassUnavailable:
@@ -632,12 +696,86 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 				continue
 			}
 			out = append(out, finding(CodeAuthService, obj("Gateway", s.Inv.Gateway.Namespace, s.Inv.Gateway.Name), ev, c.Cause,
-				"oc get kuadrant,authorino -A; oc logs -n "+k.OperatorNamespace+" -l "+k.OperatorSelector+" --tail=50"))
+				fmt.Sprintf("maasctl install   (re-applies Kuadrant, Authorino's TLS settings and the policies); if AUTH_FAILURE stays, restart Authorino and the Kuadrant operator: oc rollout restart deployment/%s -n %s; %s",
+					k.AuthorinoName, k.Namespace, verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))))
 		case verify.ClassBodyLimit:
 			out = append(out, finding(CodeServiceMeshOld, c.Object, ev, c.Cause, c.Fix))
+		case verify.ClassAuthBypass:
+			out = append(out, finding(CodeAuthBypass, c.Object, ev, c.Cause,
+				"maasctl install   (re-applies the Kuadrant operator env and the policies); upgrade RHCL to 1.4.1 or later when it runs 1.4.0"))
+		default:
+			out = append(out, unexplained(s, c, ev))
 		}
 	}
 	return out
+}
+
+// unexplained turns a failed data-path check of no class doctor has a
+// rule for into a finding: an endpoint that does not answer, answers 404
+// or is not MaaS (MAAS-D026), else the check itself (MAAS-D029). Doctor
+// never drops a failed probe.
+func unexplained(s *verify.State, c verify.Check, ev string) Finding {
+	switch verify.Class(c.Class) {
+	case verify.ClassNoResponse, verify.ClassNotFound, verify.ClassOther, verify.ClassBadRequest, "":
+		if c.Class != "" || c.Code == verify.CodeHealth || strings.Contains(c.Cause, "unreachable") || strings.Contains(c.Cause, "not maas-api") || strings.Contains(c.Cause, "not the MaaS gateway") {
+			return endpointFinding(s, c.Object, ev, c.Cause)
+		}
+	}
+	return finding(CodeDataPathFailed, c.Object, ev, orUnknown(c.Cause), convergingFix(c.Fix))
+}
+
+// endpointFinding: the MaaS endpoint does not answer as MaaS. The fix
+// names the endpoint the Route publishes.
+func endpointFinding(s *verify.State, object, ev, cause string) Finding {
+	g := s.Inv.Gateway
+	fix := "pass the MaaS base URL with --endpoint https://<gateway host>"
+	if h := str(s.Route, "spec", "host"); h != "" {
+		fix = fmt.Sprintf("the Route %s/%s publishes https://%s: pass --endpoint https://%s (or leave --endpoint out), and check that it resolves to the cluster's router from here", g.Namespace, g.RouteName, h, h)
+	} else if g.CreateRoute {
+		fix = fmt.Sprintf("maasctl install   (re-creates the Route %s/%s that publishes the Gateway)", g.Namespace, g.RouteName)
+	}
+	return finding(CodeEndpointUnreachable, object, ev, "the MaaS endpoint did not answer as the MaaS gateway: "+orUnknown(cause), fix)
+}
+
+// mintNotOwned returns the inventory subscription a refused key mint
+// (MAAS-V021, 403) was for when the installed inventory does not make the
+// caller one of its owners: the refusal is then intended.
+func mintNotOwned(s *verify.State, c verify.Check) string {
+	if c.Code != verify.CodeMintKey || s.Caller.User == "" {
+		return ""
+	}
+	for _, p := range s.Inv.Subscriptions {
+		if strings.Contains(c.Detail, "subscription "+p.Name+":") && !grants(s.Caller, p.Groups, p.Users) {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// notGranted reports whether the model of a data-path check object is one
+// the installed inventory does not grant the caller (authPolicies when
+// auth, else subscriptions): the 403/429 is then intended.
+func notGranted(s *verify.State, object string, auth bool) (string, bool) {
+	_, name, ok := strings.Cut(object, " model=")
+	if !ok || s.Caller.User == "" {
+		return "", false
+	}
+	var groups, users []string
+	n := 0
+	if auth {
+		for _, p := range s.Inv.AuthPolicies {
+			if slices.ContainsFunc(p.ModelRefs, func(r inventory.ModelRef) bool { return r.Name == name }) {
+				groups, users, n = append(groups, p.Groups...), append(users, p.Users...), n+1
+			}
+		}
+	} else {
+		for _, p := range s.Inv.Subscriptions {
+			if slices.ContainsFunc(p.ModelRefs, func(r inventory.SubscriptionModel) bool { return r.Name == name }) {
+				groups, users, n = append(groups, p.Groups...), append(users, p.Users...), n+1
+			}
+		}
+	}
+	return name, n > 0 && !grants(s.Caller, groups, users)
 }
 
 // modelObject names the MaaSModelRef of a data-path check whose object

@@ -62,6 +62,7 @@ const (
 	CodeSubscriptionAct   = "MAAS-V011"
 	CodeTokenLimitEnf     = "MAAS-V012"
 	CodeOperatorEnv       = "MAAS-V013"
+	CodeRoute             = "MAAS-V014"
 	CodeHealth            = "MAAS-V020"
 	CodeMintKey           = "MAAS-V021"
 	CodeListModels        = "MAAS-V022"
@@ -92,6 +93,7 @@ var Catalogue = []CodeInfo{
 	{CodeSubscriptionAct, "MaaSSubscription Active", false},
 	{CodeTokenLimitEnf, "generated Kuadrant TokenRateLimitPolicy Enforced", false},
 	{CodeOperatorEnv, "RHCL operator env (Subscription spec.config.env, running pod)", false},
+	{CodeRoute, "passthrough Route to the Gateway present", false},
 	{CodeHealth, "GET /maas-api/health answers 200", true},
 	{CodeMintKey, "API key minted (POST /maas-api/v1/api-keys)", true},
 	{CodeListModels, "GET /v1/models lists each model", true},
@@ -132,7 +134,17 @@ func (c Check) failDiag(detail string, dg Diagnosis) Check {
 
 func (c Check) skip(detail string) Check { c.Result, c.Detail = Skip, detail; return c }
 
-// LiveChecks evaluates the control-plane checks (MAAS-V001 to MAAS-V013) on
+// Codes returns every check code of the Catalogue, in report order: the
+// list a doctor rule must exist for (internal/doctor VerifyCoverage).
+func Codes() []string {
+	out := make([]string, len(Catalogue))
+	for i, c := range Catalogue {
+		out[i] = c.Code
+	}
+	return out
+}
+
+// LiveChecks evaluates the control-plane checks (MAAS-V001 to MAAS-V014) on
 // a snapshot. They only read.
 func LiveChecks(s *State) []Check {
 	var out []Check
@@ -144,7 +156,23 @@ func LiveChecks(s *State) []Check {
 		out = append(out, checkGatewayAuth(s))
 	}
 	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
-	return append(out, checkOperatorEnv(s))
+	return append(out, checkOperatorEnv(s), checkRoute(s))
+}
+
+// checkRoute (MAAS-V014): the passthrough Route that publishes the
+// Gateway exists when the inventory creates one (gateway.createRoute);
+// without it clients reach no MaaS endpoint.
+func checkRoute(s *State) Check {
+	g := s.Inv.Gateway
+	if !g.CreateRoute {
+		return newCheck(CodeRoute, "Route").skip("the inventory creates no Route (gateway.createRoute false)")
+	}
+	c := newCheck(CodeRoute, describe("Route", g.Namespace, g.RouteName))
+	if s.Route == nil {
+		return c.fail(s.MissingReason("Route", g.Namespace, g.RouteName),
+			"the passthrough Route does not exist, so clients reach no MaaS endpoint", "maasctl install")
+	}
+	return c.pass("host " + orNone(str(s.Route, "spec", "host")))
 }
 
 // envEffects says what goes wrong without each Kuadrant operator variable

@@ -685,5 +685,8 @@ func ResolveEndpoint(s *State, explicit string) (string, error) {
 	if h := s.Inv.Gateway.Hostname; h != "" {
 		return "https://" + h, nil
 	}
+	if g := s.Inv.Gateway; g.CreateRoute && s.Route == nil {
+		return "", fmt.Errorf("no MaaS endpoint: Route %s/%s %s (maasctl install re-creates it); or pass --endpoint", g.Namespace, g.RouteName, s.MissingReason("Route", g.Namespace, g.RouteName))
+	}
 	return "", errNoEndpoint
 }

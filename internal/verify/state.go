@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/internal/kube"
@@ -87,25 +88,28 @@ type State struct {
 	Caller    Identity
 	CallerErr string
 
-	DSC, DSCI        *unstructured.Unstructured
-	Kuadrant         *unstructured.Unstructured
-	Authorinos       []*unstructured.Unstructured
-	KuadrantPods     []*unstructured.Unstructured
-	Gateway          *unstructured.Unstructured
-	GatewayClass     *unstructured.Unstructured
-	GatewayService   *unstructured.Unstructured
-	Certificate      *unstructured.Unstructured
-	Route            *unstructured.Unstructured
-	MaaSAPI          *unstructured.Unstructured
-	DBConfig         SecretInfo
-	MonitoringConfig *unstructured.Unstructured
-	Providers        map[string]*unstructured.Unstructured // by namespace/name
-	ProviderSecrets  map[string]SecretInfo                 // by namespace/name
-	Models           map[string]*unstructured.Unstructured // ExternalModel by namespace/name
-	ModelRefs        map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
-	AuthPolicies     []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
-	Subscriptions    []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
-	KuadrantPolicies map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
+	DSC, DSCI    *unstructured.Unstructured
+	Kuadrant     *unstructured.Unstructured
+	Authorinos   []*unstructured.Unstructured
+	KuadrantPods []*unstructured.Unstructured
+	// KuadrantOperators are the Deployments in the Kuadrant operator
+	// namespace whose pod template matches kuadrant.operatorSelector.
+	KuadrantOperators []*unstructured.Unstructured
+	Gateway           *unstructured.Unstructured
+	GatewayClass      *unstructured.Unstructured
+	GatewayService    *unstructured.Unstructured
+	Certificate       *unstructured.Unstructured
+	Route             *unstructured.Unstructured
+	MaaSAPI           *unstructured.Unstructured
+	DBConfig          SecretInfo
+	MonitoringConfig  *unstructured.Unstructured
+	Providers         map[string]*unstructured.Unstructured // by namespace/name
+	ProviderSecrets   map[string]SecretInfo                 // by namespace/name
+	Models            map[string]*unstructured.Unstructured // ExternalModel by namespace/name
+	ModelRefs         map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
+	AuthPolicies      []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
+	Subscriptions     []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
+	KuadrantPolicies  map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
 	// GatewayAuthPolicy is the MaaS controller's Gateway-level AuthPolicy
 	// (Release.MaaSControllerFacts().GatewayAuthPolicy in the Gateway's
 	// namespace).
@@ -192,6 +196,9 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	async(func() { s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name) })
 	async(func() { s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "") })
 	async(func() { s.KuadrantPods = list(PodGVK, inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector) })
+	async(func() {
+		s.KuadrantOperators = templateMatches(list(DeploymentGVK, inv.Kuadrant.OperatorNamespace, ""), inv.Kuadrant.OperatorSelector)
+	})
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
 	// Istio names the Gateway's Service <gateway>-<class>
@@ -290,6 +297,23 @@ func (s *State) MissingReason(kind, ns, name string) string {
 		return r
 	}
 	return "not found"
+}
+
+// templateMatches returns the Deployments of l whose pod template labels
+// match the label selector sel (none when sel does not parse).
+func templateMatches(l []*unstructured.Unstructured, sel string) []*unstructured.Unstructured {
+	ls, err := labels.Parse(sel)
+	if err != nil {
+		return nil
+	}
+	var out []*unstructured.Unstructured
+	for _, d := range l {
+		tl, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+		if len(tl) > 0 && ls.Matches(labels.Set(tl)) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // generatedPolicies returns [namespace, name] of the Kuadrant policies a

@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/maasctl/maasctl/internal/doctor"
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
+)
+
+// Issue 17, "doctor is blind where verify is not" and "Fixes that do not
+// fix": each break of a live install is named by doctor, with and without
+// --live-only, and its fix, applied as printed, makes verify pass.
+
+const (
+	kuadrantOperatorNS  = "openshift-operators"
+	kuadrantOperatorDep = "kuadrant-operator-controller-manager"
+	kuadrantOperatorSel = "app=kuadrant,control-plane=controller-manager"
+)
+
+// findingOf returns doctor's finding with code and object, or nil.
+func findingOf(rep *doctor.Report, code, object string) *doctor.Finding {
+	for i, f := range rep.Findings {
+		if f.Code == code && f.Object == object {
+			return &rep.Findings[i]
+		}
+	}
+	return nil
+}
+
+// expectNamed runs doctor with (p != nil) and without the data path and
+// asserts both exit 1 with finding code on object; it returns the fix
+// printed by the --live-only run.
+func expectNamed(t *testing.T, c *cluster, p *plane, code, object string, extra ...string) string {
+	t.Helper()
+	var fix string
+	for _, pp := range []*plane{nil, p} {
+		rep, r := doctorRun(t, c, pp, extra...)
+		mode := "--live-only"
+		if pp != nil {
+			mode = "with the data path"
+		}
+		f := findingOf(rep, code, object)
+		if r.exit != 1 || f == nil || f.Cause == "" || f.Fix == "" || f.Evidence == "" {
+			t.Fatalf("doctor %s: exit %d, want 1 with %s on %s; codes %v\n%s", mode, r.exit, code, object, rep.Codes(), r.stdout)
+		}
+		if fix == "" {
+			fix = f.Fix
+		}
+	}
+	return fix
+}
+
+// applyFix applies a doctor fix as printed: its first command (up to
+// "   (" or "; ") is run, maasctl by the binary under test, oc verbs as the
+// same API calls.
+func applyFix(t *testing.T, c *cluster, fix string, installArgs ...string) {
+	t.Helper()
+	cmd := fix
+	if i := strings.Index(cmd, "   ("); i >= 0 {
+		cmd = cmd[:i]
+	}
+	if i := strings.Index(cmd, "; "); i >= 0 {
+		cmd = cmd[:i]
+	}
+	f := strings.Fields(cmd)
+	switch {
+	case len(f) == 2 && f[0] == "maasctl" && f[1] == "install":
+		r := c.maasctl(t, append([]string{"install", "-o", "json"}, installArgs...)...)
+		if r.exit != 0 {
+			t.Fatalf("fix %q: exit %d\n%s", cmd, r.exit, r.stderr)
+		}
+	case len(f) == 7 && f[0] == "oc" && f[1] == "scale" && f[2] == "deployment" && f[4] == "-n" && strings.HasPrefix(f[6], "--replicas="):
+		patch := fmt.Sprintf(`{"spec":{"replicas":%s}}`, strings.TrimPrefix(f[6], "--replicas="))
+		if _, err := c.clients.Kube.AppsV1().Deployments(f[5]).Patch(context.Background(), f[3], types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("fix %q: %v", cmd, err)
+		}
+	default:
+		t.Fatalf("fix %q is not a command (from %q)", cmd, fix)
+	}
+}
+
+// expectVerifyPasses runs verify live and with the data path.
+func expectVerifyPasses(t *testing.T, c *cluster, p *plane, extra ...string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		rep, r := verifyRun(t, c, p, extra...)
+		if r.exit == 0 && rep.Passed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("verify after the fix: exit %d, failed %v\n%s", r.exit, rep.FailedCodes(), r.stdout)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if d, r := doctorRun(t, c, p, extra...); r.exit != 0 || len(d.Errors()) > 0 {
+		t.Fatalf("doctor after the fix: exit %d, codes %v\n%s", r.exit, d.Codes(), r.stdout)
+	}
+}
+
+// deleteGone deletes one object and waits until it is gone.
+func deleteGone(t *testing.T, c *cluster, gvk schema.GroupVersionKind, ns, name string) {
+	t.Helper()
+	ri, _, err := c.clients.Resource(gvk, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := deleteObject(c, gvk, ns, name); err != nil {
+		t.Fatalf("delete %s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := ri.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s/%s still there a minute after its deletion", gvk.Kind, ns, name)
+		}
+	}
+}
+
+// TestDoctorNamesBreaks: on one live install, the Kuadrant CR deleted, the
+// passthrough Route deleted, the Kuadrant operator scaled to 0, an
+// auth policy changed outside the inventory, and an endpoint that does not
+// answer or answers 404: doctor names each (verify fails), and each fix
+// applied as printed makes verify pass again.
+func TestDoctorNamesBreaks(t *testing.T) {
+	parallel(t)
+	c := newCluster(t, clusterOptions{})
+	mustSucceed(t, c.install(t))
+	runLlamaCoder(t, c, 1)
+	p := startPlane(t, c)
+	expectVerifyPasses(t, c, p)
+	// restore returns a failed subtest's cluster to the healthy install
+	// so that the next break is judged on its own.
+	restore := func(t *testing.T) {
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			_, _ = c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS).Patch(context.Background(), kuadrantOperatorDep, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+			if r := c.install(t); r.exit != 0 {
+				t.Logf("restore: install exit %d", r.exit)
+			}
+		})
+	}
+
+	t.Run("Kuadrant CR deleted", func(t *testing.T) {
+		restore(t)
+		deleteGone(t, c, verify.KuadrantGVK, "kuadrant-system", "kuadrant")
+		fix := expectNamed(t, c, p, doctor.CodeObjectMissing, "Kuadrant kuadrant-system/kuadrant")
+		rep, r := verifyRun(t, c, p, "--live-only")
+		if r.exit != 1 || !strings.Contains(strings.Join(rep.FailedCodes(), " "), verify.CodeKuadrantReady) {
+			t.Errorf("verify --live-only: exit %d, failed %v", r.exit, rep.FailedCodes())
+		}
+		applyFix(t, c, fix)
+		expectVerifyPasses(t, c, p)
+	})
+
+	t.Run("passthrough Route deleted", func(t *testing.T) {
+		restore(t)
+		route := get(t, c, "route.openshift.io/v1", "Route", "openshift-ingress", "maas-default-gateway-https")
+		deleteGone(t, c, verify.RouteGVK, "openshift-ingress", route.GetName())
+		object := "Route openshift-ingress/" + route.GetName()
+		fix := expectNamed(t, c, p, doctor.CodeObjectMissing, object)
+		rep, r := verifyRun(t, c, p, "--live-only")
+		if r.exit != 1 || !strings.Contains(strings.Join(rep.FailedCodes(), " "), verify.CodeRoute) {
+			t.Errorf("verify --live-only: exit %d, failed %v, want %s\n%s", r.exit, rep.FailedCodes(), verify.CodeRoute, r.stdout)
+		}
+		// Without --endpoint doctor derives none from the Route: it says
+		// so instead of skipping the data path.
+		nr := c.maasctl(t, "doctor", "-o", "json")
+		if nr.exit != 1 || !strings.Contains(nr.stdout, doctor.CodeEndpointUnreachable) || !strings.Contains(nr.stdout, doctor.CodeObjectMissing) {
+			t.Errorf("doctor without --endpoint: exit %d, want 1 with %s and %s\n%s", nr.exit, doctor.CodeEndpointUnreachable, doctor.CodeObjectMissing, nr.stdout)
+		}
+		st := c.maasctl(t, "status")
+		if !strings.Contains(st.stdout, "UNREACHABLE") || !strings.Contains(st.stdout, route.GetName()+" does not exist") {
+			t.Errorf("status does not say the Route is missing:\n%s", st.stdout)
+		}
+		applyFix(t, c, fix)
+		expectVerifyPasses(t, c, p)
+		if st := c.maasctl(t, "status"); strings.Contains(st.stdout, "UNREACHABLE") {
+			t.Errorf("status after the fix:\n%s", st.stdout)
+		}
+	})
+
+	t.Run("Kuadrant operator scaled to 0", func(t *testing.T) {
+		restore(t)
+		ctx := context.Background()
+		deps := c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS)
+		if _, err := deps.Patch(ctx, kuadrantOperatorDep, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{FieldManager: "e2e-break"}); err != nil {
+			t.Fatal(err)
+		}
+		waitList(t, c, verify.PodGVK, kuadrantOperatorNS, kuadrantOperatorSel, 2*time.Minute, "no Kuadrant operator pod",
+			func(l []*unstructured.Unstructured) bool { return len(l) == 0 })
+		fix := expectNamed(t, c, p, doctor.CodeKuadrantOperatorDown, "Deployment "+kuadrantOperatorNS+"/"+kuadrantOperatorDep)
+		rep, r := verifyRun(t, c, p, "--live-only")
+		if r.exit != 1 {
+			t.Errorf("verify --live-only with the operator scaled to 0: exit %d, failed %v\n%s", r.exit, rep.FailedCodes(), r.stdout)
+		}
+		applyFix(t, c, fix)
+		expectVerifyPasses(t, c, p)
+	})
+
+	t.Run("auth policy changed outside the inventory", func(t *testing.T) {
+		restore(t)
+		patchObject(t, c, verify.MaaSAuthPolicyGVK, maasNS, accessPolicy, `{"spec":{"subjects":{"groups":[{"name":"developers"}]}}}`)
+		waitList(t, c, verify.MaaSAuthPolicyGVK, maasNS, "", time.Minute, "MaaSAuthPolicy Active", phaseIs("Active"))
+		fix := expectNamed(t, c, p, doctor.Code403, "MaaSModelRef "+modelNS+"/"+modelName)
+		applyFix(t, c, fix)
+		expectVerifyPasses(t, c, p)
+	})
+
+	t.Run("endpoint unreachable", func(t *testing.T) {
+		notFound := httptest.NewServer(http.NotFoundHandler())
+		defer notFound.Close()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := "http://" + l.Addr().String()
+		l.Close()
+		for _, ep := range []string{closed, notFound.URL} {
+			r := c.maasctl(t, "doctor", "-o", "json", "--endpoint", ep)
+			if r.exit != 1 || !strings.Contains(r.stdout, doctor.CodeEndpointUnreachable) || !strings.Contains(r.stdout, "--endpoint https://") {
+				t.Errorf("doctor --endpoint %s: exit %d, want 1 with %s naming the Route's endpoint\n%s", ep, r.exit, doctor.CodeEndpointUnreachable, r.stdout)
+			}
+		}
+		// The fix is the endpoint the Route publishes; here that host
+		// name is served by the test's data plane.
+		expectVerifyPasses(t, c, p)
+	})
+}
+
+// TestDoctorAccessJudgedByInventory: installed from an inventory that
+// grants a group the admin is not in (DEPLOYMENT.md "Grant access to
+// specific groups"), doctor run by the admin exits 0 and says "you are not
+// in ..." as information; the same live state judged against the default
+// inventory is drift, an error fixed by maasctl install.
+func TestDoctorAccessJudgedByInventory(t *testing.T) {
+	parallel(t)
+	c := newCluster(t, clusterOptions{})
+	inv := inventory.Default()
+	for i := range inv.AuthPolicies {
+		inv.AuthPolicies[i].Groups = []string{"developers"}
+	}
+	for i := range inv.Subscriptions {
+		inv.Subscriptions[i].Groups = []string{"developers"}
+	}
+	b, err := yaml.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(c.dir, "site.yaml")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustSucceed(t, c.install(t, "-f", file))
+	runLlamaCoder(t, c, 1)
+	rep, r := doctorRun(t, c, nil, "-f", file)
+	if r.exit != 0 || len(rep.Errors()) > 0 {
+		t.Fatalf("doctor -f site.yaml by an admin outside the granted groups: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	}
+	f := findingOf(rep, doctor.CodeNotInGroups, "MaaSModelRef "+modelNS+"/"+modelName)
+	if f == nil || f.Severity != doctor.Info || !strings.Contains(f.Evidence, "you are not in authPolicies "+accessPolicy+" (groups developers") {
+		t.Fatalf("no information %s saying 'you are not in ...': %+v\n%s", doctor.CodeNotInGroups, f, r.stdout)
+	}
+	text := c.maasctl(t, "doctor", "--live-only", "-f", file)
+	if text.exit != 0 || !strings.Contains(text.stdout, "you are not in") {
+		t.Errorf("text doctor: exit %d\n%s", text.exit, text.stdout)
+	}
+	// Probing the data path as that admin is refused, as intended.
+	p := startPlane(t, c)
+	if rep, r := doctorRun(t, c, p, "-f", file); r.exit != 0 || len(rep.Errors()) > 0 || !strings.Contains(r.stdout, "you are not in") {
+		t.Errorf("doctor -f site.yaml with the data path: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	}
+	// Judged against the default inventory the groups have drifted.
+	fix := ""
+	rep, r = doctorRun(t, c, nil)
+	if f := findingOf(rep, doctor.Code403, "MaaSModelRef "+modelNS+"/"+modelName); r.exit != 1 || f == nil {
+		t.Fatalf("doctor with the default inventory: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	} else {
+		fix = f.Fix
+	}
+	applyFix(t, c, fix)
+	if rep, r := doctorRun(t, c, nil); r.exit != 0 || len(rep.Errors()) > 0 {
+		t.Fatalf("doctor after the fix: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	}
+	if vr := c.maasctl(t, "verify", "--live-only"); vr.exit != 0 {
+		t.Fatalf("verify --live-only after the fix: exit %d\n%s", vr.exit, vr.stdout)
+	}
+}

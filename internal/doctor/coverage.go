@@ -1,0 +1,202 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/internal/verify"
+)
+
+// Finding codes added so that every verify check has a rule (issue 17).
+// MAAS-D021 (CodeGatewayAuth) is the Gateway-level AuthPolicy rule.
+const (
+	CodeObjectMissing        = "MAAS-D022"
+	CodeNotReady             = "MAAS-D023"
+	CodeKuadrantOperatorDown = "MAAS-D024"
+	CodeOperatorEnv          = "MAAS-D025"
+	CodeEndpointUnreachable  = "MAAS-D026"
+	CodeAuthBypass           = "MAAS-D027"
+	CodeNotInGroups          = "MAAS-D028"
+	CodeDataPathFailed       = "MAAS-D029"
+)
+
+// VerifyCoverage maps every verify check code (verify.Codes) to the doctor
+// rules that explain its failures. The first rule is the one doctor
+// reports, with the check's own observation, when a check fails and no
+// more specific rule fired: doctor never says "no problems found" while a
+// verify check fails. TestVerifyCoverage fails for a verify code without
+// an entry.
+var VerifyCoverage = map[string][]string{
+	verify.CodeDSCReady:          {CodeNotReady, CodeObjectMissing, CodeMaaSNotEnabled, CodeDBConfigMissing, CodeMonitoringOff},
+	verify.CodeKuadrantReady:     {CodeKuadrantNotReady, CodeObjectMissing, CodeKuadrantMissingDep, CodeKuadrantOperatorDown},
+	verify.CodeGatewayProgrammed: {CodeGatewayNotProgrammed, CodeObjectMissing},
+	verify.CodeMaaSAPIAvailable:  {CodeMaaSAPIMissing},
+	verify.CodeDBConfig:          {CodeDBConfigMissing},
+	verify.CodeProviderReady:     {CodeProviderNotReady, CodeObjectMissing, CodeProviderSecret, CodeProviderSecretKey, CodeProviderSecretLabel},
+	verify.CodeModelReady:        {CodeNotReady, CodeObjectMissing, CodeProviderNotReady, CodeProviderSecret, CodeProviderSecretKey, CodeProviderSecretLabel},
+	verify.CodeModelRefReady:     {CodeNotReady, CodeObjectMissing, CodeGovernanceGap, CodeModelNotServing},
+	verify.CodeAuthPolicyActive:  {CodeNotReady, CodeObjectMissing},
+	verify.CodeAuthEnforced:      {CodeGatewayAuth, CodeNotReady, CodeObjectMissing, CodeKuadrantNotReady, CodeKuadrantMissingDep},
+	verify.CodeSubscriptionAct:   {CodeNotReady, CodeObjectMissing},
+	verify.CodeTokenLimitEnf:     {CodeNotReady, CodeObjectMissing, CodeKuadrantNotReady, CodeKuadrantMissingDep},
+	verify.CodeOperatorEnv:       {CodeOperatorEnv, CodeObjectMissing, CodeKuadrantOperatorDown},
+	verify.CodeRoute:             {CodeObjectMissing},
+	verify.CodeHealth:            {CodeEndpointUnreachable, CodeMaaSAPIMissing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeObjectMissing},
+	verify.CodeMintKey:           {CodeDataPathFailed, Code401, CodeEndpointUnreachable, CodeMaaSAPIMissing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeNotInGroups, Code429},
+	verify.CodeListModels:        {CodeDataPathFailed, Code401, Code403, Code429, CodeEndpointUnreachable, CodeModelNotServing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeNotInGroups},
+	verify.CodeChat:              {CodeDataPathFailed, Code401, Code403, Code429, CodeEndpointUnreachable, CodeModelNotServing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeNotInGroups},
+	verify.CodeNoKey401:          {CodeAuthBypass, CodeEndpointUnreachable, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeDataPathFailed},
+	verify.CodeBogusKey:          {CodeAuthBypass, CodeEndpointUnreachable, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeDataPathFailed},
+	verify.CodeQuota429:          {CodeDataPathFailed, Code429, CodeEndpointUnreachable},
+	verify.CodeBodySize:          {CodeServiceMeshOld, CodeEndpointUnreachable, CodeDataPathFailed},
+	verify.CodeKeysRevoked:       {CodeDataPathFailed},
+}
+
+// missingObjects: an object maasctl install creates from the inventory is
+// gone (deleted by hand, or never created). Re-running the install
+// re-creates it; the verify checks fail "not found" meanwhile.
+func missingObjects(s *verify.State) []Finding {
+	var out []Finding
+	miss := func(kind, ns, name, effect string) {
+		out = append(out, finding(CodeObjectMissing, obj(kind, ns, name), kind+" "+s.MissingReason(kind, ns, name),
+			"the "+kind+" that maasctl install creates from the inventory does not exist (deleted, or the install has not run): "+effect,
+			"maasctl install   (re-creates it from the inventory)"))
+	}
+	if s.DSC == nil {
+		miss("DataScienceCluster", "", s.Release.DSCName, "RHOAI deploys no MaaS component")
+	}
+	k := s.Inv.Kuadrant
+	if s.Kuadrant == nil {
+		miss("Kuadrant", k.Namespace, k.Name, "no Authorino or Limitador is deployed, so no AuthPolicy or TokenRateLimitPolicy is enforced")
+	}
+	g := s.Inv.Gateway
+	if s.Gateway == nil {
+		miss("Gateway", g.Namespace, g.Name, "no gateway serves the MaaS endpoint")
+	}
+	if g.CreateRoute && s.Route == nil {
+		miss("Route", g.Namespace, g.RouteName, "clients reach no MaaS endpoint (the Gateway is published only through this passthrough Route)")
+	}
+	for _, key := range sortedKeys(s.Providers) {
+		if s.Providers[key] == nil {
+			ns, name, _ := strings.Cut(key, "/")
+			miss("ExternalProvider", ns, name, "its models have no upstream")
+		}
+	}
+	for _, m := range s.Inv.ExternalModels {
+		key := verify.Key(m.Namespace, m.Name)
+		if v, ok := s.Models[key]; ok && v == nil {
+			miss("ExternalModel", m.Namespace, m.Name, "the model is not routed")
+		}
+		if v, ok := s.ModelRefs[key]; ok && v == nil {
+			miss("MaaSModelRef", m.Namespace, m.Name, "the model is not offered through MaaS")
+		}
+	}
+	ns := s.Inv.RHOAI.MaaSNamespace
+	if !s.NotServed["MaaSAuthPolicy"] {
+		for _, p := range s.Inv.AuthPolicies {
+			if byName(s.AuthPolicies, p.Name) == nil {
+				miss("MaaSAuthPolicy", ns, p.Name, "nobody is granted its models")
+			}
+		}
+	}
+	if !s.NotServed["MaaSSubscription"] {
+		for _, p := range s.Inv.Subscriptions {
+			if byName(s.Subscriptions, p.Name) == nil {
+				miss("MaaSSubscription", ns, p.Name, "its owners get 429 for its models")
+			}
+		}
+	}
+	if op := s.Inv.Operator("rhcl"); op != nil && len(s.Inv.KuadrantOperatorEnv()) > 0 && s.RHCLSubscription == nil {
+		miss("Subscription", op.Namespace, op.Package, "the RHCL (Kuadrant) operator is not installed or not kept up to date")
+	}
+	return out
+}
+
+func byName(l []*unstructured.Unstructured, name string) *unstructured.Unstructured {
+	for _, p := range l {
+		if p.GetName() == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// kuadrantOperator: the Kuadrant operator Deployment is scaled to zero or
+// runs no pod, so nothing reconciles Kuadrant, its policies or the gateway
+// wasm config (the verify checks MAAS-V013 and, later, MAAS-V002 fail).
+func kuadrantOperator(s *verify.State) []Finding {
+	k := s.Inv.Kuadrant
+	running := 0
+	for _, p := range s.KuadrantPods {
+		if str(p, "status", "phase") == "Running" && p.GetDeletionTimestamp() == nil {
+			running++
+		}
+	}
+	var out []Finding
+	for _, d := range s.KuadrantOperators {
+		want, found, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+		if !found {
+			want = 1
+		}
+		ready, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas")
+		if want > 0 && (ready > 0 || running > 0) {
+			return nil
+		}
+		ev := fmt.Sprintf("spec.replicas %d, %d ready; %d Running pod(s) match %s", want, ready, running, k.OperatorSelector)
+		if want == 0 {
+			out = append(out, finding(CodeKuadrantOperatorDown, obj("Deployment", d.GetNamespace(), d.GetName()), ev,
+				"the Kuadrant operator Deployment is scaled to 0: nothing reconciles Kuadrant, Authorino, Limitador or the policies MaaS generates",
+				fmt.Sprintf("oc scale deployment %s -n %s --replicas=1   (maasctl install does not manage the operator's Deployment; OLM created it)", d.GetName(), d.GetNamespace())))
+			continue
+		}
+		out = append(out, finding(CodeKuadrantOperatorDown, obj("Deployment", d.GetNamespace(), d.GetName()), ev,
+			"the Kuadrant operator Deployment has no ready pod: nothing reconciles Kuadrant or its policies",
+			fmt.Sprintf("oc rollout restart deployment %s -n %s; if it does not become ready: oc logs -n %s deploy/%s", d.GetName(), d.GetNamespace(), d.GetNamespace(), d.GetName())))
+	}
+	if len(out) > 0 || running > 0 || len(s.KuadrantOperators) > 0 {
+		return out
+	}
+	if s.Inv.Operator("rhcl") == nil || len(s.KuadrantPods) > 0 || s.Kuadrant == nil {
+		return nil
+	}
+	return []Finding{finding(CodeKuadrantOperatorDown, "Pod "+k.OperatorNamespace+" "+k.OperatorSelector,
+		"no Deployment or pod in "+k.OperatorNamespace+" matches "+k.OperatorSelector,
+		"the Kuadrant (RHCL) operator is not running, or kuadrant.operatorSelector does not match its pods",
+		"maasctl install   (installs the RHCL operator through its Subscription); if it runs with other labels, set kuadrant.operatorSelector in the inventory")}
+}
+
+// fromChecks is the backstop of VerifyCoverage: every failed live verify
+// check that no rule of its coverage explained becomes a finding of its
+// first rule, with the check's observation, cause and a fix that
+// converges.
+func fromChecks(s *verify.State, have []Finding) []Finding {
+	var out []Finding
+	for _, c := range verify.LiveChecks(s) {
+		if c.Result != verify.Fail {
+			continue
+		}
+		rules := VerifyCoverage[c.Code]
+		if len(rules) == 0 || slices.ContainsFunc(append(have, out...), func(f Finding) bool { return slices.Contains(rules, f.Code) }) {
+			continue
+		}
+		out = append(out, finding(rules[0], c.Object, c.Code+" "+c.Title+": "+c.Detail, c.Cause, convergingFix(c.Fix)))
+	}
+	return out
+}
+
+// convergingFix turns a check's fix into one that converges: maasctl
+// install re-applies what the inventory says; a fix that only says where
+// to look (or points back at doctor) gets the install first.
+func convergingFix(fix string) string {
+	if strings.HasPrefix(fix, "maasctl install") || strings.HasPrefix(fix, "oc delete pod") {
+		return fix
+	}
+	fix = strings.TrimPrefix(strings.TrimPrefix(fix, "maasctl doctor; "), "maasctl doctor")
+	if fix == "" {
+		return "maasctl install   (re-applies the inventory and waits for it to be ready)"
+	}
+	return "maasctl install   (re-applies the inventory and waits for it to be ready); if it stays so: " + fix
+}
