@@ -73,7 +73,9 @@ func TestB04VersionSkewStopsBeforeWrite(t *testing.T) {
 	installRHOAIOperator(t, c, "stable-3.4")
 	_, _, rv := subscriptionOf(t, c)
 
-	r := c.install(t)
+	// --defaults: the cluster was installed with channel stable-3.4 (as
+	// another tool would leave it); the run asks for the default inventory.
+	r := c.install(t, "--defaults")
 	mustFail(t, r)
 	msg := failure(r, steps.PreflightStepID)
 	mustContain(t, "preflight failure", msg, "rhoai-version", "operator version 3.4.4", "CSV "+rhoaiNS+"/rhods-operator.3.4.4",
@@ -149,7 +151,7 @@ func TestB04ChannelChangeWaitsForNewCSV(t *testing.T) {
 	c := newCaseCluster(t, caseOptions{rhoai: sim.RHOAI34})
 	installRHOAIOperator(t, c, "stable-3.4")
 
-	manual := []string{onlyRHOAI, ignoreAll, "--set", "operators[rhoai].approval=Manual", "--set", "waitTimeoutSeconds=300"}
+	manual := []string{onlyRHOAI, ignoreAll, "--set", "operators[rhoai].channel=stable-3.5", "--set", "operators[rhoai].approval=Manual", "--set", "waitTimeoutSeconds=300"}
 	r := c.install(t, manual...)
 	msg := failure(r, "operators/rhoai")
 	if msg == "" {

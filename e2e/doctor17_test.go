@@ -81,8 +81,8 @@ func applyFix(t *testing.T, c *cluster, fix string, installArgs ...string) {
 	}
 	f := strings.Fields(cmd)
 	switch {
-	case len(f) == 2 && f[0] == "maasctl" && f[1] == "install":
-		r := c.maasctl(t, append([]string{"install", "-o", "json"}, installArgs...)...)
+	case len(f) >= 2 && f[0] == "maasctl" && f[1] == "install":
+		r := c.maasctl(t, append(append([]string{"install", "-o", "json"}, f[2:]...), installArgs...)...)
 		if r.exit != 0 {
 			t.Fatalf("fix %q: exit %d\n%s", cmd, r.exit, r.stderr)
 		}
@@ -291,13 +291,23 @@ func TestDoctorAccessJudgedByInventory(t *testing.T) {
 	if rep, r := doctorRun(t, c, p, "-f", file); r.exit != 0 || len(rep.Errors()) > 0 || !strings.Contains(r.stdout, "you are not in") {
 		t.Errorf("doctor -f site.yaml with the data path: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
 	}
-	// Judged against the default inventory the groups have drifted.
-	fix := ""
+	// Without -f, doctor judges against the inventory the cluster was
+	// installed from (site.yaml), and says so.
 	rep, r = doctorRun(t, c, nil)
+	if r.exit != 0 || len(rep.Errors()) > 0 || !strings.Contains(r.stderr, "judging the cluster against the inventory installed from "+file) {
+		t.Fatalf("doctor without -f after install -f site.yaml: exit %d, codes %v\nstdout:\n%s\nstderr:\n%s", r.exit, rep.Codes(), r.stdout, r.stderr)
+	}
+	// Judged against the default inventory (--defaults) the groups have
+	// drifted; the fix, run as printed, goes back to the defaults.
+	fix := ""
+	rep, r = doctorRun(t, c, nil, "--defaults")
 	if f := findingOf(rep, doctor.Code403, "MaaSModelRef "+modelNS+"/"+modelName); r.exit != 1 || f == nil {
-		t.Fatalf("doctor with the default inventory: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+		t.Fatalf("doctor --defaults: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
 	} else {
 		fix = f.Fix
+	}
+	if !strings.Contains(fix, "maasctl install --defaults") {
+		t.Errorf("doctor --defaults fix %q does not name 'maasctl install --defaults' (a plain install stops on a cluster installed from site.yaml)", fix)
 	}
 	applyFix(t, c, fix)
 	if rep, r := doctorRun(t, c, nil); r.exit != 0 || len(rep.Errors()) > 0 {

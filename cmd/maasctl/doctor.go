@@ -37,8 +37,13 @@ finding has a stable code (MAAS-D001 ...), the object, the evidence and a
 fix that converges: maasctl install when the inventory is right, the
 inventory change when it is not.
 
-Access (403/429) is judged against the inventory given (-f), not against
-your own groups: a policy changed outside the inventory is an error; you
+Without -f, --set or --defaults, doctor judges the cluster against the
+inventory it was installed from (maasctl inventory show), and its fixes
+name the install command that re-applies that inventory (maasctl install
+-f <the file it was installed from>).
+
+Access (403/429) is judged against that inventory, not against your own
+groups: a policy changed outside the inventory is an error; you
 not being in the groups the inventory grants is information.
 
 Unless --live-only is given, doctor also probes the endpoint (mint a key,
@@ -61,11 +66,12 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
-	inv, cfg, clients, err := connect(c, g)
+	a, clients, err := connect(c, g)
 	if err != nil {
 		return err
 	}
-	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), APIKey: os.Getenv("MAAS_API_KEY")}
+	inv, cfg := a.inv, a.cfg
+	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), APIKey: os.Getenv("MAAS_API_KEY"), InstallCommand: a.installCmd}
 	if !o.liveOnly {
 		dp, err := o.dp.options(cfg)
 		if err != nil {

@@ -47,10 +47,11 @@ func runGather(c *cobra.Command, g *globalOptions, o *gatherOptions) error {
 	if o.tail <= 0 {
 		return &usageError{fmt.Errorf("--tail-lines %d: must be positive", o.tail)}
 	}
-	inv, _, clients, err := connect(c, g)
+	a, clients, err := connect(c, g)
 	if err != nil {
 		return err
 	}
+	inv := a.inv
 	res, err := gather.Gather(c.Context(), gather.Options{
 		Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), Logs: gather.PodLogs{Client: clients.Kube},
 		Output: o.archive, DebugLogs: o.debugLogs, TailLines: o.tail, ToolVersion: version,

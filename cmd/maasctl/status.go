@@ -35,11 +35,14 @@ type clusterAccess struct {
 	inv *inventory.Inventory
 	// src is where inv came from; against says which inventory inv is
 	// (readAccess only).
-	src      steps.InventorySource
-	against  string
-	cfg      *rest.Config
-	vault    *vault.Client
-	vaultErr error
+	src     steps.InventorySource
+	against string
+	// installCmd is the install command that re-applies inv
+	// (session.InstallCommand).
+	installCmd string
+	cfg        *rest.Config
+	vault      *vault.Client
+	vaultErr   error
 }
 
 // access opens the session of the global flags and connects. Vault is
@@ -68,7 +71,7 @@ func openAccess(c *cobra.Command, g *globalOptions, installed bool) (*clusterAcc
 			return nil, err
 		}
 	}
-	a := &clusterAccess{inv: s.Inventory, src: s.Source(), against: against}
+	a := &clusterAccess{inv: s.Inventory, src: s.Source(), against: against, installCmd: s.InstallCommand()}
 	a.vault, a.vaultErr = s.Vault()
 	if a.cfg, err = s.Config(c.Context()); err != nil {
 		return nil, err

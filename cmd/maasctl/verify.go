@@ -21,17 +21,23 @@ func init() { commands = append(commands, newVerifyCmd) }
 
 // connect opens the session of the global flags (access, status.go, so
 // --kube-token-from-vault and Ansible vars files work as for every
-// command) and returns the inventory with the cluster config and clients.
-func connect(c *cobra.Command, g *globalOptions) (*inventory.Inventory, *rest.Config, *kube.Clients, error) {
-	a, err := access(c, g)
+// command) and returns it with the cluster clients. Without -f, --set or
+// --defaults the inventory is the one the cluster was installed from
+// (readAccess), and stderr says so: verify, doctor and gather judge the
+// cluster against what it was installed from.
+func connect(c *cobra.Command, g *globalOptions) (*clusterAccess, *kube.Clients, error) {
+	a, err := readAccess(c, g)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
+	}
+	if strings.HasPrefix(a.against, "the inventory installed from") {
+		fmt.Fprintf(c.ErrOrStderr(), "maasctl: judging the cluster against %s\n", a.against)
 	}
 	clients, err := kube.New(a.cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return a.inv, a.cfg, clients, nil
+	return a, clients, nil
 }
 
 // release detects the installed RHOAI release layout and the live
@@ -142,10 +148,11 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil || size.Sign() < 0 {
 		return &usageError{fmt.Errorf("--probe-body-size %q: want a size such as 256Ki", o.bodySize)}
 	}
-	inv, cfg, clients, err := connect(c, g)
+	a, clients, err := connect(c, g)
 	if err != nil {
 		return err
 	}
+	inv, cfg := a.inv, a.cfg
 	vo := verify.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv)}
 	if o.liveOnly {
 		for _, name := range []string{"endpoint", "token", "ca-file", "insecure-skip-tls-verify", "subscription", "probe-quota", "probe-body-size"} {

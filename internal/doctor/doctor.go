@@ -140,6 +140,13 @@ type Options struct {
 	// APIKey, when set, is a user's own sk-oai- key to test for 401
 	// (never printed).
 	APIKey string
+	// InstallCommand is the command that re-applies Inventory ("maasctl
+	// install -f site.yaml"); every fix that says "maasctl install" names
+	// it instead, so that the fix, run as printed, converges to the
+	// inventory doctor judged against (a plain install on a cluster
+	// installed from a file stops without writing). Empty means "maasctl
+	// install".
+	InstallCommand string
 }
 
 // Report is the outcome of one doctor run.
@@ -201,7 +208,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Findings = Analyze(s, rep.DataPath)
+	if o.InstallCommand != "" {
+		for i := range rep.Findings {
+			rep.Findings[i].Fix = withInstallCommand(rep.Findings[i].Fix, o.InstallCommand)
+		}
+	}
 	return rep, nil
+}
+
+// withInstallCommand replaces each "maasctl install" in fix that names no
+// inventory of its own (not followed by " -f" or " --defaults") with cmd.
+func withInstallCommand(fix, cmd string) string {
+	const plain = "maasctl install"
+	var b strings.Builder
+	for {
+		i := strings.Index(fix, plain)
+		if i < 0 {
+			b.WriteString(fix)
+			return b.String()
+		}
+		rest := fix[i+len(plain):]
+		b.WriteString(fix[:i])
+		if rest == "" || !(rest[0] >= 'a' && rest[0] <= 'z') && !strings.HasPrefix(rest, " -f") && !strings.HasPrefix(rest, " --defaults") {
+			b.WriteString(cmd)
+		} else {
+			b.WriteString(plain)
+		}
+		fix = rest
+	}
 }
 
 // userKeyCheck tests the user's own key with GET /v1/models.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,6 +67,9 @@ type Session struct {
 	vaultErr  error
 	// cfg is Config's result, once asked for.
 	cfg *rest.Config
+	// installed is the installed inventory UseInstalled switched to (nil
+	// when the session uses its own).
+	installed *steps.InstalledInventory
 }
 
 // LoadInventory reads files (inventory YAML or Ansible vars) and sets,
@@ -280,9 +284,35 @@ func (s *Session) UseInstalled(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: the installed inventory: %w", steps.ErrInvalidInventory, err)
 	}
 	s.Inventory = inv
+	s.installed = inst
 	s.vault, s.vaultErr = VaultClient(inv)
 	if s.vaultErr != nil {
 		s.vault = nil
 	}
 	return inst.Describe(), nil
+}
+
+// InstallCommand is the maasctl install command line that re-applies the
+// session's inventory, for fixes that tell the user to run it: "maasctl
+// install -f <files>" for an inventory from files (this command's -f, or
+// the installed inventory's when UseInstalled switched to it), "maasctl
+// install --defaults" for --defaults, plain "maasctl install" for the
+// default inventory. --set values are never repeated (they may hold
+// anything): each is named by its path, "--set gateway.hostname=<value>".
+func (s *Session) InstallCommand() string {
+	src := s.Source()
+	if s.installed != nil {
+		src = s.installed.Source
+	}
+	cmd := "maasctl install"
+	switch {
+	case len(src.Files) > 0:
+		cmd += " -f " + strings.Join(src.Files, " -f ")
+	case src.Defaults:
+		cmd += " --defaults"
+	}
+	for _, p := range src.Sets {
+		cmd += " --set " + p + "=<value>"
+	}
+	return cmd
 }
