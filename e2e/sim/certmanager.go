@@ -35,7 +35,9 @@ import (
 // Ready), and the Secret annotations of pkg/apis/certmanager/v1/types.go.
 // Issuers are not simulated: their status comes from the cluster (the
 // fixture's ClusterIssuer is Ready as after ACME account registration).
-// The issued certificate is a real self-signed X.509 certificate.
+// The issued certificate is a real self-signed X.509 certificate. The
+// webhook's admission checks are a ValidatingAdmissionPolicy on the API
+// server (certmanager_webhook.go), installed when the simulator starts.
 type certManager struct {
 	m *manager
 	r *reconciler

@@ -164,6 +164,9 @@ func (m *manager) start(ctx context.Context) error {
 		return fmt.Errorf("connect to api server: %w", err)
 	}
 	m.ctx = ctx
+	if err := m.installCertWebhook(ctx); err != nil {
+		return err
+	}
 	registerCNPG(m)
 	registerCertManager(m)
 	registerServiceCA(m)

@@ -83,8 +83,6 @@ func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[str
 	}
 }
 
-// waitFor watches one object until ok accepts it, failing t after timeout
-// with the last state seen.
 // phaseHistory records, from now on, every status.phase object ns/name of
 // g is written with (one entry per write that changes it). The returned
 // func waits up to settle for the last recorded phase to be last, then
@@ -128,6 +126,8 @@ func (c *cluster) phaseHistory(t *testing.T, g schema.GroupVersionResource, ns, 
 	}
 }
 
+// waitFor watches one object until ok accepts it, failing t after timeout
+// with the last state seen.
 func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -1102,5 +1102,55 @@ func TestOLMIsNotASimulator(t *testing.T) {
 	olm, rest := SplitOLMDelay(map[string]time.Duration{OLM: 2 * time.Second, DSC: time.Second})
 	if olm != 2*time.Second || len(rest) != 1 || rest[DSC] != time.Second {
 		t.Errorf("SplitOLMDelay = %s, %v; want 2s, map[dsc:1s]", olm, rest)
+	}
+}
+
+// TestCertManagerWebhookRefuses: cert-manager v1.21.1's webhook refuses at
+// admission a Certificate without any subject, an RSA key under 2048 bits
+// and a duration not longer than renewBefore (issue 18, measured); the
+// simulated one must too, and accept what the real one accepts.
+func TestCertManagerWebhookRefuses(t *testing.T) {
+	c := startCluster(t, Options{})
+	cert := func(name string, spec map[string]any) *unstructured.Unstructured {
+		spec["secretName"] = name
+		spec["issuerRef"] = map[string]any{"group": "cert-manager.io", "kind": "ClusterIssuer", "name": "letsencrypt"}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+			"metadata": map[string]any{"name": name, "namespace": "openshift-ingress"},
+			"spec":     spec,
+		}}
+	}
+	refused := []struct {
+		name, want string
+		spec       map[string]any
+	}{
+		{"no-subject", "at least one of commonName", map[string]any{}},
+		{"empty-dnsnames", "at least one of commonName", map[string]any{"dnsNames": []any{}}},
+		{"rsa-1024", "spec.privateKey.size", map[string]any{"dnsNames": []any{"a.example.com"}, "privateKey": map[string]any{"algorithm": "RSA", "size": int64(1024)}}},
+		{"default-algorithm-1024", "spec.privateKey.size", map[string]any{"dnsNames": []any{"a.example.com"}, "privateKey": map[string]any{"size": int64(1024)}}},
+		{"ecdsa-128", "spec.privateKey.size", map[string]any{"dnsNames": []any{"a.example.com"}, "privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(128)}}},
+		{"short-duration", "spec.duration", map[string]any{"dnsNames": []any{"a.example.com"}, "duration": "1h", "renewBefore": "2h"}},
+		{"default-duration", "spec.duration", map[string]any{"dnsNames": []any{"a.example.com"}, "renewBefore": "2400h"}},
+	}
+	for _, r := range refused {
+		_, err := c.dyn.Resource(gvrCertificate).Namespace("openshift-ingress").Create(t.Context(), cert(r.name, r.spec), metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("Certificate %s: err %v, want refused at admission (Invalid) naming %q", r.name, err, r.want)
+		}
+	}
+	accepted := []struct {
+		name string
+		spec map[string]any
+	}{
+		{"dns", map[string]any{"dnsNames": []any{"a.example.com"}}},
+		{"cn-only", map[string]any{"commonName": "a.example.com"}},
+		{"rsa-4096", map[string]any{"dnsNames": []any{"a.example.com"}, "privateKey": map[string]any{"algorithm": "RSA", "size": int64(4096)}}},
+		{"ecdsa-256", map[string]any{"dnsNames": []any{"a.example.com"}, "privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256)}}},
+		{"renew-within", map[string]any{"dnsNames": []any{"a.example.com"}, "duration": "2160h", "renewBefore": "720h"}},
+	}
+	for _, a := range accepted {
+		if _, err := c.dyn.Resource(gvrCertificate).Namespace("openshift-ingress").Create(t.Context(), cert(a.name, a.spec), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("Certificate %s refused: %v (the real webhook accepts it)", a.name, err)
+		}
 	}
 }
