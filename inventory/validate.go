@@ -326,7 +326,7 @@ func (v *validator) operator(p *field.Path, op *Operator, ids map[string]*field.
 	v.subdomain(p.Child("package"), op.Package, "OLM package name", "rhods-operator")
 	if serviceMeshPackages[op.Package] {
 		v.add(field.Invalid(p.Child("package"), op.Package,
-			"maasctl never subscribes Service Mesh: on OpenShift 4.19+ the ingress operator installs it for Gateway API, and a second OSSM Subscription leaves the GatewayClass at Accepted=Unknown (case N02); remove this operators entry"))
+			"maasctl never subscribes Service Mesh: on OpenShift 4.19+ the ingress operator installs it for Gateway API, and a second OSSM Subscription leaves the GatewayClass at Accepted=Unknown; remove this operators entry"))
 	}
 	v.required(p.Child("channel"), op.Channel, "set the OLM update channel to pin, e.g. stable-3.5")
 	v.subdomain(p.Child("source"), op.Source, "CatalogSource name", "redhat-operators")
@@ -365,7 +365,7 @@ func (v *validator) gateway(p *field.Path, g *Gateway) {
 	if g.Hostname != "" {
 		hp := p.Child("hostname")
 		if strings.Contains(g.Hostname, "*") {
-			v.add(field.Invalid(hp, g.Hostname, fmt.Sprintf("must be one host, not a wildcard: HTTP/2 clients reuse a connection for every host a certificate covers, so the console and other apps hosts would be sent to the MaaS gateway behind its passthrough Route and get 404s (DEPLOYMENT.md prerequisites, case B14); use e.g. maas.%s or leave it empty for maas.<apps domain>", strings.TrimLeft(g.Hostname, "*."))))
+			v.add(field.Invalid(hp, g.Hostname, fmt.Sprintf("must be one host, not a wildcard: HTTP/2 clients reuse a connection for every host a certificate covers, so the console and other apps hosts would be sent to the MaaS gateway behind its passthrough Route and get 404s (DEPLOYMENT.md prerequisites); use e.g. maas.%s or leave it empty for maas.<apps domain>", strings.TrimLeft(g.Hostname, "*."))))
 		} else {
 			v.subdomain(hp, g.Hostname, "Gateway hostname", "maas.apps.example.com")
 		}
@@ -512,7 +512,7 @@ func (v *validator) externalModels(p *field.Path, models []ExternalModel) map[st
 		if m.APIKeySecret == "" {
 			v.add(field.Required(mp.Child("apiKeySecret"), "set the Secret (key api-key) that holds the provider API key, e.g. llama-coder-api-key"))
 		} else if msgs := validation.IsDNS1123Label(m.APIKeySecret); len(msgs) > 0 {
-			detail := "the ExternalProvider CRD accepts only ^[a-z0-9]([a-z0-9\\-]*[a-z0-9])?$ for spec.auth.secretRef.name (no dots or capitals, although Kubernetes allows dots in Secret names; case B16)"
+			detail := "the ExternalProvider CRD accepts only ^[a-z0-9]([a-z0-9\\-]*[a-z0-9])?$ for spec.auth.secretRef.name (no dots or capitals, although Kubernetes allows dots in Secret names)"
 			if fix := sanitizeName(m.APIKeySecret, false); fix != "" {
 				detail += fmt.Sprintf("; copy the Secret to a compliant name such as %s and use that", fix)
 			}
@@ -689,7 +689,7 @@ func (v *validator) subscriptions(p *field.Path, subs []Subscription, models, gr
 			// A model in a subscription but in no auth policy stays Pending
 			// with "No active governance pairing found" (case B17).
 			if m.Name != "" && m.Namespace != "" && models[k] && !granted[k] {
-				v.add(field.Invalid(mp, k, "no authPolicies entry grants access to this model, so MaaS leaves it Pending (\"No active governance pairing found\", case B17); add it to the modelRefs of an authPolicies entry"))
+				v.add(field.Invalid(mp, k, "no authPolicies entry grants access to this model, so MaaS leaves it Pending (\"No active governance pairing found\"); add it to the modelRefs of an authPolicies entry"))
 			}
 			lp := mp.Child("tokenRateLimits")
 			if len(m.TokenRateLimits) == 0 {

@@ -563,6 +563,6 @@ func renderAuthorinoTLS(inv *inventory.Inventory, _ assets.Facts, objs []*unstru
 		"only add TLS settings. Apply them with server-side apply once the objects exist, the",
 		"Service file first: Authorino creates its Services only while its TLS Secret exists.",
 		"If Kuadrant " + k.Namespace + "/" + k.Name + " reports Ready=False reason MissingDependency (its operator started",
-		"before Istio existed, case B01), restart the operator once, which install does itself:",
+		"before Istio existed), restart the operator once, which install does itself:",
 		"  oc delete pod -n " + k.OperatorNamespace + " -l " + k.OperatorSelector}, nil
 }

@@ -238,7 +238,7 @@ func maasAPI(s *verify.State) []Finding {
 	cause := "the RHOAI operator has not deployed maas-api: MaaS is not enabled or its prerequisites (maas-db-config, Authorino with TLS) are missing"
 	fix := "maasctl install   (re-applies the DSC with MaaS Managed, Authorino's TLS and maas-db-config); if maas-api still does not appear: oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
 	if s.MaaSAPI != nil {
-		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong (case B06)"
+		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong"
 		fix = fmt.Sprintf("maasctl install   (re-writes maas-db-config from Vault and restarts maas-api when it changed); if it still crash-loops: oc logs -n %s deploy/maas-api --tail=20", ns)
 	}
 	if !s.DBConfig.Exists {

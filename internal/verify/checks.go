@@ -179,11 +179,11 @@ func checkRoute(s *State) Check {
 // maasctl sets (kuadrant-operator v1.5 internal/wasm/utils.go,
 // internal/controller/data_plane_policies_workflow.go).
 var envEffects = map[string]string{
-	inventory.EnvGatewayControllerNames: "Kuadrant does not recognise the OpenShift gateway, so its policies are not enforced there (case B19)",
+	inventory.EnvGatewayControllerNames: "Kuadrant does not recognise the OpenShift gateway, so its policies are not enforced there",
 	inventory.EnvAuthServiceTimeout:     "the gateway gives up on Authorino after the 200 ms default and API-key checks time out under load (RHOAIENG-71638)",
-	inventory.EnvRateLimitFailure:       "requests pass without quota whenever Limitador is unavailable (fail open, case N05)",
-	inventory.EnvRateLimitCheckFailure:  "token quotas pass unchecked whenever Limitador is unavailable (fail open, case N05)",
-	inventory.EnvRateLimitReportFailure: "token usage goes unreported whenever Limitador is unavailable (fail open, case N05)",
+	inventory.EnvRateLimitFailure:       "requests pass without quota whenever Limitador is unavailable (fail open)",
+	inventory.EnvRateLimitCheckFailure:  "token quotas pass unchecked whenever Limitador is unavailable (fail open)",
+	inventory.EnvRateLimitReportFailure: "token usage goes unreported whenever Limitador is unavailable (fail open)",
 }
 
 // checkOperatorEnv (MAAS-V013): the RHCL Subscription's spec.config.env
@@ -361,7 +361,7 @@ func checkKuadrant(s *State) Check {
 			"oc get pods -n "+k.OperatorNamespace+" -l "+k.OperatorSelector)
 	}
 	if r.Reason == "MissingDependency" {
-		return c.fail(r.String(), "the Kuadrant operator started before Istio (Gateway API provider) existed and keeps its stale dependency check (case B01)",
+		return c.fail(r.String(), "the Kuadrant operator started before Istio (Gateway API provider) existed and keeps its stale dependency check",
 			KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))
 	}
 	return c.fail(r.String(), "Kuadrant is not ready: "+orNone(r.Reason), "oc describe kuadrant "+k.Name+" -n "+k.Namespace)
@@ -430,7 +430,7 @@ func checkMaaSAPI(s *State) Check {
 	if a, ok := cond(s.MaaSAPI, "Available"); ok && a.Status == "True" && ready >= want {
 		return c.pass(detail)
 	}
-	return c.fail(detail, "maas-api pods are not ready (it crash-loops when its database is unreachable, case B06)",
+	return c.fail(detail, "maas-api pods are not ready (it crash-loops when its database is unreachable)",
 		fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns))
 }
 
@@ -440,7 +440,7 @@ func checkDBConfig(s *State) Check {
 	switch {
 	case !s.DBConfig.Exists:
 		return c.fail(s.MissingReason("Secret", d.Namespace, d.Name),
-			"maas-api reads its database URL from this Secret; without it MaaS reports missing prerequisites and a restarted maas-api crash-loops (case B06)",
+			"maas-api reads its database URL from this Secret; without it MaaS reports missing prerequisites and a restarted maas-api crash-loops",
 			"maasctl install (re-creates the Secret from the password in Vault; maas-api is restarted when it changed)")
 	case !s.DBConfig.HasKey("DB_CONNECTION_URL"):
 		return c.fail("keys: "+orNone(strings.Join(s.DBConfig.Keys, ",")), "the Secret has no DB_CONNECTION_URL key",
@@ -547,7 +547,7 @@ func checkModels(s *State) []Check {
 		if g, ok := cond(ref, "GovernanceAttached"); ok && g.Status != "True" {
 			// Case B17: a model needs both an Active MaaSAuthPolicy and an
 			// Active MaaSSubscription ("governance pairing").
-			cause = "no Active MaaSAuthPolicy and MaaSSubscription pair references this model (governance pairing, case B17)"
+			cause = "no Active MaaSAuthPolicy and MaaSSubscription pair references this model (governance pairing)"
 			fix = "reference " + m.Namespace + "/" + m.Name + " from both an authPolicies and a subscriptions entry of the inventory, then maasctl install"
 		}
 		out = append(out, c.fail(detail, cause, fix))

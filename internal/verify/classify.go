@@ -97,7 +97,7 @@ func Classify(r Response) Diagnosis {
 			"raise the gateway's request buffer limit; on Service Mesh before 3.3.1 requests over 16 KB can be truncated: oc get csv -n openshift-operators | grep servicemesh"}
 	case r.Status == http.StatusInternalServerError && strings.Contains(body, "auth_failure"):
 		return Diagnosis{ClassAuthService,
-			"the gateway's auth service failed (AUTH_FAILURE): Kuadrant/Authorino is not ready, e.g. Kuadrant MissingDependency (case B01)",
+			"the gateway's auth service failed (AUTH_FAILURE): Kuadrant/Authorino is not ready, e.g. Kuadrant MissingDependency",
 			"maasctl doctor; oc get kuadrant -A"}
 	case r.Status == http.StatusBadGateway || r.Status == http.StatusServiceUnavailable || r.Status == http.StatusGatewayTimeout:
 		return Diagnosis{ClassUnavailable,

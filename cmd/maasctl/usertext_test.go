@@ -1,0 +1,42 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestNoInternalCaseIDsInUserText: the field-case ids (B01, N05, ...) name
+// test cases of this project; they mean nothing to a user, so no string
+// literal of the product's code (what reaches output, errors and fixes)
+// quotes them. Comments and tests may.
+func TestNoInternalCaseIDsInUserText(t *testing.T) {
+	caseID := regexp.MustCompile(`\bcase [BN][0-9]{2}\b`)
+	fset := token.NewFileSet()
+	for _, dir := range []string{"../../cmd", "../../internal", "../../steps", "../../inventory", "../../waiters", "../../assets"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && caseID.MatchString(lit.Value) {
+					t.Errorf("%s: user text quotes an internal case id: %s", fset.Position(lit.Pos()), caseID.FindString(lit.Value))
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
