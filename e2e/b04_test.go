@@ -12,6 +12,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +156,15 @@ func TestB04ChannelChangeWaitsForNewCSV(t *testing.T) {
 	r := c.install(t, manual...)
 	msg := failure(r, "operators/rhoai")
 	if msg == "" {
-		t.Fatalf("operators/rhoai did not stop at the Manual InstallPlan of channel stable-3.5 (exit %d): the old CSV was taken as done\n%s", r.exit, progress(r, "operators/rhoai"))
+		sub := get(t, c, "operators.coreos.com/v1alpha1", "Subscription", rhoaiNS, rhoaiPkg)
+		var plans []string
+		for _, ip := range c.list(t, gvkIP, rhoaiNS) {
+			a, _, _ := unstructured.NestedString(ip.Object, "spec", "approval")
+			ok, _, _ := unstructured.NestedBool(ip.Object, "spec", "approved")
+			csvs, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
+			plans = append(plans, fmt.Sprintf("%s approval=%s approved=%v csvs=%v (created %s)", ip.GetName(), a, ok, csvs, ip.GetCreationTimestamp()))
+		}
+		t.Fatalf("operators/rhoai did not stop at the Manual InstallPlan of channel stable-3.5 (exit %d): the old CSV was taken as done\nSubscription spec %v\nInstallPlans %v\n%s", r.exit, sub.Object["spec"], plans, progress(r, "operators/rhoai"))
 	}
 	mustContain(t, "operators/rhoai failure", msg, "InstallPlan "+rhoaiNS+"/install-", "rhods-operator.3.5.0", "--approve-installplans")
 	mustContain(t, "operators/rhoai progress", progress(r, "operators/rhoai"), "channel stable-3.4 → stable-3.5", "rhods-operator.3.4.4 does not count")

@@ -146,16 +146,22 @@ func DataPath(ctx context.Context, s *State, o DataPathOptions) []Check {
 		}
 	}
 	out = append(out, d.negativeProbes(ctx, models)...)
+	// The body-size probe runs before the quota probe: creating and
+	// deleting the probe MaaSSubscription makes the MaaS controller delete
+	// and rebuild the model's TokenRateLimitPolicy, and until Kuadrant has
+	// accepted the rebuilt one the verify key's own subscription is
+	// Degraded and its requests may be refused. The report keeps the code
+	// order.
+	body := newCheck(CodeBodySize, d.base).skip("not requested (--probe-body-size)")
+	if o.ProbeBodySize > 0 && key != "" && len(models) > 0 {
+		body = d.bodySize(ctx, key, models[0])
+	}
 	if o.ProbeQuota {
 		out = append(out, d.probeQuota(ctx, models))
 	} else {
 		out = append(out, newCheck(CodeQuota429, d.base).skip("not requested (--probe-quota)"))
 	}
-	if o.ProbeBodySize > 0 && key != "" && len(models) > 0 {
-		out = append(out, d.bodySize(ctx, key, models[0]))
-	} else {
-		out = append(out, newCheck(CodeBodySize, d.base).skip("not requested (--probe-body-size)"))
-	}
+	out = append(out, body)
 	out = append(out, d.revokeAll(ctx))
 	return out
 }
