@@ -223,17 +223,8 @@ func pairedModelRefs(e *Env, s *Step) []waiters.Target {
 // the wait only once every referenced model's HTTPRoute exists; before
 // that it is waited on, and a timeout names the reason.
 func applySubscriptions(ctx context.Context, e *Env, s *Step) error {
-	var rest []*unstructured.Unstructured
-	for _, o := range e.objects(s.ID) {
-		if o.GetKind() == "Namespace" {
-			if err := ensureNamespace(ctx, e, s.ID, o); err != nil {
-				return err
-			}
-			continue
-		}
-		rest = append(rest, o)
-	}
-	if err := applyObjects(ctx, e, s.ID, rest); err != nil {
+	rest, err := applyCreatingNamespaces(ctx, e, s)
+	if err != nil {
 		return err
 	}
 	ts := targets(e, s, rest)

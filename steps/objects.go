@@ -64,20 +64,28 @@ func applyAndWait(ctx context.Context, e *Env, s *Step) error {
 // applyEnsuringNamespaces applies a step's objects, Namespaces only when
 // missing, and waits for the others by the step's readiness.
 func applyEnsuringNamespaces(ctx context.Context, e *Env, s *Step) error {
+	rest, err := applyCreatingNamespaces(ctx, e, s)
+	if err != nil {
+		return err
+	}
+	return waitReady(ctx, e, s, rest)
+}
+
+// applyCreatingNamespaces creates a step's Namespaces when missing
+// (ensureNamespace) and applies its other objects, which it returns for
+// the caller to wait on.
+func applyCreatingNamespaces(ctx context.Context, e *Env, s *Step) ([]*unstructured.Unstructured, error) {
 	var rest []*unstructured.Unstructured
 	for _, o := range e.objects(s.ID) {
 		if o.GetKind() == "Namespace" {
 			if err := ensureNamespace(ctx, e, s.ID, o); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
 		rest = append(rest, o)
 	}
-	if err := applyObjects(ctx, e, s.ID, rest); err != nil {
-		return err
-	}
-	return waitReady(ctx, e, s, rest)
+	return rest, applyObjects(ctx, e, s.ID, rest)
 }
 
 // checkObjects is the default Check: every rendered object exists, holds

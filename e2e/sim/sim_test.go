@@ -126,15 +126,11 @@ func (c *cluster) phaseHistory(t *testing.T, g schema.GroupVersionResource, ns, 
 	}
 }
 
-// waitFor watches one object until ok accepts it, failing t after timeout
-// with the last state seen.
-func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
+// nameListWatch lists and watches the one object ns/name of g.
+func (c *cluster) nameListWatch(g schema.GroupVersionResource, ns, name string) *cache.ListWatch {
 	ri := c.dyn.Resource(g).Namespace(ns)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return ri.List(ctx, o)
@@ -144,6 +140,15 @@ func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name 
 			return ri.Watch(ctx, o)
 		},
 	}
+}
+
+// waitFor watches one object until ok accepts it, failing t after timeout
+// with the last state seen.
+func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	lw := c.nameListWatch(g, ns, name)
 	var last *unstructured.Unstructured
 	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev kwatch.Event) (bool, error) {
 		u, isU := ev.Object.(*unstructured.Unstructured)
@@ -984,18 +989,7 @@ func (c *cluster) waitGone(t *testing.T, g schema.GroupVersionResource, ns, name
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	ri := c.dyn.Resource(g).Namespace(ns)
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (kwatch.Interface, error) {
-			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
-		},
-	}
+	lw := c.nameListWatch(g, ns, name)
 	present := false
 	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(st cache.Store) (bool, error) {
 		return len(st.List()) == 0, nil
