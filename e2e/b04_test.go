@@ -50,10 +50,11 @@ func subscriptionOf(t *testing.T, c *cluster) (channel, installed string, gen in
 	return channel, installed, sub.GetGeneration()
 }
 
-// installRHOAIOperator installs only the RHOAI operator from channel.
-func installRHOAIOperator(t *testing.T, c *cluster, channel string) {
+// installRHOAIOperator installs only the RHOAI operator from channel;
+// extra are more install flags.
+func installRHOAIOperator(t *testing.T, c *cluster, channel string, extra ...string) {
 	t.Helper()
-	r := c.install(t, onlyRHOAI, "--set", "operators[rhoai].channel="+channel)
+	r := c.install(t, append([]string{onlyRHOAI, "--set", "operators[rhoai].channel=" + channel}, extra...)...)
 	mustSucceed(t, r)
 	if _, csv, _ := subscriptionOf(t, c); !strings.HasPrefix(csv, rhoaiPkg+"."+strings.TrimPrefix(channel, "stable-")) {
 		t.Fatalf("setup: installed CSV %q from channel %s", csv, channel)
@@ -150,7 +151,12 @@ func TestB04ChannelChangeResolutionFailed(t *testing.T) {
 func TestB04ChannelChangeWaitsForNewCSV(t *testing.T) {
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{rhoai: sim.RHOAI34})
-	installRHOAIOperator(t, c, "stable-3.4")
+	// The Subscription is Manual from the start (its first plan approved
+	// by maasctl), so the plan OLM makes for the new channel is Manual
+	// too. Changing the approval in the same write as the channel raced
+	// OLM under load: it once made the stable-3.5 plan Automatic 7 s
+	// after the stable-3.4 one, with the Subscription already Manual.
+	installRHOAIOperator(t, c, "stable-3.4", "--set", "operators[rhoai].approval=Manual", "--approve-installplans")
 
 	manual := []string{onlyRHOAI, ignoreAll, "--set", "operators[rhoai].channel=stable-3.5", "--set", "operators[rhoai].approval=Manual", "--set", "waitTimeoutSeconds=300"}
 	r := c.install(t, manual...)

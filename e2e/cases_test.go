@@ -413,14 +413,27 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 			faults: sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation", IstioAfterKuadrantOperator: true},
 		})
 		pods := c.record(t, gvrPods, "openshift-operators", sel)
+		kuadrants := c.record(t, gvrKuadrants, "kuadrant-system", "")
 		r := c.install(t, "--set", "waitTimeoutSeconds=150")
 		mustSucceed(t, r)
-		if n := strings.Count(progress(r, "platform/kuadrant"), "restarting the Kuadrant operator (pods"); n != 1 {
-			t.Errorf("%d restarts reported, want exactly 1:\n%s", n, progress(r, "platform/kuadrant"))
+		// The restart is owed only when the Kuadrant CR reported
+		// MissingDependency: under load OLM may roll the RHCL env out (a
+		// new pod template, which is a restart of its own) after Istio
+		// appeared, and the operator then never reports it.
+		missing := kuadrants.first(func(e recorded) bool {
+			c, ok := waiters.GetCondition(e.obj, "Ready")
+			return ok && c.Status == "False" && c.Reason == "MissingDependency"
+		}) >= 0
+		want := 0
+		if missing {
+			want = 1
 		}
-		// One restart: one pod template had a replacement pod. A second
-		// template (OLM rolling the RHCL env out when the Deployment was
-		// made before the Subscription's env was in) is not a restart.
+		if n := strings.Count(progress(r, "platform/kuadrant"), "restarting the Kuadrant operator (pods"); n != want {
+			t.Errorf("%d restarts reported, want exactly %d (MissingDependency reported: %v):\n%s", n, want, missing, progress(r, "platform/kuadrant"))
+		}
+		// A restart replaces one pod of a template. A second template
+		// (OLM rolling the RHCL env out when the Deployment was made before
+		// the Subscription's env was in) is not a restart.
 		replaced := 0
 		for tmpl, n := range pods.podsPerTemplate() {
 			if n > 2 {
@@ -428,8 +441,8 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 			}
 			replaced += n - 1
 		}
-		if replaced != 1 {
-			t.Errorf("%d Kuadrant operator pods were replaced (per template %v), want 1", replaced, pods.podsPerTemplate())
+		if replaced != want {
+			t.Errorf("%d Kuadrant operator pods were replaced (per template %v), want %d", replaced, pods.podsPerTemplate(), want)
 		}
 		kq := get(t, c, "kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant")
 		if cond, _ := waiters.GetCondition(kq, "Ready"); cond.Status != "True" {

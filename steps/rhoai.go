@@ -165,6 +165,21 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 		if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
 			return fmt.Errorf("restart maas-api after maas-db-config changed: %w", err)
 		}
+		// The step ends once the restarted maas-api serves: until then
+		// the DataScienceCluster reports MaaS not ready and a verify right
+		// after the run would fail on a restart this run made.
+		t := waiters.Target{
+			GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: apiNS, Name: "maas-api",
+			Cond: waiters.DeploymentRolledOut,
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(id, "waiting for Deployment %s/maas-api to roll out: %s", apiNS, r.Status)
+				}
+			},
+		}
+		if _, err := waiters.For(ctx, e.Clients, t); err != nil {
+			return fmt.Errorf("maas-api did not roll out after the restart for the new maas-db-config: %w", err)
+		}
 	}
 	return nil
 }

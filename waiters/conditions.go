@@ -204,3 +204,33 @@ func MaaSReason(obj *unstructured.Unstructured) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// DeploymentRolledOut is done when the Deployment controller has rolled
+// out the current template: status.observedGeneration caught up with
+// metadata.generation, every replica is updated and available, and no
+// replica of an older template is left (status.replicas ==
+// updatedReplicas). These are the fields `kubectl rollout status` reads
+// (k8s.io/kubectl pkg/polymorphichelpers/rollout_status.go).
+func DeploymentRolledOut(d *unstructured.Unstructured) Result {
+	gen := d.GetGeneration()
+	obs, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+	if obs < gen {
+		return Result{Status: fmt.Sprintf("observedGeneration %d of %d", obs, gen)}
+	}
+	want, found, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	if !found {
+		want = 1
+	}
+	updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
+	total, _, _ := unstructured.NestedInt64(d.Object, "status", "replicas")
+	avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
+	switch {
+	case updated < want:
+		return Result{Status: fmt.Sprintf("%d of %d replicas updated", updated, want)}
+	case total > updated:
+		return Result{Status: fmt.Sprintf("%d old replicas pending termination", total-updated)}
+	case avail < updated:
+		return Result{Status: fmt.Sprintf("%d of %d updated replicas available", avail, updated)}
+	}
+	return Result{Done: true, Status: "rolled out"}
+}
