@@ -317,3 +317,45 @@ func TestDoctorAccessJudgedByInventory(t *testing.T) {
 		t.Fatalf("verify --live-only after the fix: exit %d\n%s", vr.exit, vr.stdout)
 	}
 }
+
+// TestDoctorNamesStepDrift: doctor covers each install step's own live
+// Check, not only what verify reads. With the dashboard's MaaS view turned
+// off and the LeaderWorkerSetOperator instance deleted (no verify check
+// reads either), doctor names both steps (MAAS-D030) with "maasctl
+// install", and that fix, applied as printed, leaves doctor clean.
+func TestDoctorNamesStepDrift(t *testing.T) {
+	parallel(t)
+	c := newCluster(t, clusterOptions{})
+	mustSucceed(t, c.install(t))
+	runLlamaCoder(t, c, 1)
+	if rep, r := doctorRun(t, c, nil); r.exit != 0 || len(rep.Errors()) > 0 {
+		t.Fatalf("doctor on a fresh install: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	}
+	inv := inventory.Default()
+	dash := schema.GroupVersionKind{Group: "opendatahub.io", Version: "v1alpha", Kind: "OdhDashboardConfig"}
+	patchObject(t, c, dash, inv.RHOAI.ApplicationsNamespace, inv.RHOAI.DashboardConfigName, `{"spec":{"dashboardConfig":{"modelAsService":false}}}`)
+	lws := schema.GroupVersionKind{Group: "operator.openshift.io", Version: "v1", Kind: "LeaderWorkerSetOperator"}
+	deleteGone(t, c, lws, "", "cluster")
+
+	rep, r := doctorRun(t, c, nil)
+	var fix string
+	for _, step := range []string{"rhoai/dashboard", "operators/lws-instance"} {
+		f := findingOf(rep, doctor.CodeStepNotConverged, "step "+step)
+		if r.exit != 1 || f == nil || !strings.HasPrefix(f.Evidence, "drifted: ") || !strings.HasPrefix(f.Fix, "maasctl install") {
+			t.Fatalf("doctor: exit %d, want 1 with %s on step %s (drifted, fix maasctl install); codes %v\n%s", r.exit, doctor.CodeStepNotConverged, step, rep.Codes(), r.stdout)
+		}
+		fix = f.Fix
+	}
+	applyFix(t, c, fix)
+	if rep, r := doctorRun(t, c, nil); r.exit != 0 || len(rep.Errors()) > 0 {
+		t.Fatalf("doctor after the fix: exit %d, codes %v\n%s", r.exit, rep.Codes(), r.stdout)
+	}
+	if got := get(t, c, "opendatahub.io/v1alpha", "OdhDashboardConfig", inv.RHOAI.ApplicationsNamespace, inv.RHOAI.DashboardConfigName); !nestedBool(got, "spec", "dashboardConfig", "modelAsService") {
+		t.Errorf("the fix did not turn the dashboard's MaaS view back on: %v", got.Object["spec"])
+	}
+}
+
+func nestedBool(u *unstructured.Unstructured, fields ...string) bool {
+	v, _, _ := unstructured.NestedBool(u.Object, fields...)
+	return v
+}

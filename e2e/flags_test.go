@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNoKubeconfigIsNamed (issue 17, smaller items): with no kubeconfig
@@ -31,5 +32,33 @@ func TestNoKubeconfigIsNamed(t *testing.T) {
 	}
 	if strings.Contains(out, "localhost:8080") || strings.Contains(out, "Neither --kubeconfig nor --master") {
 		t.Errorf("stderr shows client-go's localhost fallback:\n%s", out)
+	}
+}
+
+// TestTimeoutFlagBoundsWaits (issue 17: one --timeout): the global
+// --timeout bounds install's waits (OLM takes longer than 4 s to install
+// an operator and the database Cluster stays unready for 90 s here; the
+// inventory's waitTimeoutSeconds is 900) and changes no object, so the
+// installed inventory it leaves does not differ from a plain run's.
+func TestTimeoutFlagBoundsWaits(t *testing.T) {
+	parallel(t)
+	c := newCluster(t, clusterOptions{simDelay: map[string]time.Duration{"cnpg": 90 * time.Second}})
+	t0 := time.Now()
+	r := c.maasctl(t, "install", "-o", "plain", "--timeout", "4s")
+	took := time.Since(t0)
+	if r.exit == 0 || !strings.Contains(r.stdout+r.stderr, "failed after 4.0s: timed out waiting for") {
+		t.Fatalf("install --timeout 4s: exit %d, want steps timed out after 4 s\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
+	}
+	if took > 75*time.Second {
+		t.Errorf("install --timeout 4s took %s: the wait was not bounded by --timeout", took)
+	}
+	// A plain install is not refused as "installed from another
+	// inventory": --timeout is no part of what is installed.
+	r2 := c.maasctl(t, "install", "-o", "plain", "--timeout", "3s")
+	if r2.exit == 2 || strings.Contains(r2.stderr, "installed from") {
+		t.Errorf("second install with another --timeout: exit %d, refused as another inventory\n%s", r2.exit, r2.stderr)
+	}
+	if r := c.maasctl(t, "install", "--timeout", "10ms"); r.exit != 2 || !strings.Contains(r.stderr, "--timeout") {
+		t.Errorf("install --timeout 10ms: exit %d, want 2 naming --timeout\n%s", r.exit, r.stderr)
 	}
 }

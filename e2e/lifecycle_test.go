@@ -503,7 +503,7 @@ func TestRenderAppliedMatchesInstall(t *testing.T) {
 
 	b := newCluster(t, clusterOptions{})
 	dir := t.TempDir()
-	r := b.maasctl(t, "render", "-o", dir, "--set", "gateway.hostname="+appsHost)
+	r := b.maasctl(t, "render", "--dir", dir, "--set", "gateway.hostname="+appsHost)
 	wantExit(t, r, 0, "render")
 
 	// The Secrets render leaves out, provided as External Secrets would:
@@ -712,12 +712,12 @@ func TestInventoryImportCLI(t *testing.T) {
 		return r
 	}
 	imported := filepath.Join(dir, "imported.yaml")
-	wantExit(t, runBin("inventory", "import", "-o", imported, vars), 0, "inventory import")
+	wantExit(t, runBin("inventory", "import", "--to", imported, vars), 0, "inventory import")
 	host := "--set=gateway.hostname=" + appsHost
 	outs := map[string]string{}
 	for name, file := range map[string]string{"native": native, "imported": imported, "vars": vars} {
 		out := filepath.Join(dir, "render-"+name)
-		wantExit(t, runBin("render", "-o", out, "-f", file, host), 0, "render "+name)
+		wantExit(t, runBin("render", "--dir", out, "-f", file, host), 0, "render "+name)
 		outs[name] = readDir(t, out)
 	}
 	if outs["native"] == readDirOfDefault(t, runBin, dir, host) {
@@ -732,7 +732,7 @@ func TestInventoryImportCLI(t *testing.T) {
 
 func readDirOfDefault(t *testing.T, runBin func(...string) run, dir, host string) string {
 	out := filepath.Join(dir, "render-default")
-	wantExit(t, runBin("render", "-o", out, host), 0, "render default")
+	wantExit(t, runBin("render", "--dir", out, host), 0, "render default")
 	return readDir(t, out)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/steps"
 )
 
 func init() { commands = append(commands, newDoctorCmd) }
@@ -32,7 +33,11 @@ ExternalProvider not Ready (Secret, key api-key, label), Service Mesh older
 than 3.3.1 and a model server without ready endpoints. Every verify check
 (MAAS-V0xx) has a rule, so doctor also names objects maasctl installs that
 are missing or not ready (the Kuadrant CR, the Route, a policy), a Kuadrant
-operator that does not run, and an endpoint that does not answer. Each
+operator that does not run, and an endpoint that does not answer. Every
+install step has a rule too: doctor reads each step's state as maasctl
+status does (its checkpoint against its own live Check) and names a step
+that drifted, failed, was interrupted or never ran (MAAS-D030), or whose
+state cannot be judged (MAAS-D031), with the command that converges. Each
 finding has a stable code (MAAS-D001 ...), the object, the evidence and a
 fix that converges: maasctl install when the inventory is right, the
 inventory change when it is not.
@@ -79,6 +84,7 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 		}
 		do.DataPath = &dp
 	}
+	do.Steps, do.StepsErr = stepStates(c, a)
 	rep, err := doctor.Run(c.Context(), do)
 	if err != nil {
 		return err
@@ -95,4 +101,21 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 		return fmt.Errorf("doctor found %d error(s); apply the fixes above, then run 'maasctl verify'", n)
 	}
 	return nil
+}
+
+// stepStates is every install step's state as 'maasctl status' computes
+// it, for doctor's step findings (MAAS-D030/D031).
+func stepStates(c *cobra.Command, a *clusterAccess) ([]doctor.StepState, error) {
+	rep, err := steps.Status(c.Context(), steps.PlanOptions{
+		Config: a.cfg, Inventory: a.inv, ToolVersion: version, Against: a.against,
+		Secrets: &steps.ReadOnlySecrets{Client: a.vault, Inv: a.inv, Err: a.vaultErr},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]doctor.StepState, 0, len(rep.Steps))
+	for _, s := range rep.Steps {
+		out = append(out, doctor.StepState{ID: s.ID, Title: s.Title, State: string(s.State), Detail: s.Detail, Reason: s.Reason, Ran: s.LastRun != nil})
+	}
+	return out, nil
 }

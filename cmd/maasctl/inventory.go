@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,7 @@ func newInventoryCmd(g *globalOptions) *cobra.Command {
 		Short: "Work with inventories: show the installed or the default one, import the Ansible role's variables",
 		Args:  cobra.NoArgs,
 	}
-	var out string
+	var out, oldOut string
 	imp := &cobra.Command{
 		Use:   "import FILE...",
 		Short: "Convert Ansible group_vars/host_vars (rhoai_maas_* variables) into a maasctl inventory",
@@ -46,6 +47,7 @@ holds nothing that needs to be left out.`,
 			for _, u := range res.Unmapped {
 				fmt.Fprintln(c.ErrOrStderr(), "maasctl: not imported:", u)
 			}
+			out = cmp.Or(out, oldOut)
 			if out == "" || out == "-" {
 				_, err = c.OutOrStdout().Write(y)
 				return err
@@ -57,7 +59,9 @@ holds nothing that needs to be left out.`,
 			return nil
 		},
 	}
-	imp.Flags().StringVarP(&out, "output", "o", "", "write the inventory to this file (default stdout)")
+	imp.Flags().StringVar(&out, "to", "", "write the inventory to this file (default stdout)")
+	imp.Flags().StringVarP(&oldOut, "output", "o", "", "write the inventory to this file")
+	_ = imp.Flags().MarkDeprecated("output", "use --to FILE; -o/--output names an output format in every other command")
 	c.AddCommand(imp, newInventoryShowCmd(g))
 	return c
 }

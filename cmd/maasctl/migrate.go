@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -71,7 +72,6 @@ Undo with --rollback DIR.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "back up, audit and plan (plan.yaml in the backup directory), change nothing in the cluster")
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "migrate without the models whose tier annotation cannot be used (reported, annotation left as it is) instead of refusing")
 	f.StringVar(&o.rollback, "rollback", "", "undo the migration recorded in this backup directory")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the new objects to become ready")
 	f.StringVar(&o.endpoint, "endpoint", "", "MaaS base URL, e.g. https://maas.apps.example.com; validate checks that its tier lookup endpoint is gone (404)")
 	f.StringVar(&o.gatewayNS, "gateway-namespace", migrate.DefaultGatewayNamespace, "namespace of the MaaS Gateway")
 	f.StringVar(&o.gatewayName, "gateway-name", migrate.DefaultGatewayName, "name of the MaaS Gateway")
@@ -83,8 +83,9 @@ func runMigrateTiers(c *cobra.Command, g *globalOptions, o *migrateTiersOptions)
 	if o.rollback != "" && (o.dryRun || o.backupDir != "" || o.skipInvalid) {
 		return &usageError{fmt.Errorf("--rollback cannot be combined with --dry-run, --backup-dir or --skip-invalid")}
 	}
-	if o.timeout <= 0 {
-		return &usageError{fmt.Errorf("--timeout must be positive")}
+	o.timeout = cmp.Or(g.in.timeout, 10*time.Minute) // the global --timeout
+	if o.timeout < time.Second {
+		return &usageError{fmt.Errorf("--timeout %s is under a second; give a duration such as 90s or 10m", o.timeout)}
 	}
 	clients, err := migrateClients(c, g)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,9 +18,9 @@ func init() { commands = append(commands, newRenderCmd) }
 var renderedName = regexp.MustCompile(`^(\d\d-.+\.yaml|README\.md)$`)
 
 func newRenderCmd(g *globalOptions) *cobra.Command {
-	var dir string
+	var dir, oldDir string
 	c := &cobra.Command{
-		Use:   "render -o DIR",
+		Use:   "render --dir DIR",
 		Short: "Write every manifest of the install for GitOps (Argo CD, ACM), numbered in apply order; no Secret values",
 		Long: `Render writes the manifests 'maasctl install' applies for the inventory, one
 file per step, numbered in apply order, plus a README.md. It needs no cluster,
@@ -29,8 +30,9 @@ provide and where their values live in Vault. Files of an earlier render in
 DIR are replaced.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			dir = cmp.Or(dir, oldDir)
 			if dir == "" {
-				return &usageError{fmt.Errorf("-o DIR is required")}
+				return &usageError{fmt.Errorf("--dir DIR is required: the directory to write the manifests to")}
 			}
 			inv, err := g.inventory()
 			if err != nil {
@@ -68,6 +70,8 @@ DIR are replaced.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVarP(&dir, "output", "o", "", "directory to write the manifests to")
+	f.StringVar(&dir, "dir", "", "directory to write the manifests to")
+	f.StringVarP(&oldDir, "output", "o", "", "directory to write the manifests to")
+	_ = f.MarkDeprecated("output", "use --dir; -o/--output names an output format in every other command")
 	return c
 }

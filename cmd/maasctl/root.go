@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -33,13 +34,16 @@ type inputs struct {
 	files, sets []string
 	vaultAddr   string
 	defaults    bool
+	// timeout is --timeout, the bound of each wait (zero: the
+	// inventory's waitTimeoutSeconds).
+	timeout time.Duration
 }
 
 // open opens the front door with the global flags (session.Open).
 func (g *globalOptions) open() (*session.Session, error) {
 	return session.Open(session.Options{
 		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
-		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault,
+		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault, Timeout: g.in.timeout,
 	})
 }
 
@@ -70,6 +74,7 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	fs.StringArrayVar(&g.in.sets, "set", nil, "override one inventory value, e.g. --set gateway.hostname=maas.apps.example.com (repeatable)")
 	fs.BoolVar(&g.in.defaults, "defaults", false, "use the default inventory (with --set) on purpose, although the cluster was installed from another one (see maasctl inventory show); without -f, install and uninstall stop when the installed inventory differs")
 	fs.StringVar(&g.in.vaultAddr, "vault-addr", "", "Vault address (default $VAULT_ADDR); Vault holds the database password and, with --kube-token-from-vault, the cluster token")
+	fs.DurationVar(&g.in.timeout, "timeout", 0, "how long each wait may take: an install or uninstall step's objects, a migration's objects, verify's cluster probes (default: the inventory's waitTimeoutSeconds, 900s; migrate: 10m); it changes no object, so it is not part of the installed inventory")
 	root.AddCommand(newInstallCmd(g), newStepsCmd(g), newVersionCmd())
 	for _, add := range commands {
 		root.AddCommand(add(g))

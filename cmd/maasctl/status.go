@@ -80,10 +80,8 @@ func openAccess(c *cobra.Command, g *globalOptions, installed bool) (*clusterAcc
 }
 
 func (o *readOptions) planOptions(c *cobra.Command, g *globalOptions) (steps.PlanOptions, error) {
-	switch o.output {
-	case "table", "json":
-	default:
-		return steps.PlanOptions{}, &usageError{fmt.Errorf("--output %q: use table or json", o.output)}
+	if err := checkOutput(o.output); err != nil { // text is table
+		return steps.PlanOptions{}, err
 	}
 	a, err := readAccess(c, g)
 	if err != nil {

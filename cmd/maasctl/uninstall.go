@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,8 @@ with that inventory, or --defaults to uninstall with the default one.`,
 	f := c.Flags()
 	f.StringVarP(&o.output, "output", "o", "auto", "progress format: auto, tty, plain or json")
 	f.DurationVar(&o.lease, "lease-duration", 60*time.Second, "how long the run Lease of a killed run blocks others")
-	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "how long to wait for each step's objects to be gone (default: the inventory's waitTimeoutSeconds)")
+	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "how long to wait for each step's objects to be gone")
+	_ = f.MarkDeprecated("wait-timeout", "use --timeout, which bounds every wait of every command")
 	f.BoolVar(&o.deleteData, "delete-data", false, "also delete the database: CNPG Cluster, PVCs, Secret, the password in Vault (every API key is lost)")
 	f.BoolVar(&o.yes, "yes", false, "do not ask for confirmation of --delete-data")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the order and what would be deleted or kept; change nothing")
@@ -101,7 +103,7 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 	opts := steps.UninstallOptions{
 		Config: a.cfg, Inventory: a.inv, Log: log,
 		DeleteData: o.deleteData, PurgeCRDs: o.purgeCRDs, ForceRemoveFinalizers: o.forceFinal,
-		DryRun: o.dryRun, WaitTimeout: o.waitTimeout, LeaseDuration: o.lease,
+		DryRun: o.dryRun, WaitTimeout: cmp.Or(o.waitTimeout, g.in.timeout), LeaseDuration: o.lease,
 		Source: a.src, // a plain run stops when the installed inventory differs
 	}
 	if a.vault != nil {

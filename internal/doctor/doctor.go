@@ -110,6 +110,8 @@ var Rules = []Rule{
 	{CodeAuthBypass, Error, "Requests without a valid API key are served"},
 	{CodeNotInGroups, Info, "You are not in the groups the installed inventory grants (intended)"},
 	{CodeDataPathFailed, Error, "A request-path check failed"},
+	{CodeStepNotConverged, Error, "An install step's live state does not match the inventory (maasctl status: drifted, failed or not run)"},
+	{CodeStepUnsure, Warning, "An install step's state cannot be judged, or the inventory changed since it ran"},
 }
 
 func rule(code string) Rule {
@@ -147,6 +149,12 @@ type Options struct {
 	// installed from a file stops without writing). Empty means "maasctl
 	// install".
 	InstallCommand string
+	// Steps is every install step's state (steps.Status), so that doctor
+	// covers each step's live Check, not only the verify checks; nil
+	// leaves the step findings out. StepsErr, when set, says why the
+	// states could not be read (a warning finding).
+	Steps    []StepState
+	StepsErr error
 }
 
 // Report is the outcome of one doctor run.
@@ -208,6 +216,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Findings = Analyze(s, rep.DataPath)
+	if o.StepsErr != nil {
+		rep.Findings = append(rep.Findings, finding(CodeStepUnsure, "run record", "the install steps' states could not be read: "+o.StepsErr.Error(),
+			"doctor judged the live objects only, not each step's own Check", "maasctl status   (shows the error in full)"))
+	}
+	rep.Findings = sortFindings(append(rep.Findings, StepFindings(o.Steps)...))
 	if o.InstallCommand != "" {
 		for i := range rep.Findings {
 			rep.Findings[i].Fix = withInstallCommand(rep.Findings[i].Fix, o.InstallCommand)
@@ -287,7 +300,11 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	}
 	out = append(out, fromDataPath(s, dataPath)...)
 	out = append(out, fromChecks(s, out)...)
-	out = merge(out)
+	return sortFindings(merge(out))
+}
+
+// sortFindings orders findings by code, then object.
+func sortFindings(out []Finding) []Finding {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Code != out[j].Code {
 			return out[i].Code < out[j].Code

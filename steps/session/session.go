@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +48,11 @@ type Options struct {
 	// on purpose, even when the cluster was installed from another one.
 	// It cannot be combined with Files.
 	Defaults bool
+	// Timeout (--timeout), when positive, bounds each wait of this run: it
+	// replaces the inventory's waitTimeoutSeconds (rounded up to whole
+	// seconds), which changes no object and is not part of the installed
+	// inventory (inventory.Deployed). Under a second is a FlagError.
+	Timeout time.Duration
 }
 
 // FlagError is a bad flag value (exit code 2, nothing changed).
@@ -97,6 +103,9 @@ func Open(o Options) (*Session, error) {
 	if o.Defaults && len(o.Files) > 0 {
 		return nil, &FlagError{Flag: "--defaults", Err: errors.New("uses the default inventory, so it cannot be combined with -f; give one of them")}
 	}
+	if o.Timeout != 0 && o.Timeout < time.Second {
+		return nil, &FlagError{Flag: "--timeout", Err: fmt.Errorf("%s is under a second; give a duration such as 90s or 15m", o.Timeout)}
+	}
 	inv, err := LoadInventory(o.Files, o.Sets, o.VaultAddr)
 	if err != nil {
 		return nil, err
@@ -105,6 +114,7 @@ func Open(o Options) (*Session, error) {
 		o.Kube = genericclioptions.NewConfigFlags(true)
 	}
 	s := &Session{Inventory: inv, opts: o}
+	s.applyTimeout(inv)
 	s.vault, s.vaultErr = VaultClient(inv)
 	if s.vaultErr != nil {
 		s.vault = nil
@@ -280,6 +290,7 @@ func (s *Session) UseInstalled(ctx context.Context) (string, error) {
 	}
 	inv := inst.Inventory
 	inv.Vault.Address = s.Inventory.Vault.Address
+	s.applyTimeout(inv)
 	if err := inv.Validate(); err != nil {
 		return "", fmt.Errorf("%w: the installed inventory: %w", steps.ErrInvalidInventory, err)
 	}
@@ -315,4 +326,11 @@ func (s *Session) InstallCommand() string {
 		cmd += " --set " + p + "=<value>"
 	}
 	return cmd
+}
+
+// applyTimeout makes --timeout the inventory's waitTimeoutSeconds.
+func (s *Session) applyTimeout(inv *inventory.Inventory) {
+	if s.opts.Timeout > 0 {
+		inv.WaitTimeoutSeconds = int((s.opts.Timeout + time.Second - 1) / time.Second)
+	}
 }

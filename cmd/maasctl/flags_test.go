@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// walk calls f on c and every command below it.
+func walk(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, s := range c.Commands() {
+		walk(s, f)
+	}
+}
+
+// TestFlagMeanings (issue 17): -o/--output names an output format in every
+// command (its help says "format"; a directory or file has its own flag,
+// the old -o spelling only deprecated), and every wait is bounded by the
+// one global --timeout: no command has a timeout flag of its own beyond
+// the per-request --request-timeout of verify and doctor and the
+// deprecated --wait-timeout.
+func TestFlagMeanings(t *testing.T) {
+	root := newRootCmd()
+	if root.PersistentFlags().Lookup("timeout") == nil {
+		t.Fatal("no global --timeout")
+	}
+	walk(root, func(c *cobra.Command) {
+		c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "output" && f.Deprecated == "" && !strings.Contains(f.Usage, "format") {
+				t.Errorf("%s: -o/--output is %q, not an output format", c.CommandPath(), f.Usage)
+			}
+			if strings.Contains(f.Name, "timeout") && f.Deprecated == "" && f.Name != "request-timeout" {
+				t.Errorf("%s: --%s is a timeout flag of its own; use the global --timeout", c.CommandPath(), f.Name)
+			}
+		})
+	})
+}
+
+// TestTimeoutFlag: --timeout under a second is refused naming the flag,
+// before anything is read from a cluster.
+func TestTimeoutFlag(t *testing.T) {
+	for _, args := range [][]string{{"status", "--timeout", "10ms"}, {"migrate", "tiers", "--timeout", "-1s", "--dry-run"}} {
+		root := newRootCmd()
+		var out, errb bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetArgs(append(args, "--kubeconfig", "/nonexistent"))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), "--timeout") || !strings.Contains(err.Error(), "under a second") {
+			t.Errorf("%v: error %v, want one naming --timeout", args, err)
+		}
+	}
+}
