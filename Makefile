@@ -14,9 +14,19 @@ TOOLS        := $(BIN)/maasctl $(BIN)/maasctl-sim $(BIN)/vault-test-server $(BIN
 TOOLS_MODS   := etcd k8s olm opm kuadrant limitador authorino cnpg
 GO_SOURCES   := $(shell find . -name '*.go' -not -path './bin/*' $(foreach m,$(TOOLS_MODS),-not -path './e2e/testenv/$(m)/*')) go.mod go.sum $(shell find assets/manifests e2e/testenv/fixture -type f 2>/dev/null)
 
-.PHONY: all build testenv demo test unit bench vet clean
+.PHONY: all build install testenv demo test unit bench vet clean
 
 all: build
+
+PREFIX       ?= /usr/local
+
+## install: maasctl into $(PREFIX)/bin, with the kubectl and oc plugin names beside it
+## (kubectl-maas, oc-maas: "kubectl maas install" and "oc maas status" then run it)
+install: $(BIN)/maasctl
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/maasctl $(DESTDIR)$(PREFIX)/bin/maasctl
+	ln -sf maasctl $(DESTDIR)$(PREFIX)/bin/kubectl-maas
+	ln -sf maasctl $(DESTDIR)$(PREFIX)/bin/oc-maas
 
 ## build: the maasctl binary and the test tools (simulators, Vault-API test server, control plane launcher)
 build: $(TOOLS)

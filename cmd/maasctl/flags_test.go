@@ -55,3 +55,21 @@ func TestTimeoutFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestAsPlugin: installed as kubectl-maas or oc-maas, help and usage lines
+// show "kubectl maas" / "oc maas"; as maasctl they stay "maasctl".
+func TestAsPlugin(t *testing.T) {
+	for argv0, want := range map[string]string{"/usr/local/bin/kubectl-maas": "kubectl maas", "oc-maas": "oc maas", "/opt/bin/maasctl": "maasctl"} {
+		root := newRootCmd()
+		asPlugin(root, argv0)
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs([]string{"install", "--help"})
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "\n  "+want+" install") {
+			t.Errorf("%s: usage does not read %q install:\n%s", argv0, want, out.String())
+		}
+	}
+}

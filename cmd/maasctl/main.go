@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
@@ -30,11 +34,30 @@ const (
 func main() {
 	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, os.Stderr)
 	root := newRootCmd()
+	asPlugin(root, os.Args[0])
 	root.SetOut(stdout)
 	err := root.ExecuteContext(ctx)
 	code := exitCode(ctx, err)
 	stop()
 	os.Exit(code)
+}
+
+// asPlugin makes help and usage lines show the name the binary was called
+// by when it runs as a kubectl or oc plugin: installed as kubectl-maas (or
+// oc-maas) on the PATH, "kubectl maas install" finds it (kubectl's plugin
+// mechanism: an executable named kubectl-<name>), and its usage reads
+// "kubectl maas install ..." (cobra's CommandDisplayNameAnnotation).
+func asPlugin(root *cobra.Command, argv0 string) {
+	base := strings.TrimSuffix(filepath.Base(argv0), ".exe")
+	for _, host := range []string{"kubectl-", "oc-"} {
+		if name, ok := strings.CutPrefix(base, host); ok && name != "" {
+			if root.Annotations == nil {
+				root.Annotations = map[string]string{}
+			}
+			root.Annotations[cobra.CommandDisplayNameAnnotation] = strings.TrimSuffix(host, "-") + " " + name
+			return
+		}
+	}
 }
 
 func exitCode(ctx context.Context, err error) int {
