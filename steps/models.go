@@ -41,6 +41,14 @@ func modelSteps(*inventory.Inventory) []*Step {
 			ID: "models/model", Title: "ExternalModel (API group of the RHOAI release) and MaaSModelRef for each model",
 			After: []string{"models/provider"},
 			Apply: applyModels,
+			// The wait follows the HTTPRoute each ExternalModel gets.
+			Access: withAccess(func(e *Env) []Access {
+				var out []Access
+				for _, m := range e.Inv.ExternalModels {
+					out = append(out, readAccess("gateway.networking.k8s.io", "httproutes", m.Namespace)...)
+				}
+				return out
+			}),
 			// A MaaSModelRef turns Ready only once the access steps pair it
 			// (case B17): this step waits for it to be accepted.
 			Ready: func(obj *unstructured.Unstructured) waiters.Condition {

@@ -68,7 +68,11 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 				}
 				return true, "", nil
 			},
-			Access: withAccess(func(*Env) []Access { return readAccess("", "secrets", g.Namespace) }),
+			// The wait reads the CertificateRequests for why a Certificate
+			// is not Ready.
+			Access: withAccess(func(*Env) []Access {
+				return append(readAccess("", "secrets", g.Namespace), readAccess("cert-manager.io", "certificaterequests", g.Namespace)...)
+			}),
 		},
 		{
 			ID: "platform/gateway", Title: "Gateway " + g.Namespace + "/" + g.Name,

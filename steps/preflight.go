@@ -106,31 +106,121 @@ type PreflightCheck struct {
 	// Run returns the check's findings; an error means the check could not
 	// run (it is reported as an error finding of the check).
 	Run func(ctx context.Context, e *Env) ([]Finding, error)
+	// Reads lists what Run reads, for the preflight step's Access (and so
+	// for the permissions check itself and the in-cluster RBAC).
+	Reads func(e *Env) []Access
 }
 
 // PreflightChecks returns every check in the order they are reported.
 func PreflightChecks() []PreflightCheck {
+	olm := "operators.coreos.com"
 	return []PreflightCheck{
-		{"openshift-version", "OpenShift " + MinOpenShift + " or later (ClusterVersion)", checkOpenShiftVersion},
-		{"gateway-api-crds", "Gateway API CRDs present, v1, the platform's standard " + MinGatewayAPIBundle + " or later (read only)", checkGatewayAPICRDs},
-		{"ossm-subscriptions", "no Service Mesh Subscription that blocks the ingress operator's own (OpenShift before " + OSSMConflictFixedIn + ")", checkOSSMSubscriptions},
-		{"cert-manager", "cert-manager served and the ClusterIssuer Ready", checkCertManager},
-		{"gateway-cert", "a user-supplied Gateway certificate covers only the MaaS host", checkGatewayCert},
-		{"model-secrets", "model namespaces and their API-key Secrets (key api-key)", checkModelSecrets},
-		{"catalog-sources", "CatalogSources READY and the pinned channels offered", checkCatalogSources},
-		{"operator-groups", "at most one compatible OperatorGroup per operator namespace", checkOperatorGroups},
-		{"rhcl-version", "Connectivity Link / Kuadrant installed, pinned or resolved at no denied version", checkRHCLVersion},
-		{"conflicting-operators", "no Open Data Hub or second RHOAI subscription", checkConflictingOperators},
-		{"orphan-csvs", "no leftover CSV or failed resolution blocks an operator install", checkOrphanCSVs},
-		{"storage-class", "a StorageClass for the CNPG volumes", checkStorageClass},
-		{"stale-pvcs", "no PVCs of an earlier database without its Cluster", checkStalePVCs},
-		{"rhoai-layout", "the DataScienceCluster layout the cluster serves", checkRHOAILayout},
-		{"rhoai-version", "the RHOAI minor the cluster runs is the one of operators[rhoai].channel", checkRHOAIVersion},
-		{"dsc", "one DSCInitialization and DataScienceCluster, and a component set that runs MaaS", checkDSCSingletons},
-		{"access-pairing", "every model in a MaaSSubscription is in a MaaSAuthPolicy and the reverse", checkAccessPairing},
-		{"vault", "Vault reachable and the database secret path usable", checkVault},
-		{"permissions", "permission for every verb, kind and namespace the install writes", checkPermissions},
+		{"openshift-version", "OpenShift " + MinOpenShift + " or later (ClusterVersion)", checkOpenShiftVersion,
+			func(*Env) []Access { return getAccess("config.openshift.io", "clusterversions", "", "version") }},
+		{"gateway-api-crds", "Gateway API CRDs present, v1, the platform's standard " + MinGatewayAPIBundle + " or later (read only)", checkGatewayAPICRDs,
+			func(*Env) []Access { return readAccess("apiextensions.k8s.io", "customresourcedefinitions", "") }},
+		{"ossm-subscriptions", "no Service Mesh Subscription that blocks the ingress operator's own (OpenShift before " + OSSMConflictFixedIn + ")", checkOSSMSubscriptions,
+			func(*Env) []Access { return listAccess(olm, "subscriptions", "") }},
+		{"cert-manager", "cert-manager served and the ClusterIssuer Ready", checkCertManager, func(e *Env) []Access {
+			if e.Inv.Gateway.CertIssuer == "" {
+				return nil
+			}
+			return getAccess("cert-manager.io", "clusterissuers", "", e.Inv.Gateway.CertIssuer)
+		}},
+		{"gateway-cert", "a user-supplied Gateway certificate covers only the MaaS host", checkGatewayCert, func(e *Env) []Access {
+			if e.Inv.Gateway.CertIssuer != "" {
+				return nil
+			}
+			return getAccess("", "secrets", e.Inv.Gateway.Namespace, e.Inv.Gateway.CertSecret)
+		}},
+		{"model-secrets", "model namespaces and their API-key Secrets (key api-key)", checkModelSecrets, func(e *Env) []Access {
+			var out []Access
+			for _, m := range e.Inv.ExternalModels {
+				out = append(out, getAccess("", "namespaces", "", m.Namespace)...)
+				out = append(out, getAccess("", "secrets", m.Namespace, m.APIKeySecret)...)
+			}
+			return out
+		}},
+		{"catalog-sources", "CatalogSources READY and the pinned channels offered", checkCatalogSources, eachOperator(func(op inventory.Operator) []Access {
+			return append(append(getAccess(olm, "subscriptions", op.Namespace, op.Package), getAccess(olm, "catalogsources", op.SourceNamespace, op.Source)...),
+				getAccess("packages.operators.coreos.com", "packagemanifests", op.SourceNamespace, op.Package)...)
+		})},
+		{"operator-groups", "at most one compatible OperatorGroup per operator namespace", checkOperatorGroups, eachOperator(func(op inventory.Operator) []Access {
+			return append(listAccess(olm, "operatorgroups", op.Namespace), getAccess("", "namespaces", "", op.Namespace)...)
+		})},
+		{"rhcl-version", "Connectivity Link / Kuadrant installed, pinned or resolved at no denied version", checkRHCLVersion,
+			func(*Env) []Access {
+				return append(listAccess(olm, "clusterserviceversions", ""), listAccess(olm, "subscriptions", "")...)
+			}},
+		{"conflicting-operators", "no Open Data Hub or second RHOAI subscription", checkConflictingOperators,
+			func(*Env) []Access { return listAccess(olm, "subscriptions", "") }},
+		{"orphan-csvs", "no leftover CSV or failed resolution blocks an operator install", checkOrphanCSVs,
+			func(*Env) []Access {
+				return append(listAccess(olm, "clusterserviceversions", ""), listAccess(olm, "subscriptions", "")...)
+			}},
+		{"storage-class", "a StorageClass for the CNPG volumes", checkStorageClass,
+			func(*Env) []Access { return listAccess("storage.k8s.io", "storageclasses", "") }},
+		{"stale-pvcs", "no PVCs of an earlier database without its Cluster", checkStalePVCs,
+			func(e *Env) []Access { return listAccess("", "persistentvolumeclaims", e.Inv.Database.Namespace) }},
+		{"rhoai-layout", "the DataScienceCluster layout the cluster serves", checkRHOAILayout, layoutReads},
+		{"rhoai-version", "the RHOAI minor the cluster runs is the one of operators[rhoai].channel", checkRHOAIVersion, layoutReads},
+		{"dsc", "one DSCInitialization and DataScienceCluster, and a component set that runs MaaS", checkDSCSingletons, func(*Env) []Access {
+			return append(listAccess("dscinitialization.opendatahub.io", "dscinitializations", ""), listAccess("datasciencecluster.opendatahub.io", "datascienceclusters", "")...)
+		}},
+		{"access-pairing", "every model in a MaaSSubscription is in a MaaSAuthPolicy and the reverse", checkAccessPairing, func(*Env) []Access {
+			return append(listAccess("maas.opendatahub.io", "maassubscriptions", ""), listAccess("maas.opendatahub.io", "maasauthpolicies", "")...)
+		}},
+		// Vault only; the permissions check sends SelfSubjectAccessReviews,
+		// which every authenticated identity may create (the
+		// system:basic-user ClusterRole of Kubernetes and OpenShift).
+		{"vault", "Vault reachable and the database secret path usable", checkVault, nil},
+		{"permissions", "permission for every verb, kind and namespace the install writes", checkPermissions, nil},
 	}
+}
+
+// getAccess is get on one named object (ns "" for a cluster-scoped one).
+func getAccess(group, resource, ns, name string) []Access {
+	return []Access{{"get", group, resource, ns, name}}
+}
+
+// listAccess is list on a resource in ns ("" cluster-wide).
+func listAccess(group, resource, ns string) []Access {
+	return []Access{{"list", group, resource, ns, ""}}
+}
+
+// eachOperator is the reads of f for every operator the plan may
+// subscribe to (the database operator too: it is planned when CNPG is not
+// served yet).
+func eachOperator(f func(op inventory.Operator) []Access) func(*Env) []Access {
+	return func(e *Env) []Access {
+		out := f(e.Inv.Database.Operator)
+		for _, op := range e.Inv.Operators {
+			out = append(out, f(op)...)
+		}
+		return out
+	}
+}
+
+// layoutReads is what DetectLayout and DetectVersionSkew read: the DSC
+// CRD, the rhoai Subscription and its installed CSV.
+func layoutReads(e *Env) []Access {
+	out := getAccess("apiextensions.k8s.io", "customresourcedefinitions", "", DSCCRD)
+	if op := e.Inv.Operator("rhoai"); op != nil {
+		out = append(out, getAccess("operators.coreos.com", "subscriptions", op.Namespace, op.Package)...)
+		out = append(out, Access{"get", "operators.coreos.com", "clusterserviceversions", op.Namespace, ""})
+	}
+	return out
+}
+
+// preflightReads is the union of the checks' Reads.
+func preflightReads(e *Env) []Access {
+	var out []Access
+	for _, c := range PreflightChecks() {
+		if c.Reads != nil {
+			out = append(out, c.Reads(e)...)
+		}
+	}
+	return out
 }
 
 // PreflightCheckNames lists the check names, in report order.
@@ -309,6 +399,7 @@ func Preflight(ctx context.Context, e *Env) *PreflightReport {
 func preflightSteps(*inventory.Inventory) []*Step {
 	return []*Step{{
 		ID: PreflightStepID, Title: "preflight: prerequisites, conflicts and permissions",
+		Access: func(e *Env, _ *Step, _ func(schema.GroupVersionKind) string) []Access { return preflightReads(e) },
 		Apply: func(ctx context.Context, e *Env, s *Step) error {
 			rep := Preflight(ctx, e)
 			if ctx.Err() != nil {

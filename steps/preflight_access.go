@@ -10,7 +10,6 @@ import (
 	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -289,8 +288,9 @@ func (v *VaultSecrets) tokenTTLFindings(ctx context.Context) []Finding {
 	return nil
 }
 
-// plannedAccess lists every permission the plan uses: the union of every
-// step's Access (ObjectAccess of its objects and the extra calls it makes).
+// plannedAccess lists every permission the plan uses: the engine's own
+// (engineAccess), the run record's reads (objectsRead) and the union of every step's Access (ObjectAccess
+// of its objects and the extra calls it makes).
 // An inventory the registry rejects plans nothing (Validate reports it).
 func plannedAccess(e *Env, resource func(schema.GroupVersionKind) string) []access {
 	reg, err := registryFor(e.Registry, e.Inv)
@@ -298,8 +298,11 @@ func plannedAccess(e *Env, resource func(schema.GroupVersionKind) string) []acce
 		return nil
 	}
 	set := map[access]bool{}
+	for _, a := range engineAccess(e.Inv) {
+		set[a] = true
+	}
 	for _, s := range reg.Steps {
-		for _, a := range s.access(e, resource) {
+		for _, a := range append(s.access(e, resource), objectsRead(e, s, resource)...) {
 			set[a] = true
 		}
 	}
@@ -323,8 +326,7 @@ func checkPermissions(ctx context.Context, e *Env) ([]Finding, error) {
 		if m, err := e.Clients.Mapping(gvk); err == nil {
 			return m.Resource.Resource
 		}
-		plural, _ := meta.UnsafeGuessKindToResource(gvk)
-		return plural.Resource
+		return guessResource(gvk)
 	}
 	// An identity allowed every verb on every resource cluster-wide (RBAC
 	// matches a requested "*" only with a "*" rule: cluster-admin) may do

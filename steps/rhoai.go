@@ -69,7 +69,9 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 		Access: withAccess(func(e *Env) []Access {
 			var out []Access
 			for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+				// The Secret's namespace is created when missing.
 				out = append(out, secretAccess(ns)(e)...)
+				out = append(out, ObjectAccess([]*unstructured.Unstructured{namespaceStub(ns)}, nil, true)...)
 			}
 			return append(out, Access{"patch", "apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(e.Inv), ""})
 		}),

@@ -121,13 +121,16 @@ func (s *Step) access(e *Env, resource func(schema.GroupVersionKind) string) []A
 // (server-side apply creates through patch, which the apiserver also
 // authorizes as create), list and watch on each kind in its namespace, and
 // create unless the objects exist before the step (create false). A
-// Namespace needs get and create only (steps create missing ones).
+// Namespace needs get and patch on itself, create, and list and watch.
 func ObjectAccess(objs []*unstructured.Unstructured, resource func(schema.GroupVersionKind) string, create bool) []Access {
 	var out []Access
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
 		if gvk.Kind == "Namespace" && gvk.Group == "" {
-			out = append(out, Access{"get", "", "namespaces", "", o.GetName()}, Access{"create", "", "namespaces", "", ""})
+			// Server-side apply of an existing Namespace is a patch; the
+			// wait for it to be Active lists and watches Namespaces.
+			out = append(out, Access{"get", "", "namespaces", "", o.GetName()}, Access{"patch", "", "namespaces", "", o.GetName()},
+				Access{"create", "", "namespaces", "", ""}, Access{"list", "", "namespaces", "", ""}, Access{"watch", "", "namespaces", "", ""})
 			continue
 		}
 		res, ns := resource(gvk), o.GetNamespace()

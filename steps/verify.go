@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"os"
 	"strings"
 	"time"
@@ -42,8 +43,9 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 	}
 	return []*Step{{
 		ID: "verify/status", Title: "verify: DSC, Kuadrant, Gateway, maas-api, models and policies ready; the request path when an endpoint is given",
-		After: after,
-		Apply: applyVerify,
+		After:  after,
+		Apply:  applyVerify,
+		Access: func(e *Env, _ *Step, _ func(schema.GroupVersionKind) string) []Access { return verifyReads(e.Inv) },
 		Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
 			if e.Verify.Endpoint != "" {
 				// Requests prove only the moment they are sent: with an
@@ -225,4 +227,24 @@ func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 		return ok, msg, err
 	}
 	return dscCheck(ctx, e, e.objects("rhoai/dsc")[0])
+}
+
+// verifyReads is what verify reads beyond the objects the steps install
+// (their Access covers those): the Gateway's Service, each model server's
+// Service and EndpointSlices, the Gateway-level AuthPolicy and the
+// TokenRateLimitPolicies the MaaS controller generates.
+func verifyReads(inv *inventory.Inventory) []Access {
+	g := inv.Gateway
+	out := append(readAccess("", "services", g.Namespace), readAccess("kuadrant.io", "authpolicies", g.Namespace)...)
+	seen := map[string]bool{}
+	for _, m := range inv.ExternalModels {
+		if seen[m.Namespace] {
+			continue
+		}
+		seen[m.Namespace] = true
+		out = append(out, readAccess("", "services", m.Namespace)...)
+		out = append(out, readAccess("discovery.k8s.io", "endpointslices", m.Namespace)...)
+		out = append(out, readAccess("kuadrant.io", "tokenratelimitpolicies", m.Namespace)...)
+	}
+	return out
 }

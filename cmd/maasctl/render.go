@@ -18,7 +18,8 @@ func init() { commands = append(commands, newRenderCmd) }
 var renderedName = regexp.MustCompile(`^(\d\d-.+\.yaml|README\.md)$`)
 
 func newRenderCmd(g *globalOptions) *cobra.Command {
-	var dir, oldDir string
+	var dir, oldDir, image string
+	var inCluster bool
 	c := &cobra.Command{
 		Use:   "render --dir DIR",
 		Short: "Write every manifest of the install for GitOps (Argo CD, ACM), numbered in apply order; no Secret values",
@@ -27,7 +28,15 @@ file per step, numbered in apply order, plus a README.md. It needs no cluster,
 so the inventory must set gateway.hostname. Secrets that carry the database
 password are not rendered: the files and the README say which Secrets to
 provide and where their values live in Vault. Files of an earlier render in
-DIR are replaced.`,
+DIR are replaced.
+
+With --in-cluster, render writes a least-privilege in-cluster run instead:
+the Namespaces its Roles live in, a ServiceAccount, a ClusterRole (the
+cluster-wide permissions) and one Role per namespace with exactly what the
+install's steps need (what maasctl preflight checks with
+SelfSubjectAccessReviews, so a missing rule is named before any write),
+their bindings, the inventory as a ConfigMap and a Job that runs maasctl
+install with the in-cluster config (--image).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dir = cmp.Or(dir, oldDir)
@@ -42,7 +51,12 @@ DIR are replaced.`,
 			if err != nil {
 				return &usageError{err}
 			}
-			out, err := steps.RenderManifests(inv, facts)
+			var out []steps.ManifestFile
+			if inCluster {
+				out, err = steps.RenderInCluster(inv, facts, steps.InClusterOptions{Image: image, Version: version})
+			} else {
+				out, err = steps.RenderManifests(inv, facts)
+			}
 			if err != nil {
 				return err
 			}
@@ -71,6 +85,8 @@ DIR are replaced.`,
 	}
 	f := c.Flags()
 	f.StringVar(&dir, "dir", "", "directory to write the manifests to")
+	f.BoolVar(&inCluster, "in-cluster", false, "instead of the manifests, render a least-privilege in-cluster run: a ServiceAccount with exactly the permissions preflight checks (ClusterRole and Roles), their bindings and a Job that runs maasctl install")
+	f.StringVar(&image, "image", steps.DefaultInstallerImage, "with --in-cluster: the maasctl image the Job runs (built from the Containerfile)")
 	f.StringVarP(&oldDir, "output", "o", "", "directory to write the manifests to")
 	_ = f.MarkDeprecated("output", "use --dir; -o/--output names an output format in every other command")
 	return c
