@@ -48,10 +48,20 @@ OLM_BINS      := $(TESTENV)/olm $(TESTENV)/catalog
 KUADRANT_BINS := $(TESTENV)/kuadrant-operator $(TESTENV)/authorino-operator
 OPERATOR_BINS := $(OLM_BINS) $(TESTENV)/netns-run $(TESTENV)/opm $(KUADRANT_BINS) $(TESTENV)/limitador-operator $(TESTENV)/authorino $(TESTENV)/cnpg-manager
 
+# The External Secrets Operator module, for its ExternalSecret CRD (render --secrets external-secrets
+# is checked against it); downloaded into the module cache, nothing is built. Run outside any module.
+ESO_VERSION := $(shell sed -n 's/^const ExternalSecretsVersion = "\(.*\)"/\1/p' e2e/testenv/olm.go)
+ESO_STAMP   := $(TESTENV)/.external-secrets-$(ESO_VERSION)
+$(ESO_STAMP):
+	mkdir -p $(TESTENV)
+	cd $(TESTENV) && GOFLAGS= go mod download github.com/external-secrets/external-secrets@$(ESO_VERSION)
+	touch $@
+
 ## testenv: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, and the real operators
 ## (OLM, opm, Kuadrant, Authorino, CloudNativePG) built from Go modules (once; cached in bin/testenv);
 ## Debian's PostgreSQL server (initdb, pg_ctl, postgres), installed with apt-get when missing and run as root
-testenv: $(TESTENV)/etcd $(K8S_BINS) $(TESTENV)/kwok $(OPERATOR_BINS) postgresql
+testenv: $(TESTENV)/etcd $(K8S_BINS) $(TESTENV)/kwok $(OPERATOR_BINS) $(ESO_STAMP) postgresql
+
 
 $(OLM_BINS) &: e2e/testenv/olm/go.mod e2e/testenv/olm/go.sum
 	mkdir -p $(TESTENV)

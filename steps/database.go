@@ -96,6 +96,7 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 					return []*unstructured.Unstructured{sec}, err
 				})
 			},
+			ExternalSecrets: dbSecretExternal,
 			Render: func(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
 				return objs, []string{
 					fmt.Sprintf("Secret %s/%s (type kubernetes.io/basic-auth) is not rendered: it carries the database password.", d.Namespace, d.SecretName),

@@ -85,7 +85,7 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 	steps = append(steps, &Step{
 		ID: "platform/kuadrant", Title: "Kuadrant " + k.Namespace + "/" + k.Name + " (operator restarted once if needed)",
 		After: []string{"operators/rhcl", "platform/gateway"},
-		Apply: applyKuadrant,
+		Apply: applyKuadrant, Render: renderKuadrant,
 		Access: withAccess(func(*Env) []Access {
 			out := append(readAccess("apps", "deployments", istiodNamespace), readAccess("", "pods", k.OperatorNamespace)...)
 			return append(out, Access{"deletecollection", "", "pods", k.OperatorNamespace, ""})

@@ -61,6 +61,21 @@ func RenderManifests(inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, 
 // RenderManifestsOf is RenderManifests for the steps of reg (nil: the
 // inventory's registry).
 func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) ([]ManifestFile, error) {
+	return RenderManifestsWith(reg, inv, f, RenderOptions{})
+}
+
+// RenderManifestsWith is RenderManifestsOf with options. Every document
+// carries its file's Argo CD sync wave (the file number) and, when its
+// kind is registered by an earlier step's operator,
+// SkipDryRunOnMissingResource; kustomization.yaml lists the files in
+// order. With o.Secrets = SecretsExternal the Secrets that carry the
+// password are rendered as ExternalSecrets (each step's ExternalSecrets)
+// reading the inventory's Vault path through ClusterSecretStore
+// o.SecretStore.
+func RenderManifestsWith(reg *Registry, inv *inventory.Inventory, f assets.Facts, o RenderOptions) ([]ManifestFile, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if err := inv.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
 	}
@@ -82,7 +97,12 @@ func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) 
 	fmt.Fprintf(&readme, "Manifests of `maasctl install` for Gateway host %s, one file per install step (two for a step whose objects take effect one after the other), numbered in apply order. ", f.Host)
 	readme.WriteString("Apply them in that order with server-side apply (`kubectl apply --server-side -f FILE`, or Argo CD with `ServerSideApply=true` and sync waves by number); a step's kinds are served only once the operator of an earlier step is installed, so retry a file until its CRDs exist.\n\n")
 	fmt.Fprintf(&readme, "Install restarts the Kuadrant operator once when Kuadrant reports `MissingDependency` because the operator started before Istio existed; with GitOps, do that in a hook after `platform-gatewayclass` is accepted: `oc delete pod -n %s -l %s`.\n\n", inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector)
-	readme.WriteString("## Secrets to provide\n\nNo Secret value is rendered. Create these from Vault (for example with External Secrets or a sealed secret) before the step that names them:\n\n")
+	if o.Secrets == SecretsExternal {
+		mount, _ := vaultRemoteKey(inv.Database.VaultPath)
+		fmt.Fprintf(&readme, "## Secrets\n\nNo Secret value is rendered. ExternalSecrets (External Secrets Operator, external-secrets.io/v1) build the Secrets below from Vault through the ClusterSecretStore `%s`, which must read Vault's KV v2 mount `%s` (`spec.provider.vault.path: %s`, `version: v2`):\n\n", o.store(), mount, mount)
+	} else {
+		readme.WriteString("## Secrets to provide\n\nNo Secret value is rendered. Create these from Vault (for example with External Secrets, `maasctl render --secrets external-secrets`, or a sealed secret) before the step that names them:\n\n")
+	}
 	d := inv.Database
 	fmt.Fprintf(&readme, "- `%s/%s` (type `kubernetes.io/basic-auth`, keys `username` = `%s`, `password` = key `password` of Vault `%s`), before `database-secret`.\n", d.Namespace, d.SecretName, d.Owner, d.VaultPath)
 	for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
@@ -93,8 +113,13 @@ func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) 
 	}
 	readme.WriteString("\n## Files\n\n")
 	n := 0
+	served := operatorGroups(reg)
 	for _, s := range order {
-		parts, err := renderStep(inv, f, s, objs[s.ID])
+		var extra []*unstructured.Unstructured
+		if o.Secrets == SecretsExternal && s.ExternalSecrets != nil {
+			extra = s.ExternalSecrets(inv, f, o.store())
+		}
+		parts, err := renderStep(inv, f, s, objs[s.ID], extra, func(docs []*unstructured.Unstructured, part int) { annotateForArgo(docs, n+1+part, served) })
 		if err != nil {
 			return nil, fmt.Errorf("render step %s: %w", s.ID, err)
 		}
@@ -113,7 +138,8 @@ func RenderManifestsOf(reg *Registry, inv *inventory.Inventory, f assets.Facts) 
 			after = []string{name}
 		}
 	}
-	files = append(files, ManifestFile{Name: "README.md", Data: readme.Bytes()})
+	readme.WriteString("- `kustomization.yaml`: the files above, for `kustomize build` or an Argo CD Application (sync waves are the file numbers).\n")
+	files = append(files, kustomization(files), ManifestFile{Name: "README.md", Data: readme.Bytes()})
 	return files, nil
 }
 
@@ -130,11 +156,15 @@ type renderedPart struct{ suffix, body string }
 // renderStep returns the YAML documents (with explaining comments) of one
 // step (its Render): one part, one part per document for a step with
 // RenderApart, none when it writes nothing a GitOps engine could apply.
-func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstructured.Unstructured) ([]renderedPart, error) {
+//
+// extra are documents to add (ExternalSecrets); annotate is called on
+// each part's documents (part: its index) before they are written.
+func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs, extra []*unstructured.Unstructured, annotate func(docs []*unstructured.Unstructured, part int)) ([]renderedPart, error) {
 	docs, notes, err := s.render(inv, f, objs)
 	if err != nil {
 		return nil, err
 	}
+	docs = append(docs, extra...)
 	if len(docs) == 0 && len(notes) == 0 {
 		return nil, nil
 	}
@@ -143,11 +173,13 @@ func renderStep(inv *inventory.Inventory, f assets.Facts, s *Step, objs []*unstr
 		head.WriteString("# " + n + "\n")
 	}
 	if !s.RenderApart || len(docs) < 2 {
+		annotate(docs, 0)
 		body, err := yamlDocs(docs)
 		return []renderedPart{{body: head.String() + body}}, err
 	}
 	parts := make([]renderedPart, 0, len(docs))
-	for _, d := range docs {
+	for i, d := range docs {
+		annotate(docs[i:i+1], i)
 		body, err := yamlDocs([]*unstructured.Unstructured{d})
 		if err != nil {
 			return nil, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"strings"
 	"testing"
 
@@ -85,7 +87,7 @@ func TestRenderManifestsNoSecretValues(t *testing.T) {
 	var all strings.Builder
 	for i, mf := range files {
 		all.Write(mf.Data)
-		if mf.Name == "README.md" {
+		if mf.Name == "README.md" || mf.Name == "kustomization.yaml" {
 			continue
 		}
 		if !strings.HasPrefix(mf.Name, fmt.Sprintf("%02d-", i+1)) {
@@ -138,5 +140,69 @@ func TestN01NoBundledCRDs(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d manifests decoded", n)
+	}
+}
+
+// TestRenderKustomizeBuild (issue 15, item 3): kustomize (sigs.k8s.io/
+// kustomize/api, what kustomize build and Argo CD run) accepts the
+// rendered tree, with and without ExternalSecrets; every resource has its
+// file's sync wave (hooks aside), kinds an operator registers skip the dry
+// run, and the ExternalSecrets read the inventory's Vault path.
+func TestRenderKustomizeBuild(t *testing.T) {
+	inv := inventory.Default()
+	inv.Gateway.Hostname = "maas.example.com"
+	f, err := OfflineFacts(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []RenderOptions{{}, {Secrets: SecretsExternal, SecretStore: "corp-vault"}} {
+		files, err := RenderManifestsWith(nil, inv, f, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := filesys.MakeFsInMemory()
+		for _, mf := range files {
+			if err := fs.WriteFile("/tree/"+mf.Name, mf.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/tree")
+		if err != nil {
+			t.Fatalf("kustomize build (secrets %q): %v", o.Secrets, err)
+		}
+		var eso, hooks int
+		for _, r := range m.Resources() {
+			a := r.GetAnnotations()
+			id := r.GetKind() + " " + r.GetNamespace() + "/" + r.GetName()
+			if a[HookAnnotation] != "" {
+				hooks++
+				continue
+			}
+			if a[SyncWaveAnnotation] == "" {
+				t.Errorf("%s has no sync wave", id)
+			}
+			if g := r.GetGvk().Group; (g == "postgresql.cnpg.io" || g == "kuadrant.io" || g == "maas.opendatahub.io") && a[SyncOptionsAnnotation] != "SkipDryRunOnMissingResource=true" {
+				t.Errorf("%s (a kind an operator registers) does not skip the dry run: %v", id, a)
+			}
+			if r.GetKind() == "ExternalSecret" {
+				eso++
+				y, _ := r.AsYAML()
+				if !strings.Contains(string(y), "key: cloudnativepg/maas-postgres") || !strings.Contains(string(y), "name: corp-vault") {
+					t.Errorf("%s:\n%s", id, y)
+				}
+			}
+			if m, _ := r.Map(); r.GetKind() == "Secret" && (m["data"] != nil || m["stringData"] != nil) {
+				t.Errorf("%s: a Secret value is rendered", id)
+			}
+		}
+		if want := map[string]int{"": 0, SecretsExternal: 3}[o.Secrets]; eso != want {
+			t.Errorf("secrets %q: %d ExternalSecrets, want %d", o.Secrets, eso, want)
+		}
+		if hooks != 1 {
+			t.Errorf("%d hook resources, want the Kuadrant restart Job", hooks)
+		}
+	}
+	if err := (RenderOptions{Secrets: "sealed"}).Validate(); err == nil || !strings.Contains(err.Error(), "--secrets") {
+		t.Errorf("bad --secrets: %v", err)
 	}
 }

@@ -65,7 +65,7 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 		Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
 			return secretsDesired(ctx, e, s, func() ([]*unstructured.Unstructured, error) { return dbConfigSecrets(ctx, e) })
 		},
-		Render: renderDBConfig,
+		Render: renderDBConfig, ExternalSecrets: dbConfigExternal,
 		Access: withAccess(func(e *Env) []Access {
 			var out []Access
 			for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {

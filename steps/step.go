@@ -101,6 +101,11 @@ type Step struct {
 	// Render returns the manifests and explaining notes of the step for
 	// 'maasctl render' (GitOps). Default: every rendered object.
 	Render func(inv *inventory.Inventory, f assets.Facts, objs []*unstructured.Unstructured) (docs []*unstructured.Unstructured, notes []string, err error)
+	// ExternalSecrets returns the External Secrets Operator objects that
+	// provide, from Vault, the Secrets the step writes with the database
+	// password, for 'maasctl render --secrets external-secrets' (store is
+	// the ClusterSecretStore). Default: none.
+	ExternalSecrets func(inv *inventory.Inventory, f assets.Facts, store string) []*unstructured.Unstructured
 	// RenderApart makes render write each document of Render in a file of
 	// its own, numbered in order (NN-<step>-<kind>.yaml), for a step whose
 	// documents take effect only one after another: a GitOps engine that

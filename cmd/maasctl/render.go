@@ -15,11 +15,12 @@ import (
 func init() { commands = append(commands, newRenderCmd) }
 
 // renderedName matches the files a previous render wrote.
-var renderedName = regexp.MustCompile(`^(\d\d-.+\.yaml|README\.md)$`)
+var renderedName = regexp.MustCompile(`^(\d\d-.+\.yaml|README\.md|kustomization\.yaml)$`)
 
 func newRenderCmd(g *globalOptions) *cobra.Command {
 	var dir, oldDir, image string
 	var inCluster bool
+	var secrets, store string
 	c := &cobra.Command{
 		Use:   "render --dir DIR",
 		Short: "Write every manifest of the install for GitOps (Argo CD, ACM), numbered in apply order; no Secret values",
@@ -29,6 +30,16 @@ so the inventory must set gateway.hostname. Secrets that carry the database
 password are not rendered: the files and the README say which Secrets to
 provide and where their values live in Vault. Files of an earlier render in
 DIR are replaced.
+
+Every document carries the Argo CD sync wave of its file (the file number)
+and, when an earlier step's operator registers its kind,
+argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true;
+kustomization.yaml lists the files for kustomize build or an Argo CD
+Application. The Kuadrant operator restart that install does when Kuadrant
+reports MissingDependency is rendered as an Argo CD PostSync hook Job. With
+--secrets external-secrets the Secrets that carry the password are rendered
+as ExternalSecrets (external-secrets.io/v1) that read Vault through the
+ClusterSecretStore --secret-store and build maas-db-config with a template.
 
 With --in-cluster, render writes a least-privilege in-cluster run instead:
 the Namespaces its Roles live in, a ServiceAccount, a ClusterRole (the
@@ -55,7 +66,7 @@ install with the in-cluster config (--image).`,
 			if inCluster {
 				out, err = steps.RenderInCluster(inv, facts, steps.InClusterOptions{Image: image, Version: version})
 			} else {
-				out, err = steps.RenderManifests(inv, facts)
+				out, err = steps.RenderManifestsWith(nil, inv, facts, steps.RenderOptions{Secrets: secrets, SecretStore: store})
 			}
 			if err != nil {
 				return err
@@ -86,6 +97,8 @@ install with the in-cluster config (--image).`,
 	f := c.Flags()
 	f.StringVar(&dir, "dir", "", "directory to write the manifests to")
 	f.BoolVar(&inCluster, "in-cluster", false, "instead of the manifests, render a least-privilege in-cluster run: a ServiceAccount with exactly the permissions preflight checks (ClusterRole and Roles), their bindings and a Job that runs maasctl install")
+	f.StringVar(&secrets, "secrets", "", "how the Secrets that carry the database password are rendered: leave out to only describe them, or external-secrets for External Secrets Operator ExternalSecrets that read them from Vault")
+	f.StringVar(&store, "secret-store", steps.DefaultSecretStore, "with --secrets external-secrets: the ClusterSecretStore that reads Vault")
 	f.StringVar(&image, "image", steps.DefaultInstallerImage, "with --in-cluster: the maasctl image the Job runs (built from the Containerfile)")
 	f.StringVarP(&oldDir, "output", "o", "", "directory to write the manifests to")
 	_ = f.MarkDeprecated("output", "use --dir; -o/--output names an output format in every other command")

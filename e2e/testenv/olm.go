@@ -259,3 +259,22 @@ func checkRoot() error {
 	}
 	return nil
 }
+
+// ExternalSecretsVersion is the External Secrets Operator release whose
+// ExternalSecret CRD checks the ExternalSecrets 'maasctl render --secrets
+// external-secrets' writes ('make testenv' downloads its module).
+const ExternalSecretsVersion = "v0.16.2"
+
+// ExternalSecretCRDFile returns the ExternalSecret CRD of
+// ExternalSecretsVersion from the module cache.
+func ExternalSecretCRDFile(ctx context.Context) (string, error) {
+	cache, err := goModCache(ctx)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(cache, "github.com", "external-secrets", "external-secrets@"+ExternalSecretsVersion, "config", "crds", "bases", "external-secrets.io_externalsecrets.yaml")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%w: the ExternalSecret CRD %s is not in the module cache (make testenv downloads it)", ErrNotBuilt, p)
+	}
+	return p, nil
+}
