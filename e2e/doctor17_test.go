@@ -219,6 +219,24 @@ func TestDoctorNamesBreaks(t *testing.T) {
 		expectVerifyPasses(t, c, p)
 	})
 
+	t.Run("model server scaled to 0", func(t *testing.T) {
+		restore(t)
+		t.Cleanup(func() {
+			if t.Failed() {
+				runLlamaCoder(t, c, 1)
+			}
+		})
+		runLlamaCoder(t, c, 0)
+		fix := expectNamed(t, c, p, doctor.CodeModelNotServing, "Service "+modelNS+"/llama-coder")
+		if want := "oc scale deployment llama-coder -n " + modelNS + " --replicas=1"; fix != want {
+			t.Errorf("fix %q, want %q", fix, want)
+		}
+		applyFix(t, c, fix)
+		waitList(t, c, verify.EndpointSliceGVK, modelNS, "kubernetes.io/service-name=llama-coder", 2*time.Minute, "llama-coder ready again",
+			func(l []*unstructured.Unstructured) bool { return readyEndpoints(l) == 1 })
+		expectVerifyPasses(t, c, p)
+	})
+
 	t.Run("auth policy changed outside the inventory", func(t *testing.T) {
 		restore(t)
 		patchObject(t, c, verify.MaaSAuthPolicyGVK, maasNS, accessPolicy, `{"spec":{"subjects":{"groups":[{"name":"developers"}]}}}`)

@@ -231,7 +231,7 @@ func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 
 // verifyReads is what verify reads beyond the objects the steps install
 // (their Access covers those): the Gateway's Service, each model server's
-// Service and EndpointSlices, the Gateway-level AuthPolicy and the
+// Service, EndpointSlices and Deployments, the Gateway-level AuthPolicy and the
 // TokenRateLimitPolicies the MaaS controller generates.
 func verifyReads(inv *inventory.Inventory) []Access {
 	g := inv.Gateway
@@ -244,6 +244,7 @@ func verifyReads(inv *inventory.Inventory) []Access {
 		seen[m.Namespace] = true
 		out = append(out, readAccess("", "services", m.Namespace)...)
 		out = append(out, readAccess("discovery.k8s.io", "endpointslices", m.Namespace)...)
+		out = append(out, readAccess("apps", "deployments", m.Namespace)...) // the model server's, when it serves nothing
 		out = append(out, readAccess("kuadrant.io", "tokenratelimitpolicies", m.Namespace)...)
 	}
 	return out

@@ -153,10 +153,22 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.CSVGVK, "openshift-operators", "servicemeshoperator3.v3.3.2", set("3.1.0", "spec", "version"))
 			}},
-		{name: "llama-coder without ready endpoints", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "0 ready",
+		{name: "llama-coder without ready endpoints", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "Deployment llama-coder: 0 of 1 replicas ready",
 			fix: "oc logs -n " + mns + " deploy/llama-coder",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.EndpointSliceGVK, mns, "llama-coder-x1", set([]any{map[string]any{"addresses": []any{"10.244.0.2"}, "conditions": map[string]any{"ready": false}}}, "endpoints"))
+				r.Put(modelServer(mns, 1, 0))
+			}},
+		{name: "llama-coder scaled to 0", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "Deployment llama-coder: 0 of 0 replicas ready",
+			fix: "oc scale deployment llama-coder -n " + mns + " --replicas=1",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.EndpointSliceGVK, mns, "llama-coder-x1")
+				r.Put(modelServer(mns, 0, 0))
+			}},
+		{name: "llama-coder with no Deployment behind its Service", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "0 ready",
+			fix: "deploy the model server with pod labels app=llama-coder",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.EndpointSliceGVK, mns, "llama-coder-x1")
 			}},
 		{name: "gateway AuthPolicy not enforced", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
 			evidence: "Enforced=False (Unknown): [Gateway API provider", fix: "oc delete pod -n openshift-operators",
@@ -532,4 +544,14 @@ func TestNotInGrantedGroupsDataPath(t *testing.T) {
 	if len(rep.Errors()) != 0 || !strings.Contains(out.String(), "you are not in") {
 		t.Fatalf("want only information for an intended configuration:\n%s", out.String())
 	}
+}
+
+// modelServer is a llama-coder Deployment with pods labelled app=llama-coder.
+func modelServer(ns string, replicas, ready int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "llama-coder", "namespace": ns},
+		"spec": map[string]any{"replicas": replicas, "template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "llama-coder"}}}},
+		"status": map[string]any{"readyReplicas": ready},
+	}}
 }

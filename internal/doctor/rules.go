@@ -397,13 +397,37 @@ func modelServing(s *verify.State) []Finding {
 				fmt.Sprintf("oc get svc -n %s; fix the ExternalProvider endpoint (externalModels[].endpoint)", b.Namespace)))
 		case b.ReadyEndpoints == 0:
 			sel, _, _ := unstructured.NestedStringMap(b.Service.Object, "spec", "selector")
-			out = append(out, finding(CodeModelNotServing, o,
-				fmt.Sprintf("%d endpoints, 0 ready (selector %s)", b.Endpoints, selector(sel)),
-				"the model server has no ready pods: the gateway answers 503 no healthy upstream",
-				fmt.Sprintf("oc get pods -n %s -l %s; oc logs -n %s deploy/%s", b.Namespace, selector(sel), b.Namespace, b.Name)))
+			ev := fmt.Sprintf("%d endpoints, 0 ready (selector %s)", b.Endpoints, selector(sel))
+			cause, fix := notServing(b, selector(sel))
+			for _, w := range b.Workloads {
+				ev += fmt.Sprintf("; Deployment %s: %d of %d replicas ready", w.Name, w.Ready, w.Replicas)
+			}
+			out = append(out, finding(CodeModelNotServing, o, ev, cause, fix))
 		}
 	}
 	return out
+}
+
+// notServing is the cause and fix of a model server Service without a
+// ready endpoint, from the Deployments behind it: scaled to zero (scaling
+// it up converges), none matching the selector (the Service or the
+// inventory's endpoint is wrong), or pods that do not become ready (only
+// the model server's own status and logs can tell why; maasctl does not
+// manage it).
+func notServing(b *verify.Backend, sel string) (cause, fix string) {
+	if len(b.Workloads) == 0 {
+		return fmt.Sprintf("no Deployment in %s has pods with the Service's selector %s, so the gateway has no upstream for the model (503 no healthy upstream)", b.Namespace, sel),
+			fmt.Sprintf("deploy the model server with pod labels %s, or point externalModels[].endpoint at the Service that serves it (oc get deploy,svc -n %s)", sel, b.Namespace)
+	}
+	for _, w := range b.Workloads {
+		if w.Replicas == 0 {
+			return "Deployment " + w.Name + " of the model server is scaled to 0: the gateway answers 503 no healthy upstream",
+				fmt.Sprintf("oc scale deployment %s -n %s --replicas=1", w.Name, b.Namespace)
+		}
+	}
+	w := b.Workloads[0]
+	return "the model server's pods are not ready: the gateway answers 503 no healthy upstream",
+		fmt.Sprintf("oc rollout status deployment/%s -n %s; oc logs -n %s deploy/%s   (maasctl does not manage the model server)", w.Name, b.Namespace, b.Namespace, w.Name)
 }
 
 func selector(m map[string]string) string {

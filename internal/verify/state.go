@@ -75,6 +75,17 @@ type Backend struct {
 	ReadyEndpoints int
 	// Endpoints counts all endpoints of the Service's EndpointSlices.
 	Endpoints int
+	// Workloads are the Deployments in the Service's namespace whose pod
+	// template carries every label of the Service's selector (the model
+	// server's own), read only when no endpoint is ready.
+	Workloads []Workload
+}
+
+// Workload is a Deployment behind a model server's Service: spec.replicas
+// (1 when unset) and status.readyReplicas.
+type Workload struct {
+	Name            string
+	Replicas, Ready int64
 }
 
 // State is a read-only snapshot of the live objects the checks and
@@ -238,6 +249,9 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 					for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
 						countEndpoints(es, b)
 					}
+					if b.Service != nil && b.ReadyEndpoints == 0 {
+						b.Workloads = workloadsBehind(b.Service, list(DeploymentGVK, b.Namespace, ""))
+					}
 					mu.Lock()
 					s.Backends[pk] = b
 					mu.Unlock()
@@ -381,3 +395,33 @@ func countEndpoints(es *unstructured.Unstructured, b *Backend) {
 
 // GatewayServiceName is the Service Istio creates for the Gateway.
 func (s *State) GatewayServiceName() string { return s.gatewayServiceName }
+
+// workloadsBehind are the Deployments whose pod template labels hold
+// every label of svc's selector.
+func workloadsBehind(svc *unstructured.Unstructured, deps []*unstructured.Unstructured) []Workload {
+	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	if len(sel) == 0 {
+		return nil
+	}
+	var out []Workload
+	for _, d := range deps {
+		lbl, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+		match := true
+		for k, v := range sel {
+			if lbl[k] != v {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		w := Workload{Name: d.GetName(), Replicas: 1}
+		if r, ok, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); ok {
+			w.Replicas = r
+		}
+		w.Ready, _, _ = unstructured.NestedInt64(d.Object, "status", "readyReplicas")
+		out = append(out, w)
+	}
+	return out
+}
