@@ -51,7 +51,12 @@ func (c *maasCtl) reconcileLLMISvcRef(ctx context.Context, k key, ref *unstructu
 	if !m.isServed(gvrLLMInferenceService) {
 		return fail("Failed", "NotFound", "serving.kserve.io LLMInferenceService is not served")
 	}
-	if !m.observe(c.ref, gvrLLMInferenceService, m.allOf(gvrMaaSModelRef, true), k) {
+	// maasmodelref_controller.go watches LLMInferenceServices with
+	// GenerationChangedPredicate or llmisvcReadyChangedPredicate.
+	readyChanged := func(o, n *unstructured.Unstructured) bool {
+		return o.GetGeneration() != n.GetGeneration() || mstr(findCondition(o, "Ready"), "status") != mstr(findCondition(n, "Ready"), "status")
+	}
+	if !m.observeChanged(c.ref, gvrLLMInferenceService, m.allOf(gvrMaaSModelRef, true), readyChanged, k) {
 		return nil // requeued once the cache has synced
 	}
 	svc := m.get(gvrLLMInferenceService, k.Namespace, name)

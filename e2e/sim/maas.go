@@ -43,6 +43,15 @@ import (
 //   - Finalizers maas.opendatahub.io/model-cleanup, authpolicy-cleanup and
 //     subscription-cleanup on the three kinds, removed only by the running
 //     controller (see finalize).
+//   - Watches (SetupWithManager of pkg/controller/maas/*_controller.go;
+//     controller_watches_int_test.go "drops HTTPRoute status writes but
+//     not label changes"): an update of an HTTPRoute, Gateway or
+//     ExternalModel requeues only when its generation, labels or
+//     annotations change or its deletion starts, never on a status write
+//     (objectChanged); an LLMInferenceService on generation or Ready
+//     status. cmd/manager/main.go sets no SyncPeriod (controller-runtime's
+//     default, 10 h), and those predicates drop resync events anyway: no
+//     periodic requeue is simulated.
 //
 // Measured against the real v0.2.1 on the same CRDs (issue 18, 2026-12-01).
 type maasCtl struct {
@@ -73,15 +82,15 @@ func registerMaaS(m *manager) {
 		name: "maas/externalmodel", delayKey: MaaS, primary: gvrExternalModel,
 		watches: []watch{
 			{gvr: gvrExternalProvider, mapFn: m.allOf(gvrExternalModel, true)},
-			{gvr: gvrHTTPRoute, mapFn: ownerKeys("ExternalModel")},
+			{gvr: gvrHTTPRoute, mapFn: ownerKeys("ExternalModel"), changed: objectChanged},
 		},
 		reconcile: c.reconcileModel,
 	}
 	c.ref = &reconciler{
 		name: "maas/maasmodelref", delayKey: MaaS, primary: gvrMaaSModelRef,
 		watches: []watch{
-			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSModelRef, true)},
-			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSModelRef, false)},
+			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSModelRef, true), changed: objectChanged},
+			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSModelRef, false), changed: objectChanged},
 			{gvr: gvrMaaSAuthPolicy, mapFn: m.allOf(gvrMaaSModelRef, false)},
 			{gvr: gvrMaaSSubscription, mapFn: m.allOf(gvrMaaSModelRef, false)},
 			c.maasAPIWatch(gvrMaaSModelRef),
@@ -93,7 +102,7 @@ func registerMaaS(m *manager) {
 		watches: []watch{
 			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
 			{gvr: gvrAuthPolicy, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
-			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
+			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSAuthPolicy, false), changed: objectChanged},
 			c.maasAPIWatch(gvrMaaSAuthPolicy),
 		},
 		reconcile: c.reconcileAuthPolicy,
@@ -103,7 +112,7 @@ func registerMaaS(m *manager) {
 		watches: []watch{
 			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSSubscription, false)},
 			{gvr: gvrTokenPolicy, mapFn: m.allOf(gvrMaaSSubscription, false)},
-			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSSubscription, false)},
+			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSSubscription, false), changed: objectChanged},
 			c.maasAPIWatch(gvrMaaSSubscription),
 		},
 		reconcile: c.reconcileSubscription,
@@ -384,7 +393,7 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 	if !m.isServed(emGVR) {
 		return fail("Failed", "NotFound", emGVR.Group+" ExternalModel is not served in this release")
 	}
-	if !c.m.observe(c.ref, emGVR, m.allOf(gvrMaaSModelRef, true), k) {
+	if !c.m.observeChanged(c.ref, emGVR, m.allOf(gvrMaaSModelRef, true), objectChanged, k) {
 		return nil // the cache's initial list requeues this model
 	}
 	em := m.get(emGVR, k.Namespace, name)

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,36 @@ func keyOf(obj *unstructured.Unstructured) key {
 type watch struct {
 	gvr   schema.GroupVersionResource
 	mapFn func(obj *unstructured.Unstructured) []key
+	// changed filters update events (controller-runtime's predicates on a
+	// Watches): an update enqueues only when changed(old, new) is true.
+	// Nil admits every update. Adds and deletes always enqueue.
+	changed func(old, new *unstructured.Unstructured) bool
+}
+
+// objectChanged is controller-runtime's GenerationChangedPredicate or
+// LabelChangedPredicate or AnnotationChangedPredicate, plus the update that
+// sets deletionTimestamp: a status-only write does not pass. It also drops
+// informer resyncs (old and new are the same object).
+func objectChanged(old, new *unstructured.Unstructured) bool {
+	return old.GetGeneration() != new.GetGeneration() ||
+		!maps.Equal(old.GetLabels(), new.GetLabels()) ||
+		!maps.Equal(old.GetAnnotations(), new.GetAnnotations()) ||
+		(old.GetDeletionTimestamp() == nil) != (new.GetDeletionTimestamp() == nil)
+}
+
+// updateHandler returns an UpdateFunc calling h for updates changed admits
+// (all when changed is nil).
+func updateHandler(changed func(old, new *unstructured.Unstructured) bool, h func(obj any)) func(oldObj, newObj any) {
+	return func(oldObj, newObj any) {
+		if changed != nil {
+			o, ok1 := oldObj.(*unstructured.Unstructured)
+			n, ok2 := newObj.(*unstructured.Unstructured)
+			if ok1 && ok2 && !changed(o, n) {
+				return
+			}
+		}
+		h(newObj)
+	}
 }
 
 // reconciler is one controller loop: a primary kind, the kinds it watches or
@@ -383,7 +414,7 @@ func (m *manager) startReconciler(r *reconciler) {
 		if w.mapFn == nil {
 			continue
 		}
-		mapFn := w.mapFn
+		mapFn, changed := w.mapFn, w.changed
 		h := func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
@@ -396,7 +427,7 @@ func (m *manager) startReconciler(r *reconciler) {
 		}
 		if _, err := winf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    h,
-			UpdateFunc: func(_, obj any) { h(obj) },
+			UpdateFunc: updateHandler(changed, h),
 			DeleteFunc: h,
 		}); err != nil {
 			r.log.Error("watch", zap.String("gvr", w.gvr.String()), zap.Error(err))
@@ -783,6 +814,11 @@ func (m *manager) updateStatusStamped(ctx context.Context, g schema.GroupVersion
 // (or the API server's watch cache of g is not ready, see watchable), key
 // k is requeued once it has.
 func (m *manager) observe(r *reconciler, g schema.GroupVersionResource, mapFn func(*unstructured.Unstructured) []key, k key) bool {
+	return m.observeChanged(r, g, mapFn, nil, k)
+}
+
+// observeChanged is observe with an update filter (see watch.changed).
+func (m *manager) observeChanged(r *reconciler, g schema.GroupVersionResource, mapFn func(*unstructured.Unstructured) []key, changed func(old, new *unstructured.Unstructured) bool, k key) bool {
 	if !m.isServed(g) {
 		return false
 	}
@@ -814,7 +850,7 @@ func (m *manager) observe(r *reconciler, g schema.GroupVersionResource, mapFn fu
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    h,
-			UpdateFunc: func(_, obj any) { h(obj) },
+			UpdateFunc: updateHandler(changed, h),
 			DeleteFunc: h,
 		})
 		m.factory.Start(m.ctx.Done())

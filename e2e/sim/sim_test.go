@@ -23,6 +23,7 @@ import (
 	kwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -33,6 +34,7 @@ import (
 type cluster struct {
 	dyn  dynamic.Interface
 	kube kubernetes.Interface
+	cfg  *rest.Config
 }
 
 // startCluster starts the local control plane (with the default fixture)
@@ -71,7 +73,7 @@ func startCluster(t *testing.T, opts Options) *cluster {
 			t.Errorf("stop simulators: %v", err)
 		}
 	})
-	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg)}
+	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
 }
 
 func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[string]any) {
