@@ -91,6 +91,17 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
 			}},
+		{name: "Gateway certificate's ClusterIssuer not Ready", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway",
+			evidence: "ClusterIssuer letsencrypt-production is not Ready (ErrRegisterACMEAccount: Failed to register ACME account)",
+			fix: "make ClusterIssuer letsencrypt-production Ready (oc describe clusterissuer letsencrypt-production), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o map[string]any) {
+					conds(map[string]any{"type": "Programmed", "status": "False", "reason": "Invalid"})(o)
+					_ = unstructured.SetNestedSlice(o, []any{map[string]any{"name": "https", "conditions": []any{
+						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef", "message": "secret maas-gateway-tls not found"}}}}, "status", "listeners")
+				})
+				edit(t, r, verify.ClusterIssuerGVK, "", "letsencrypt-production", conds(map[string]any{"type": "Ready", "status": "False", "reason": "ErrRegisterACMEAccount", "message": "Failed to register ACME account"}))
+			}},
 		{name: "Gateway certificate missing", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway", evidence: "InvalidCertificateRef",
 			fix: "oc describe certificate maas-default-gateway-cert",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

@@ -193,7 +193,19 @@ func gateway(s *verify.State) []Finding {
 				if c, ok := cond(s.Certificate, "Ready"); ok {
 					ev += "; Certificate " + g.CertificateName + " " + c.String()
 				}
-				fix = fmt.Sprintf("oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
+				fix = fmt.Sprintf("maasctl install   (waits until cert-manager issues the Certificate, naming its reason); if it stays not Ready: oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
+				if ic, ok := cond(s.CertIssuer, "Ready"); g.CertIssuer != "" && (s.CertIssuer == nil || !ok || ic.Status != "True") {
+					what := "does not exist"
+					if s.CertIssuer != nil {
+						what = "is not Ready"
+						if ok {
+							what += " (" + ic.Reason + ": " + ic.Message + ")"
+						}
+					}
+					ev += "; ClusterIssuer " + g.CertIssuer + " " + what
+					cause = fmt.Sprintf("ClusterIssuer %s, which issues the Gateway's certificate, %s, so cert-manager issues no Secret %s", g.CertIssuer, what, g.CertSecret)
+					fix = fmt.Sprintf("make ClusterIssuer %s Ready (oc describe clusterissuer %s), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install", g.CertIssuer, g.CertIssuer)
+				}
 				if g.CertIssuer != "" && s.Certificate == nil {
 					ev += "; Certificate " + g.Namespace + "/" + g.CertificateName + " " + s.MissingReason("Certificate", g.Namespace, g.CertificateName)
 					cause = fmt.Sprintf("Certificate %s, which issues Secret %s, does not exist", g.CertificateName, g.CertSecret)

@@ -501,7 +501,7 @@ func ProviderCause(s *State, key string) (cause, fix string) {
 			fmt.Sprintf("oc label secret %s -n %s %s=true", sec.Name, ns, IPPManagedLabel)
 	}
 	return "the MaaS controller has not made the provider's Service, ServiceEntry and DestinationRule",
-		fmt.Sprintf("oc get service,serviceentry,destinationrule -n %s", ns)
+		fmt.Sprintf("maasctl install   (re-applies the ExternalProvider and waits for it to be Ready); if it stays so: oc get service,serviceentry,destinationrule -n %s", ns)
 }
 
 // IPPManagedLabel marks model namespaces and provider key Secrets the MaaS

@@ -28,6 +28,7 @@ var (
 	HTTPRouteGVK            = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
 	RouteGVK                = schema.GroupVersionKind{Group: "route.openshift.io", Version: "v1", Kind: "Route"}
 	CertificateGVK          = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+	ClusterIssuerGVK        = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "ClusterIssuer"}
 	ExternalProviderGVK     = schema.GroupVersionKind{Group: "inference.opendatahub.io", Version: "v1alpha1", Kind: "ExternalProvider"}
 	ExternalModelGVK        = schema.GroupVersionKind{Group: "inference.opendatahub.io", Version: "v1alpha1", Kind: "ExternalModel"}
 	MaaSModelRefGVK         = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSModelRef"}
@@ -110,6 +111,9 @@ type State struct {
 	GatewayClass      *unstructured.Unstructured
 	GatewayService    *unstructured.Unstructured
 	Certificate       *unstructured.Unstructured
+	// CertIssuer is the ClusterIssuer gateway.certIssuer names (nil: not
+	// found, or no issuer configured).
+	CertIssuer *unstructured.Unstructured
 	Route             *unstructured.Unstructured
 	MaaSAPI           *unstructured.Unstructured
 	DBConfig          SecretInfo
@@ -218,6 +222,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	async(func() { s.GatewayService = get(ServiceGVK, inv.Gateway.Namespace, s.gatewayServiceName) })
 	if inv.Gateway.CertIssuer != "" {
 		async(func() { s.Certificate = get(CertificateGVK, inv.Gateway.Namespace, inv.Gateway.CertificateName) })
+		async(func() { s.CertIssuer = get(ClusterIssuerGVK, "", inv.Gateway.CertIssuer) })
 	}
 	if inv.Gateway.CreateRoute {
 		async(func() { s.Route = get(RouteGVK, inv.Gateway.Namespace, inv.Gateway.RouteName) })
