@@ -167,7 +167,8 @@ func csvDeployments(csv *unstructured.Unstructured) []string {
 
 // deploymentEnvRolledOut is Done when every container of the Deployment's
 // template holds want and the Deployment controller has rolled that
-// template out (observedGeneration caught up, every replica updated).
+// template out (waiters.DeploymentRolledOut: observedGeneration caught up,
+// every replica updated and available, no old replica left).
 func deploymentEnvRolledOut(want []inventory.EnvVar) waiters.Condition {
 	return func(d *unstructured.Unstructured) waiters.Result {
 		cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
@@ -178,20 +179,7 @@ func deploymentEnvRolledOut(want []inventory.EnvVar) waiters.Condition {
 				return waiters.Result{Status: fmt.Sprintf("container %v of the template lacks %s (OLM has not copied the Subscription's env yet)", m["name"], strings.Join(miss, ", "))}
 			}
 		}
-		gen := d.GetGeneration()
-		obs, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
-		if obs < gen {
-			return waiters.Result{Status: fmt.Sprintf("observedGeneration %d of %d", obs, gen)}
-		}
-		replicas, found, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
-		if !found {
-			replicas = 1
-		}
-		updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
-		if updated < replicas {
-			return waiters.Result{Status: fmt.Sprintf("%d of %d replicas updated", updated, replicas)}
-		}
-		return waiters.Result{Done: true, Status: "rolled out"}
+		return waiters.DeploymentRolledOut(d)
 	}
 }
 
