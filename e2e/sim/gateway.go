@@ -124,11 +124,22 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 		return nil
 	}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
-	if istiod == nil && m.opts.Faults.IstioAfterKuadrantOperator && (&kuadrantCtl{m: m}).operatorPod() == nil {
+	if istiod == nil && m.opts.Faults.IstioAfterKuadrantOperator && !g.kuadrantOperatorStarted(ctx) {
 		g.class.queue.AddAfter(k, istioPollInterval) // pods do not requeue classes
 		return nil
 	}
 	if istiod == nil {
+		if len(m.istioCRDs) > 0 {
+			// OSSM registers Istio's CRDs before it deploys istiod.
+			all, err := m.ensureCRDs(ctx, m.istioCRDs)
+			if err != nil {
+				return err
+			}
+			if !all {
+				g.class.queue.AddAfter(k, istioPollInterval) // CRDs do not requeue classes
+				return nil
+			}
+		}
 		if err := m.ensureNamespace(ctx, istiodNamespace); err != nil {
 			return err
 		}
@@ -150,6 +161,32 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 			cond("Accepted", true, "Accepted", "Handled by Istio controller").gen(gc.GetGeneration())),
 	}
 	return m.updateStatus(ctx, gvrGatewayClass, gc, status)
+}
+
+// kuadrantOperatorStarted reports whether the Kuadrant operator runs and
+// has read its dependencies: with the simulated operator, a Running
+// operator pod; with the real one (Options.RealKuadrant), a Running pod
+// and the ConfigMap "topology" the operator writes in its namespace once
+// its controllers run (kuadrant-operator internal/controller
+// topology_reconciler.go), newer than the pod.
+func (g *gatewayCtl) kuadrantOperatorStarted(ctx context.Context) bool {
+	if !g.m.opts.RealKuadrant {
+		return (&kuadrantCtl{m: g.m}).operatorPod() != nil
+	}
+	pods, err := g.m.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=kuadrant,control-plane=controller-manager"})
+	if err != nil {
+		return false
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		cm, err := g.m.kube.CoreV1().ConfigMaps(p.Namespace).Get(ctx, "topology", metav1.GetOptions{})
+		if err == nil && !cm.CreationTimestamp.Before(&p.CreationTimestamp) {
+			return true
+		}
+	}
+	return false
 }
 
 // istioPollInterval is how often a class held by

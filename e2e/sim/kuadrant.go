@@ -57,6 +57,11 @@ func registerKuadrant(m *manager) {
 		reconcile: kc.reconcile,
 	}
 	m.add(kc.r)
+	registerKuadrantPolicies(m)
+}
+
+// registerKuadrantPolicies registers the policy status writers.
+func registerKuadrantPolicies(m *manager) {
 	for _, g := range []schema.GroupVersionResource{gvrAuthPolicy, gvrTokenPolicy} {
 		pc := &policyCtl{m: m, gvr: g}
 		pc.r = &reconciler{

@@ -125,6 +125,16 @@ type Options struct {
 	// Empty: no database is created (an external cluster, or tests of the
 	// Kubernetes side only).
 	Postgres string
+	// RealKuadrant says the real Kuadrant, Authorino and Limitador
+	// operators run (testenv Options.RealKuadrant): the simulated Kuadrant
+	// operator (Kuadrant CR status, the Authorino CR) and Authorino
+	// operator do nothing then.
+	RealKuadrant bool
+	// IstioCRDs, when set, is a file of Istio CRDs (testenv.IstioCRDFile)
+	// that the simulated OpenShift ingress operator registers, as OSSM
+	// does, before it creates istiod: the real Kuadrant operator looks for
+	// them (WasmPlugin, EnvoyFilter, PeerAuthentication) when it starts.
+	IstioCRDs string
 }
 
 // Faults are failure modes a test can switch on. They mirror failures seen in
