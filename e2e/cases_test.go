@@ -68,6 +68,10 @@ type caseOptions struct {
 	noSim bool
 	// vault configures the Vault stand-in; RootToken is set here.
 	vault vaultserver.Options
+	// realKuadrant runs the real Kuadrant, Authorino and Limitador
+	// operators instead of their simulators (also for every case cluster
+	// when MAASCTL_REAL_KUADRANT=1).
+	realKuadrant bool
 }
 
 // newCaseCluster is newCluster with a case's starting point.
@@ -81,7 +85,8 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 	}
 	objs = append(objs, o.extra...)
 	olmDelay, simDelay := sim.SplitOLMDelay(o.delay)
-	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs, OperatorPodReadyDelay: olmDelay})
+	real := o.realKuadrant || realKuadrantDefault()
+	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs, OperatorPodReadyDelay: olmDelay, RealKuadrant: real})
 	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 		t.Skipf("local control plane not built (%v): run make testenv", err)
 	}
@@ -107,7 +112,14 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{RHOAIVersion: o.rhoai, Delay: simDelay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()})
+		so := sim.Options{RHOAIVersion: o.rhoai, Delay: simDelay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()}
+		if real {
+			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			so.RealKuadrant = true
+		}
+		h, err := sim.Start(ctx, env.RESTConfig(), so)
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)
 		}

@@ -192,6 +192,13 @@ func parallel(t *testing.T) {
 	}
 }
 
+// envRealKuadrant, set to 1, runs the real Kuadrant, Authorino and
+// Limitador operators (testenv Options.RealKuadrant) in every local
+// control plane of the e2e tests instead of their simulators.
+const envRealKuadrant = "MAASCTL_REAL_KUADRANT"
+
+func realKuadrantDefault() bool { return envBool(envRealKuadrant, false) }
+
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,7 +220,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		}
 	} else {
 		olmDelay, _ := sim.SplitOLMDelay(o.simDelay)
-		to := testenv.Options{OperatorPodReadyDelay: olmDelay}
+		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: realKuadrantDefault()}
 		if o.proxy != nil && o.simViaProxy {
 			// The real OLM writes Subscriptions, InstallPlans and CSVs
 			// maasctl also reads and applies: a recording proxy that is to
@@ -284,7 +291,14 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := sim.Start(ctx, simCfg, sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin()})
+		so := sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin()}
+		if c.env != nil && realKuadrantDefault() {
+			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			so.RealKuadrant = true
+		}
+		h, err := sim.Start(ctx, simCfg, so)
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)
 		}

@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -117,6 +121,41 @@ func (s *crdStore) parse(rel string) (*crdFile, error) {
 		}
 	}
 	return f, nil
+}
+
+// parseCRDFile reads every CustomResourceDefinition of a multi-document
+// YAML file (other kinds are skipped).
+func parseCRDFile(path string) ([]*crdFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read crds: %w", err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	var out []*crdFile
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse crds %s: %w", path, err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("parse crds %s: %w", path, err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		f := &crdFile{Path: path, Name: u.GetName(), obj: u}
+		f.Kind, _, _ = unstructured.NestedString(m, "spec", "names", "kind")
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("parse crds %s: no CustomResourceDefinition in it", path)
+	}
+	return out, nil
 }
 
 // ensureCRDs creates the CRDs of files that do not exist yet, the way OLM's

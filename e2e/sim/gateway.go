@@ -124,11 +124,22 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 		return nil
 	}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
-	if istiod == nil && m.opts.Faults.IstioAfterKuadrantOperator && (&kuadrantCtl{m: m}).operatorPod() == nil {
+	if istiod == nil && m.opts.Faults.IstioAfterKuadrantOperator && !g.kuadrantOperatorStarted(ctx) {
 		g.class.queue.AddAfter(k, istioPollInterval) // pods do not requeue classes
 		return nil
 	}
 	if istiod == nil {
+		if len(m.istioCRDs) > 0 && !m.opts.Faults.KuadrantStuckMissingDependency {
+			// OSSM registers Istio's CRDs before it deploys istiod.
+			all, err := m.ensureCRDs(ctx, m.istioCRDs)
+			if err != nil {
+				return err
+			}
+			if !all {
+				g.class.queue.AddAfter(k, istioPollInterval) // CRDs do not requeue classes
+				return nil
+			}
+		}
 		if err := m.ensureNamespace(ctx, istiodNamespace); err != nil {
 			return err
 		}
@@ -151,6 +162,36 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	}
 	return m.updateStatus(ctx, gvrGatewayClass, gc, status)
 }
+
+// kuadrantOperatorStarted reports whether the Kuadrant operator runs and
+// has read its dependencies: with the simulated operator, a Running
+// operator pod; with the real one (Options.RealKuadrant), a pod Running
+// for realKuadrantBoot (the harness starts the process for the Running
+// pod; it checks its dependencies during its start).
+func (g *gatewayCtl) kuadrantOperatorStarted(ctx context.Context) bool {
+	if !g.m.opts.RealKuadrant {
+		return (&kuadrantCtl{m: g.m}).operatorPod() != nil
+	}
+	pods, err := g.m.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=kuadrant,control-plane=controller-manager"})
+	if err != nil {
+		return false
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.StartTime == nil {
+			continue
+		}
+		if time.Since(p.Status.StartTime.Time) >= realKuadrantBoot {
+			return true
+		}
+	}
+	return false
+}
+
+// realKuadrantBoot is how long after its pod started the real Kuadrant
+// operator is taken to have read its dependencies: TestRealKuadrantOperator
+// saw it report MissingDependency within 5 s of its process start; the
+// margin is for a loaded machine.
+const realKuadrantBoot = 8 * time.Second
 
 // istioPollInterval is how often a class held by
 // Faults.IstioAfterKuadrantOperator looks for the Kuadrant operator pod.

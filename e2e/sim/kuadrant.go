@@ -57,6 +57,17 @@ func registerKuadrant(m *manager) {
 		reconcile: kc.reconcile,
 	}
 	m.add(kc.r)
+	registerKuadrantPolicies(m)
+}
+
+// registerKuadrantPolicies registers the policy status writers. They run
+// with Options.RealKuadrant too, beside the real operator, which writes
+// the same conditions: the real AuthPolicy Enforced waits for the
+// AuthConfigs it generates to be Ready, which only the Authorino server
+// writes (kuadrant-operator internal/controller/auth_policy_status_updater.go),
+// and no Authorino server runs yet. Until one does (or the simulator
+// writes AuthConfig status instead), both writers stay.
+func registerKuadrantPolicies(m *manager) {
 	for _, g := range []schema.GroupVersionResource{gvrAuthPolicy, gvrTokenPolicy} {
 		pc := &policyCtl{m: m, gvr: g}
 		pc.r = &reconciler{

@@ -111,6 +111,8 @@ type manager struct {
 	log     *zap.Logger
 	crds    *crdStore
 	ca      *servingCA
+	// istioCRDs are Options.IstioCRDs, parsed.
+	istioCRDs []*crdFile
 
 	mu          sync.Mutex
 	served      map[schema.GroupVersionResource]bool
@@ -158,15 +160,22 @@ func newManager(cfg *rest.Config, o Options) (*manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	var istio []*crdFile
+	if o.IstioCRDs != "" {
+		if istio, err = parseCRDFile(o.IstioCRDs); err != nil {
+			return nil, err
+		}
+	}
 	m := &manager{
-		opts:    o,
-		dyn:     dyn,
-		kube:    kube,
-		factory: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
-		log:     o.Logger,
-		crds:    newCRDStore(o.CRDDir),
-		ca:      ca,
-		served:  map[schema.GroupVersionResource]bool{},
+		istioCRDs: istio,
+		opts:      o,
+		dyn:       dyn,
+		kube:      kube,
+		factory:   dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		log:       o.Logger,
+		crds:      newCRDStore(o.CRDDir),
+		ca:        ca,
+		served:    map[schema.GroupVersionResource]bool{},
 	}
 	for _, g := range builtinGVRs {
 		m.served[g] = true
@@ -203,8 +212,12 @@ func (m *manager) start(ctx context.Context) error {
 	registerServiceCA(m)
 	registerGateway(m)
 	registerRouter(m)
-	registerKuadrant(m)
-	registerAuthorino(m)
+	if !m.opts.RealKuadrant {
+		registerKuadrant(m)
+		registerAuthorino(m)
+	} else {
+		registerKuadrantPolicies(m)
+	}
 	registerLWS(m)
 	registerRHOAI(m)
 	registerMaaS(m)

@@ -125,6 +125,16 @@ type Options struct {
 	// Empty: no database is created (an external cluster, or tests of the
 	// Kubernetes side only).
 	Postgres string
+	// RealKuadrant says the real Kuadrant, Authorino and Limitador
+	// operators run (testenv Options.RealKuadrant): the simulated Kuadrant
+	// operator (Kuadrant CR status, the Authorino CR) and Authorino
+	// operator do nothing then.
+	RealKuadrant bool
+	// IstioCRDs, when set, is a file of Istio CRDs (testenv.IstioCRDFile)
+	// that the simulated OpenShift ingress operator registers, as OSSM
+	// does, before it creates istiod: the real Kuadrant operator looks for
+	// them (WasmPlugin, EnvoyFilter, PeerAuthentication) when it starts.
+	IstioCRDs string
 }
 
 // Faults are failure modes a test can switch on. They mirror failures seen in
@@ -168,7 +178,9 @@ type Faults struct {
 	CNPGInitdbFails bool
 	// KuadrantStuckMissingDependency keeps Kuadrant Ready=False with reason
 	// MissingDependency whatever operator pod runs, as when the dependency
-	// is really missing (case B01 variant).
+	// is really missing (case B01 variant). With RealKuadrant the
+	// simulated ingress operator then never registers Istio's CRDs
+	// (istiod still appears), so the real operator keeps reporting it.
 	KuadrantStuckMissingDependency bool
 	// IstioAfterKuadrantOperator holds the install of Istio (istiod) until
 	// a Kuadrant operator pod runs, so the operator certainly starts
@@ -178,6 +190,9 @@ type Faults struct {
 	// after Istio exists (then no MissingDependency occurs, as on a
 	// cluster where RHCL was installed late). The gateway delay still
 	// holds the GatewayClass's Accepted as before.
+	// With RealKuadrant the operator pod must also have run for
+	// realKuadrantBoot (the real process reads its dependencies when it
+	// starts, about a second after its pod is Running on this machine).
 	IstioAfterKuadrantOperator bool
 	// GatewayAuthPolicyNotEnforced, when set, keeps every AuthPolicy that
 	// targets a Gateway Accepted but Enforced=False (reason Unknown) with

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,7 +37,11 @@ type Connection struct {
 // of other processes sharing a namespace are not counted.
 func (e *Env) Connections() ([]Connection, error) {
 	pids := map[int]string{}
-	for _, p := range e.procs {
+	procs := e.procs
+	if e.ops != nil {
+		procs = append(slices.Clone(procs), e.ops.processes()...)
+	}
+	for _, p := range procs {
 		if !p.alive() {
 			continue
 		}

@@ -240,3 +240,33 @@ func TestPodReadyDelayLive(t *testing.T) {
 		t.Errorf("plain pod Ready only after %s", ready["fast"])
 	}
 }
+
+// TestKuadrantModuleVersions: the versions testenv reads files of (the
+// RHCL bundle's CRDs and ClusterRoles, the Istio and GRPCRoute CRDs) match
+// the tools modules that build the real operators.
+func TestKuadrantModuleVersions(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, mods := range map[string]map[string]string{
+		"kuadrant": {
+			"github.com/kuadrant/kuadrant-operator":  KuadrantOperatorVersion,
+			"github.com/kuadrant/authorino-operator": AuthorinoOperatorVersion,
+			"istio.io/api":                           IstioAPIVersion,
+			"sigs.k8s.io/gateway-api":                GatewayAPIVersion,
+		},
+		"limitador": {"github.com/kuadrant/limitador-operator": LimitadorOperatorVersion},
+		"authorino": {"github.com/kuadrant/authorino": AuthorinoVersion},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, "e2e", "testenv", file, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for mod, v := range mods {
+			if !strings.Contains(string(b), mod+" "+v) {
+				t.Errorf("e2e/testenv/%s/go.mod does not require %s %s", file, mod, v)
+			}
+		}
+	}
+}

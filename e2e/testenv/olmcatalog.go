@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -35,14 +36,35 @@ type Bundle struct {
 	// CRDs are globs under the CRD folder: the CRDs the bundle inlines and
 	// its CSV owns (the InstallPlan creates them).
 	CRDs []string
+	// ModuleFiles are files under the Go module cache (paths relative to
+	// it, module@version first) whose objects the bundle inlines too:
+	// CRDs (owned by the CSV, as CRDs) and ClusterRoles.
+	ModuleFiles []string
 	// Deployment is the name of the operator Deployment of the CSV's
 	// install strategy.
 	Deployment string
 	// PodLabels label the operator pods (and select them).
 	PodLabels map[string]string
+	// Env is the env of the operator container (name/value pairs, in
+	// order), as the upstream bundle's Deployment sets it.
+	Env []EnvVar
+	// MoreDeployments are further Deployments of the CSV's install
+	// strategy (RHCL's Authorino and Limitador operators).
+	MoreDeployments []BundleDeployment
 	// InstallModes maps OLM install mode types to whether the CSV supports
 	// them (spec.installModes).
 	InstallModes map[string]bool
+}
+
+// EnvVar is one container env entry; FieldPath, when set, is a
+// valueFrom.fieldRef (Value is then ignored).
+type EnvVar struct{ Name, Value, FieldPath string }
+
+// BundleDeployment is one more Deployment of a CSV's install strategy.
+type BundleDeployment struct {
+	Name      string
+	PodLabels map[string]string
+	Env       []EnvVar
 }
 
 // Catalog names: the CatalogSources of openshift-marketplace the fixture
@@ -129,11 +151,55 @@ func rhclBundle(v, replaces string) Bundle {
 		Package: "rhcl-operator", Channel: "stable-1.4",
 		CSV: "rhcl-operator.v" + v, Version: v, Replaces: replaces,
 		DisplayName: "Red Hat Connectivity Link", Provider: "Red Hat",
-		CRDs:       []string{"kuadrant/*.yaml", "authorino/*.yaml"},
+		CRDs: []string{"kuadrant/*.yaml", "authorino/*.yaml"},
+		// The CRDs the Kuadrant operator checks for at start besides its
+		// own (AuthConfig, Limitador: it reports MissingDependency without
+		// them) and the ClusterRoles the Authorino operator binds for each
+		// Authorino, from the modules of the operators `make testenv`
+		// builds (upstream they come with the authorino-operator and
+		// limitador-operator bundles RHCL depends on; here one CSV runs
+		// all three operators, which is how maasctl sees RHCL).
+		ModuleFiles: []string{
+			// RHCL's own CRDs beyond those of the CRD folder, which the
+			// operator watches from its start.
+			"github.com/kuadrant/kuadrant-operator@" + KuadrantOperatorVersion + "/bundle/manifests/kuadrant.io_dnspolicies.yaml",
+			"github.com/kuadrant/kuadrant-operator@" + KuadrantOperatorVersion + "/bundle/manifests/kuadrant.io_tlspolicies.yaml",
+			"github.com/kuadrant/authorino@" + AuthorinoVersion + "/install/crd/authorino.kuadrant.io_authconfigs.yaml",
+			"github.com/kuadrant/limitador-operator@" + LimitadorOperatorVersion + "/bundle/manifests/limitador.kuadrant.io_limitadors.yaml",
+			"github.com/kuadrant/authorino-operator@" + AuthorinoOperatorVersion + "/bundle/manifests/authorino-manager-role_rbac.authorization.k8s.io_v1_clusterrole.yaml",
+			"github.com/kuadrant/authorino-operator@" + AuthorinoOperatorVersion + "/bundle/manifests/authorino-manager-k8s-auth-role_rbac.authorization.k8s.io_v1_clusterrole.yaml",
+		},
 		Deployment: "kuadrant-operator-controller-manager",
 		// kuadrant-operator config/manager/manager.yaml (control-plane) and
 		// the bundle's common label app=kuadrant.
 		PodLabels: map[string]string{"app": "kuadrant", "control-plane": "controller-manager"},
+		// kuadrant-operator v1.5.2 bundle/manifests/kuadrant-operator.clusterserviceversion.yaml.
+		Env: []EnvVar{
+			{Name: "EXTENSIONS_DIR", Value: "/extensions"},
+			{Name: "EXTENSIONS_DESCRIPTOR_SERVICE_PORT", Value: "50051"},
+			{Name: "RELATED_IMAGE_WASMSHIM", Value: "quay.io/kuadrant/wasm-shim:v0.14.1"},
+			{Name: "RELATED_IMAGE_DEVELOPERPORTAL", Value: "quay.io/kuadrant/developer-portal-controller:v0.2.1"},
+			{Name: "RELATED_IMAGE_CONSOLE_PLUGIN_LATEST", Value: "quay.io/kuadrant/console-plugin:v0.4.1"},
+			{Name: "RELATED_IMAGE_CONSOLE_PLUGIN_PF5", Value: "quay.io/kuadrant/console-plugin:v0.1.5-2"},
+			{Name: "OPERATOR_NAMESPACE", FieldPath: "metadata.namespace"},
+		},
+		MoreDeployments: []BundleDeployment{
+			{
+				// authorino-operator v0.21.0 bundle CSV.
+				Name:      "authorino-operator",
+				PodLabels: map[string]string{"control-plane": "authorino-operator"},
+				Env:       []EnvVar{{Name: "RELATED_IMAGE_AUTHORINO", Value: "quay.io/kuadrant/authorino:v0.22.0"}},
+			},
+			{
+				// limitador-operator v0.15.0 bundle CSV; its selector is only
+				// control-plane=controller-manager upstream (a CSV of its
+				// own there), here also app so it does not select the
+				// Kuadrant operator's pods of the same CSV.
+				Name:      "limitador-operator-controller-manager",
+				PodLabels: map[string]string{"app": "limitador-operator", "control-plane": "controller-manager"},
+				Env:       []EnvVar{{Name: "RELATED_IMAGE_LIMITADOR", Value: "quay.io/kuadrant/limitador:v2.1.0"}},
+			},
+		},
 		InstallModes: map[string]bool{
 			"OwnNamespace": false, "SingleNamespace": false, "MultiNamespace": false, "AllNamespaces": true,
 		},
@@ -260,6 +326,33 @@ func bundleObject(b Bundle, crdDir string, podReadyDelay time.Duration) (fbcObje
 			}
 		}
 	}
+	var others []*unstructured.Unstructured
+	if len(b.ModuleFiles) > 0 {
+		cache, err := goModCache(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("bundle %s: %w", b.CSV, err)
+		}
+		for _, f := range b.ModuleFiles {
+			p := filepath.Join(cache, f)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, fmt.Errorf("bundle %s: %w: %w (make testenv downloads the module)", b.CSV, ErrNotBuilt, err)
+			}
+			objs, err := decodeObjects(data, p)
+			if err != nil {
+				return nil, fmt.Errorf("bundle %s: %w", b.CSV, err)
+			}
+			for _, o := range objs {
+				unstructured.RemoveNestedField(o.Object, "status")
+				unstructured.RemoveNestedField(o.Object, "metadata", "creationTimestamp")
+				if o.GetKind() == "CustomResourceDefinition" {
+					crds = append(crds, o)
+				} else {
+					others = append(others, o)
+				}
+			}
+		}
+	}
 	props := []any{map[string]any{"type": "olm.package", "value": map[string]any{"packageName": b.Package, "version": b.Version}}}
 	var owned []any
 	for _, c := range crds {
@@ -280,7 +373,7 @@ func bundleObject(b Bundle, crdDir string, podReadyDelay time.Duration) (fbcObje
 		owned = append(owned, map[string]any{"name": c.GetName(), "version": storage, "kind": kind, "displayName": kind})
 	}
 	csv := csvObject(b, owned, podReadyDelay)
-	for _, o := range append(crds, csv) {
+	for _, o := range append(append(crds, others...), csv) {
 		j, err := json.Marshal(o.Object)
 		if err != nil {
 			return nil, fmt.Errorf("bundle %s: %w", b.CSV, err)
@@ -296,13 +389,9 @@ func csvObject(b Bundle, owned []any, podReadyDelay time.Duration) *unstructured
 	for _, t := range []string{"OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"} {
 		modes = append(modes, map[string]any{"type": t, "supported": b.InstallModes[t]})
 	}
-	labels := map[string]any{}
-	for k, v := range b.PodLabels {
-		labels[k] = v
-	}
-	podMeta := map[string]any{"labels": labels}
-	if podReadyDelay > 0 {
-		podMeta["annotations"] = map[string]any{PodReadyDelayAnnotation: podReadyDelay.String()}
+	deployments := []any{deploymentSpec(b, BundleDeployment{Name: b.Deployment, PodLabels: b.PodLabels, Env: b.Env}, podReadyDelay)}
+	for _, d := range b.MoreDeployments {
+		deployments = append(deployments, deploymentSpec(b, d, podReadyDelay))
 	}
 	annotations := map[string]any{"capabilities": "Seamless Upgrades", "operators.operatorframework.io/builder": "maasctl-testenv"}
 	if b.SkipRange != "" {
@@ -327,23 +416,7 @@ func csvObject(b Bundle, owned []any, podReadyDelay time.Duration) *unstructured
 			"install": map[string]any{
 				"strategy": "deployment",
 				"spec": map[string]any{
-					"deployments": []any{map[string]any{
-						"name": b.Deployment,
-						"spec": map[string]any{
-							"replicas": int64(1),
-							"selector": map[string]any{"matchLabels": labels},
-							"template": map[string]any{
-								"metadata": podMeta,
-								"spec": map[string]any{
-									"containers": []any{map[string]any{
-										"name": "manager",
-										// Never pulled: kwok runs no containers.
-										"image": "registry.invalid/maasctl-testenv/" + b.Package + ":v" + b.Version,
-									}},
-								},
-							},
-						},
-					}},
+					"deployments": deployments,
 				},
 			},
 		},
@@ -352,6 +425,49 @@ func csvObject(b Bundle, owned []any, podReadyDelay time.Duration) *unstructured
 		_ = unstructured.SetNestedField(csv.Object, b.Replaces, "spec", "replaces")
 	}
 	return csv
+}
+
+// deploymentSpec is one entry of a CSV's install strategy deployments.
+func deploymentSpec(b Bundle, d BundleDeployment, podReadyDelay time.Duration) map[string]any {
+	labels := map[string]any{}
+	for k, v := range d.PodLabels {
+		labels[k] = v
+	}
+	podMeta := map[string]any{"labels": labels}
+	if podReadyDelay > 0 {
+		podMeta["annotations"] = map[string]any{PodReadyDelayAnnotation: podReadyDelay.String()}
+	}
+	image := d.Name
+	if d.Name == b.Deployment {
+		image = b.Package
+	}
+	container := map[string]any{
+		"name": "manager",
+		// Never pulled: kwok runs no containers.
+		"image": "registry.invalid/maasctl-testenv/" + image + ":v" + b.Version,
+	}
+	var env []any
+	for _, e := range d.Env {
+		if e.FieldPath != "" {
+			env = append(env, map[string]any{"name": e.Name, "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": e.FieldPath}}})
+			continue
+		}
+		env = append(env, map[string]any{"name": e.Name, "value": e.Value})
+	}
+	if env != nil {
+		container["env"] = env
+	}
+	return map[string]any{
+		"name": d.Name,
+		"spec": map[string]any{
+			"replicas": int64(1),
+			"selector": map[string]any{"matchLabels": labels},
+			"template": map[string]any{
+				"metadata": podMeta,
+				"spec":     map[string]any{"containers": []any{container}},
+			},
+		},
+	}
 }
 
 // catalogChannels lists "package/channel" of a catalog, sorted (for logs).

@@ -63,13 +63,23 @@ func startProcessEnv(stateDir, bin, name string, detach bool, env []string, args
 // set by the caller) as component name: stdout and stderr go to
 // stateDir/name.log, its pid to stateDir/name.pid.
 func launch(stateDir, name string, detach bool, cmd *exec.Cmd) (*process, error) {
+	return launchLog(stateDir, name, detach, cmd, false)
+}
+
+// launchLog is launch; with appendLog the log is appended to rather than
+// truncated (a component started more than once).
+func launchLog(stateDir, name string, detach bool, cmd *exec.Cmd, appendLog bool) (*process, error) {
 	p := &process{
 		name:    name,
 		logFile: filepath.Join(stateDir, name+".log"),
 		pidFile: filepath.Join(stateDir, name+".pid"),
 		done:    make(chan struct{}),
 	}
-	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	mode := os.O_TRUNC
+	if appendLog {
+		mode = os.O_APPEND
+	}
+	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|mode, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}

@@ -102,7 +102,13 @@ func resolve(opts Options) (*resolved, error) {
 				return nil, fmt.Errorf("start local control plane: %w", err)
 			}
 			bins = append(bins, OLMOperator, CatalogOperator, Opm, NetnsRun)
+			if o.RealKuadrant {
+				bins = append(bins, KuadrantOperator, AuthorinoOperator, LimitadorOperator)
+			}
 		}
+	}
+	if o.RealKuadrant && (o.NoControllers || o.NoOLM || o.Detach) {
+		return nil, errors.New("start local control plane: Options.RealKuadrant needs controllers and OLM, and cannot be used with Detach (the operators run for pods the calling process watches)")
 	}
 	if err := checkBinaries(o.BinDir, bins...); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
@@ -115,6 +121,13 @@ func resolve(opts Options) (*resolved, error) {
 		return nil, fmt.Errorf("start local control plane: %w", err)
 	}
 	o.crdFiles = append(o.crdFiles, olmCRDs...)
+	if o.RealKuadrant {
+		f, err := grpcRouteCRDFile(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("start local control plane: %w", err)
+		}
+		o.crdFiles = append(o.crdFiles, f)
+	}
 	if o.StateDir == "" {
 		if o.StateDir, err = os.MkdirTemp("", "maasctl-testenv-"); err != nil {
 			return nil, fmt.Errorf("start local control plane: create state folder: %w", err)
@@ -412,6 +425,11 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			return nil, cause(err)
 		}
 		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
+		if o.RealKuadrant {
+			if env.ops, err = startOperatorSupervisor(o, env, apiPort); err != nil {
+				return nil, err
+			}
+		}
 	}
 	env.startElapsed = time.Since(t0)
 	o.logf("local control plane ready after %d ms; KUBECONFIG=%s", env.startElapsed.Milliseconds(), env.kubeconfig)

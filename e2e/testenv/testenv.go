@@ -110,6 +110,12 @@ type Options struct {
 	// CatalogSources then keep their recorded status, and nothing installs
 	// Subscriptions. OLM runs only with controllers.
 	NoOLM bool
+	// RealKuadrant runs the real Kuadrant, Authorino and Limitador
+	// operators (kuadrant.go) for the pods of the RHCL CSV's Deployments
+	// once that CSV is Succeeded, each in a network namespace of its own;
+	// deleting the Kuadrant operator's pod restarts its process. Needs OLM
+	// (and so root); not with Detach.
+	RealKuadrant bool
 	// OperatorPodReadyDelay, when positive, makes kwok report the pods of
 	// every operator the catalogs install Ready that long after they start
 	// (standing for an image pull and start), so their CSVs stay Installing
@@ -141,7 +147,8 @@ type Env struct {
 	stopOnce     sync.Once
 	stopErr      error
 	startElapsed time.Duration
-	pg           *PostgresServer // nil without one
+	pg           *PostgresServer     // nil without one
+	ops          *operatorSupervisor // nil without Options.RealKuadrant
 }
 
 // Kubeconfig returns the path of the admin kubeconfig
@@ -193,6 +200,11 @@ func (e *Env) Stop() error {
 
 func (e *Env) stop() error {
 	var errs []error
+	if e.ops != nil {
+		if err := e.ops.shutdown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := e.pg.stop(); err != nil {
 		errs = append(errs, err)
 	}

@@ -1,0 +1,276 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/maasctl/maasctl/e2e/sim"
+	"github.com/maasctl/maasctl/e2e/testenv"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// TestRealKuadrantOperator runs the real kuadrant-operator,
+// authorino-operator and limitador-operator (testenv Options.RealKuadrant)
+// and checks, against what they write:
+//   - once the RHCL CSV is Succeeded each operator runs as a process for its
+//     pod, with the pod's env (the bundle's RELATED_IMAGE_*, OPERATOR_NAMESPACE
+//     from the fieldRef);
+//   - a Kuadrant CR made before Istio exists is Ready=False reason
+//     MissingDependency, and stays so once the Istio CRDs and istiod appear
+//     (the operator reads its dependencies only at start: case B01);
+//   - deleting the operator pod restarts the process, and the Kuadrant CR
+//     then turns Ready=True, with the Authorino and Limitador CRs the
+//     operator created Ready and their Deployments Available under kwok;
+//   - every socket of every component and operator stays on loopback, and
+//     each operator runs in a network namespace of its own.
+func TestRealKuadrantOperator(t *testing.T) {
+	parallel(t)
+	c := newCaseCluster(t, caseOptions{realKuadrant: true, delay: map[string]time.Duration{sim.Gateway: 2 * time.Second}})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, comp := range []string{testenv.KuadrantOperator, testenv.AuthorinoOperator, testenv.LimitadorOperator} {
+			b, _ := os.ReadFile(c.env.LogFile(comp))
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("end of %s log:\n%s", comp, b)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	dyn := dynamic.NewForConfigOrDie(c.env.RESTConfig())
+	gvr := func(g, v, r string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
+	}
+	csvs := dyn.Resource(gvr("operators.coreos.com", "v1alpha1", "clusterserviceversions")).Namespace("openshift-operators")
+	kuadrants := dyn.Resource(gvrKuadrants).Namespace("kuadrant-system")
+	deps := dyn.Resource(gvr("apps", "v1", "deployments"))
+
+	sub := obj("operators.coreos.com/v1alpha1", "Subscription", "openshift-operators", "rhcl-operator", map[string]any{
+		"spec": map[string]any{"name": "rhcl-operator", "channel": "stable-1.4", "source": testenv.CatalogRedHat,
+			"sourceNamespace": testenv.CatalogNamespace, "installPlanApproval": "Automatic"},
+	})
+	if _, err := dyn.Resource(gvr("operators.coreos.com", "v1alpha1", "subscriptions")).Namespace("openshift-operators").Create(ctx, sub, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "CSV rhcl-operator.v1.4.1 Succeeded", func() (bool, string) {
+		u, err := csvs.Get(ctx, "rhcl-operator.v1.4.1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		return p == "Succeeded", "phase " + p
+	})
+	poll(t, ctx, "the three operators started", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, s := range c.env.OperatorStarts() {
+			seen[s.Component] = true
+		}
+		return len(seen) == 3, fmt.Sprint(c.env.OperatorStarts())
+	})
+	first := c.env.OperatorStarts()
+
+	// The process has its pod's env.
+	var pid int
+	poll(t, ctx, "kuadrant-operator holds a socket", func() (bool, string) {
+		pid = operatorPID(t, c.env, testenv.KuadrantOperator)
+		return pid != 0, "none yet"
+	})
+	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []string{"OPERATOR_NAMESPACE=openshift-operators", "RELATED_IMAGE_WASMSHIM=quay.io/kuadrant/wasm-shim:v0.14.1", "KUBECONFIG=" + c.env.Kubeconfig()} {
+		if !strings.Contains("\x00"+string(environ)+"\x00", "\x00"+kv+"\x00") {
+			t.Errorf("kuadrant-operator (pid %d) env lacks %s", pid, kv)
+		}
+	}
+
+	if _, err := dyn.Resource(gvr("", "v1", "namespaces")).Create(ctx, namespace("kuadrant-system"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kuadrants.Create(ctx, obj("kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant", map[string]any{"spec": map[string]any{}}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := func() (waiters.Cond, bool) {
+		u, err := kuadrants.Get(ctx, "kuadrant", metav1.GetOptions{})
+		if err != nil {
+			return waiters.Cond{}, false
+		}
+		return waiters.GetCondition(u, "Ready")
+	}
+	poll(t, ctx, "Kuadrant Ready=False MissingDependency", func() (bool, string) {
+		cnd, _ := ready()
+		return cnd.Status == "False" && cnd.Reason == "MissingDependency", cnd.String()
+	})
+	t.Logf("Kuadrant MissingDependency %d ms after the kuadrant-operator process started", time.Since(startOf(first, testenv.KuadrantOperator)).Milliseconds())
+	if cnd, _ := ready(); !strings.Contains(cnd.Message, "Gateway API provider") {
+		t.Errorf("MissingDependency message does not name the Gateway API provider: %s", cnd)
+	}
+
+	// Istio appears: the simulated ingress operator registers its CRDs and
+	// creates istiod for an openshift.io GatewayClass.
+	gc := obj("gateway.networking.k8s.io/v1", "GatewayClass", "", "openshift-default", map[string]any{
+		"spec": map[string]any{"controllerName": "openshift.io/gateway-controller/v1"},
+	})
+	if _, err := dyn.Resource(gvr("gateway.networking.k8s.io", "v1", "gatewayclasses")).Create(ctx, gc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "istiod and the WasmPlugin CRD", func() (bool, string) {
+		_, err1 := deps.Namespace("openshift-ingress").Get(ctx, "istiod-openshift-gateway", metav1.GetOptions{})
+		_, err2 := dyn.Resource(gvr("apiextensions.k8s.io", "v1", "customresourcedefinitions")).Get(ctx, "wasmplugins.extensions.istio.io", metav1.GetOptions{})
+		return err1 == nil && err2 == nil, fmt.Sprint(err1, err2)
+	})
+	time.Sleep(3 * time.Second) // the operator does not look again
+	if cnd, _ := ready(); cnd.Reason != "MissingDependency" {
+		t.Errorf("Kuadrant left MissingDependency without a restart: %s", cnd)
+	}
+
+	// maasctl's restart: delete the operator pod.
+	cs := c.clients.Kube
+	const sel = "app=kuadrant,control-plane=controller-manager"
+	if err := cs.CoreV1().Pods("openshift-operators").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	poll(t, ctx, "a second kuadrant-operator process", func() (bool, string) {
+		n := 0
+		for _, s := range c.env.OperatorStarts() {
+			if s.Component == testenv.KuadrantOperator {
+				n++
+			}
+		}
+		return n == 2, fmt.Sprint(c.env.OperatorStarts())
+	})
+	t.Logf("kuadrant-operator restarted %d ms after its pod was deleted", time.Since(t0).Milliseconds())
+	restarted := c.env.OperatorStarts()
+	poll(t, ctx, "Kuadrant Ready=True", func() (bool, string) {
+		cnd, _ := ready()
+		return cnd.Status == "True", cnd.String()
+	})
+	t.Logf("Kuadrant Ready %d ms after the restarted process started", time.Since(restarted[len(restarted)-1].At).Milliseconds())
+
+	for _, o := range []struct {
+		res       schema.GroupVersionResource
+		name, dep string
+	}{
+		{gvr("operator.authorino.kuadrant.io", "v1beta1", "authorinos"), "authorino", "authorino"},
+		{gvr("limitador.kuadrant.io", "v1alpha1", "limitadors"), "limitador", "limitador-limitador"},
+	} {
+		poll(t, ctx, o.res.Resource+" "+o.name+" Ready and Deployment "+o.dep+" Available", func() (bool, string) {
+			u, err := dyn.Resource(o.res).Namespace("kuadrant-system").Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			rc, _ := waiters.GetCondition(u, "Ready")
+			d, err := deps.Namespace("kuadrant-system").Get(ctx, o.dep, metav1.GetOptions{})
+			if err != nil {
+				return false, rc.String() + "; " + err.Error()
+			}
+			ac, _ := waiters.GetCondition(d, "Available")
+			return rc.Status == "True" && ac.Status == "True", rc.String() + "; Deployment " + ac.String()
+		})
+	}
+	if cnd, _ := ready(); cnd.Status != "True" {
+		t.Errorf("Kuadrant %s", cnd)
+	}
+
+	checkConnections(t, c.env)
+}
+
+// checkConnections asserts that no socket of env's components leaves
+// loopback, that the real operators hold sockets, and that each of them
+// runs in a network namespace of its own (not the host's).
+func checkConnections(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, err := env.Connections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := map[string]string{}
+	for _, c := range conns {
+		if c.LeavesLoopback() {
+			t.Errorf("connection leaves loopback: %s", c)
+		}
+		switch c.Component {
+		case testenv.KuadrantOperator, testenv.AuthorinoOperator, testenv.LimitadorOperator:
+			if c.Program == testenv.NetnsRun {
+				continue // its host-side dials to the apiserver
+			}
+			if c.NetNS == host {
+				t.Errorf("%s runs in the host's network namespace", c)
+			}
+			if other, ok := ns[c.NetNS]; ok && other != c.Component {
+				t.Errorf("%s shares its network namespace with %s", c, other)
+			}
+			ns[c.NetNS] = c.Component
+		}
+	}
+	if len(ns) != 3 {
+		t.Errorf("%d network namespaces of real operators with sockets, want 3: %v", len(ns), ns)
+	}
+	t.Logf("%d sockets, none beyond loopback; operators in %d namespaces of their own", len(conns), len(ns))
+}
+
+// operatorPID is the pid of component's operator process (the child of
+// its netns-run), found through its sockets; 0 while it holds none.
+func operatorPID(t *testing.T, env *testenv.Env, component string) int {
+	t.Helper()
+	conns, err := env.Connections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range conns {
+		if c.Component == component && c.Program != testenv.NetnsRun {
+			return c.PID
+		}
+	}
+	return 0
+}
+
+// startOf is when component was first started in starts.
+func startOf(starts []testenv.OperatorStart, component string) time.Time {
+	for _, s := range starts {
+		if s.Component == component {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+// poll checks cond every 200 ms until it holds; it fails the test when ctx
+// ends first, with the last status cond gave.
+func poll(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
+	t.Helper()
+	t0 := time.Now()
+	var last string
+	for {
+		var ok bool
+		if ok, last = cond(); ok {
+			t.Logf("%s after %d ms", what, time.Since(t0).Milliseconds())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("wait for %s: %v (last: %s)", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

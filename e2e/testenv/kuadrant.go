@@ -1,0 +1,372 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The real Kuadrant operators of the local control plane (issue 12, item
+// 3): Kuadrant/kuadrant-operator, authorino-operator and
+// limitador-operator, built by `make testenv` from the tools modules
+// e2e/testenv/kuadrant and e2e/testenv/limitador, run as processes of the
+// test harness standing for the containers of the RHCL CSV's Deployments
+// (olmcatalog.go, rhclBundle). kwok runs no containers, so the harness does
+// what a kubelet would: once the RHCL CSV has reached Succeeded, for each
+// operator's newest Running pod it starts the operator with that pod's
+// container env (the CSV's env, and what OLM merged in from the
+// Subscription's spec.config.env; fieldRef values resolved against the
+// pod) and args, and KUBECONFIG pointing at the control plane. When that
+// pod is deleted (maasctl's restart of case B01) the process is stopped,
+// and a process is started for the pod that replaces it; a process that
+// exits on its own is started again (a container restart).
+//
+// The operators hard-code listeners (:8080 metrics, :8081 health, :9443
+// webhooks; the Kuadrant operator also :50051 and :8082), so each runs
+// through netns-run in a network namespace of its own with only the
+// kube-apiserver's port forwarded: they cannot collide with another
+// control plane's, and they can reach nothing but the apiserver.
+
+// Component names of the real Kuadrant operators (their binaries in
+// Options.BinDir and the base names of their logs in StateDir).
+const (
+	KuadrantOperator  = "kuadrant-operator"
+	AuthorinoOperator = "authorino-operator"
+	LimitadorOperator = "limitador-operator"
+)
+
+// Module versions of the real Kuadrant operators and of the modules whose
+// files the RHCL bundle and the simulated Istio read from the module
+// cache; they match e2e/testenv/kuadrant, limitador and authorino go.mod.
+const (
+	KuadrantOperatorVersion  = "v1.5.2"
+	AuthorinoOperatorVersion = "v0.21.0"
+	LimitadorOperatorVersion = "v0.15.0"
+	AuthorinoVersion         = "v0.27.0"
+	// IstioAPIVersion is the istio.io/api version kuadrant-operator
+	// v1.5.2 builds against; kubernetes/customresourcedefinitions.gen.yaml
+	// of it holds the Istio CRDs (see IstioCRDFile).
+	IstioAPIVersion = "v1.22.3-0.20240703105953-437a88321a16"
+)
+
+// GatewayAPIVersion is the sigs.k8s.io/gateway-api version kuadrant-operator
+// v1.5.2 builds against; its GRPCRoute CRD is installed with
+// Options.RealKuadrant (see grpcRouteCRDFile).
+const GatewayAPIVersion = "v1.2.1"
+
+// grpcRouteCRDFile is the GRPCRoute CRD (standard channel) of
+// GatewayAPIVersion in the module cache. OpenShift serves GRPCRoute with
+// the other Gateway API CRDs; the CRD folder has only the kinds maasctl
+// uses, and the Kuadrant operator waits for a GRPCRoute watch to sync
+// before it reconciles anything.
+func grpcRouteCRDFile(ctx context.Context) (string, error) {
+	cache, err := goModCache(ctx)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(cache, "sigs.k8s.io", "gateway-api@"+GatewayAPIVersion, "config", "crd", "standard", "gateway.networking.k8s.io_grpcroutes.yaml")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%w: GRPCRoute CRD not in the module cache: %w", ErrNotBuilt, err)
+	}
+	return p, nil
+}
+
+// IstioCRDFile returns the path, in the module cache, of the Istio CRDs
+// file of IstioAPIVersion (every istio.io CRD; the Kuadrant operator
+// checks WasmPlugin, EnvoyFilter and PeerAuthentication at start). The
+// error wraps ErrNotBuilt when the module is not in the cache.
+func IstioCRDFile(ctx context.Context) (string, error) {
+	cache, err := goModCache(ctx)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(cache, "istio.io", "api@"+IstioAPIVersion, "kubernetes", "customresourcedefinitions.gen.yaml")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%w: Istio CRDs not in the module cache: %w", ErrNotBuilt, err)
+	}
+	return p, nil
+}
+
+var gvrCSVs = schema.GroupVersionResource{Group: "operators.coreos.com", Version: "v1alpha1", Resource: "clusterserviceversions"}
+
+// realOperator is one operator of the RHCL CSV run as a process.
+type realOperator struct {
+	component string
+	selector  labels.Selector
+}
+
+// realOperators returns the operators of the RHCL bundle, with the
+// selectors of their pods.
+func realOperators() []realOperator {
+	b := rhclBundle("1.4.1", "")
+	out := []realOperator{{component: KuadrantOperator, selector: labels.SelectorFromSet(b.PodLabels)}}
+	for _, d := range b.MoreDeployments {
+		c := AuthorinoOperator
+		if strings.HasPrefix(d.Name, "limitador") {
+			c = LimitadorOperator
+		}
+		out = append(out, realOperator{component: c, selector: labels.SelectorFromSet(d.PodLabels)})
+	}
+	return out
+}
+
+// OperatorStart records one start of a real operator process.
+type OperatorStart struct {
+	// Component is KuadrantOperator, AuthorinoOperator or LimitadorOperator.
+	Component string
+	// Pod is namespace/name of the pod the process stands for; PodUID its UID.
+	Pod    string
+	PodUID types.UID
+	// PID is netns-run's pid; At is when it was started.
+	PID int
+	At  time.Time
+}
+
+// operatorSupervisor runs the real operators for their pods.
+type operatorSupervisor struct {
+	o       *resolved
+	apiPort int
+	kubecfg string
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	logf    func(string, ...any)
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	running map[string]*runningOperator
+	starts  []OperatorStart
+	all     []*process
+}
+
+type runningOperator struct {
+	podUID types.UID
+	p      *process
+}
+
+// startOperatorSupervisor starts the loop that runs the real operators.
+func startOperatorSupervisor(o *resolved, env *Env, apiPort int) (*operatorSupervisor, error) {
+	kube, err := kubernetes.NewForConfig(env.cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(env.cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &operatorSupervisor{
+		o: o, apiPort: apiPort, kubecfg: env.kubeconfig, kube: kube, dyn: dyn, logf: o.logf,
+		cancel: cancel, done: make(chan struct{}), running: map[string]*runningOperator{},
+	}
+	go s.loop(ctx)
+	return s, nil
+}
+
+// supervisorPoll is how often the supervisor looks at the operators' pods.
+const supervisorPoll = 200 * time.Millisecond
+
+func (s *operatorSupervisor) loop(ctx context.Context) {
+	defer close(s.done)
+	ops := realOperators()
+	csvSeen := false
+	tick := time.NewTicker(supervisorPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !csvSeen {
+			csvSeen = s.rhclSucceeded(ctx)
+			if !csvSeen {
+				continue
+			}
+		}
+		for _, op := range ops {
+			s.sync(ctx, op)
+		}
+	}
+}
+
+// rhclSucceeded reports whether an rhcl-operator CSV (not a copy) is
+// Succeeded.
+func (s *operatorSupervisor) rhclSucceeded(ctx context.Context) bool {
+	l, err := s.dyn.Resource(gvrCSVs).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range l.Items {
+		phase, _, _ := unstructured.NestedString(c.Object, "status", "phase")
+		reason, _, _ := unstructured.NestedString(c.Object, "status", "reason")
+		if strings.HasPrefix(c.GetName(), "rhcl-operator.") && phase == "Succeeded" && reason != "Copied" {
+			return true
+		}
+	}
+	return false
+}
+
+// sync makes op's process match its newest Running pod.
+func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
+	pods, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: op.selector.String()})
+	if err != nil {
+		return
+	}
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if pod == nil || pod.CreationTimestamp.Before(&p.CreationTimestamp) ||
+			pod.CreationTimestamp.Equal(&p.CreationTimestamp) && pod.Name < p.Name {
+			pod = p
+		}
+	}
+	s.mu.Lock()
+	cur := s.running[op.component]
+	s.mu.Unlock()
+	if cur != nil && (pod == nil || pod.UID != cur.podUID) {
+		t0 := time.Now()
+		if err := cur.p.stop(5 * time.Second); err != nil {
+			s.logf("%s: %v", op.component, err)
+		}
+		s.logf("%s stopped in %d ms (its pod is gone)", op.component, time.Since(t0).Milliseconds())
+		s.mu.Lock()
+		delete(s.running, op.component)
+		s.mu.Unlock()
+		cur = nil
+	}
+	if pod == nil || ctx.Err() != nil {
+		return
+	}
+	if cur != nil && !cur.p.exited() {
+		return
+	}
+	if cur != nil {
+		s.logf("%s exited (%v); starting it again for pod %s/%s", op.component, cur.p.waitErr, pod.Namespace, pod.Name)
+	}
+	p, err := s.launch(op, pod)
+	if err != nil {
+		s.logf("%s: %v", op.component, err)
+		return
+	}
+	s.mu.Lock()
+	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p}
+	s.all = append(s.all, p)
+	s.starts = append(s.starts, OperatorStart{Component: op.component, Pod: pod.Namespace + "/" + pod.Name, PodUID: pod.UID, PID: p.pid, At: time.Now()})
+	s.mu.Unlock()
+	s.logf("%s started (pid %d) for pod %s/%s", op.component, p.pid, pod.Namespace, pod.Name)
+}
+
+// launch starts op for pod through netns-run, its log appended to
+// StateDir/<component>.log.
+func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (*process, error) {
+	if len(pod.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("pod %s/%s has no container", pod.Namespace, pod.Name)
+	}
+	c := pod.Spec.Containers[0]
+	env := append(podEnv(pod, c), "KUBECONFIG="+s.kubecfg)
+	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, c.Args...)
+	cmd := exec.Command(filepath.Join(s.o.BinDir, NetnsRun), args...)
+	cmd.Env = env
+	cmd.Dir = s.o.StateDir
+	cmd.SysProcAttr = sysProcAttr(false)
+	return launchLog(s.o.StateDir, op.component, false, cmd, true)
+}
+
+// podEnv is the process environment of container c of pod: PATH and HOME
+// of this process, then c's env in order, valueFrom.fieldRef resolved
+// (metadata.namespace, metadata.name, spec.serviceAccountName,
+// spec.nodeName, status.podIP); other valueFrom sources are not resolved.
+func podEnv(pod *corev1.Pod, c corev1.Container) []string {
+	var out []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	for _, e := range c.Env {
+		v := e.Value
+		if e.ValueFrom != nil {
+			if e.ValueFrom.FieldRef == nil {
+				continue
+			}
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "metadata.namespace":
+				v = pod.Namespace
+			case "metadata.name":
+				v = pod.Name
+			case "spec.serviceAccountName":
+				v = pod.Spec.ServiceAccountName
+			case "spec.nodeName":
+				v = pod.Spec.NodeName
+			case "status.podIP":
+				v = pod.Status.PodIP
+			default:
+				continue
+			}
+		}
+		out = append(out, e.Name+"="+v)
+	}
+	return out
+}
+
+// processes returns every operator process started so far.
+func (s *operatorSupervisor) processes() []*process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*process(nil), s.all...)
+}
+
+// shutdown ends the loop and stops the running operators.
+func (s *operatorSupervisor) shutdown() error {
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	names := make([]string, 0, len(s.running))
+	for n := range s.running {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := s.running[n].p.stop(stopGrace); err != nil {
+			errs = append(errs, err)
+		}
+		_ = os.Remove(s.running[n].p.pidFile)
+	}
+	s.running = map[string]*runningOperator{}
+	return errors.Join(errs...)
+}
+
+// OperatorStarts lists the starts of the real Kuadrant operators so far, in
+// order (empty without Options.RealKuadrant).
+func (e *Env) OperatorStarts() []OperatorStart {
+	if e.ops == nil {
+		return nil
+	}
+	e.ops.mu.Lock()
+	defer e.ops.mu.Unlock()
+	return append([]OperatorStart(nil), e.ops.starts...)
+}
