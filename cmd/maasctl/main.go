@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
 	"github.com/maasctl/maasctl/waiters"
@@ -32,10 +33,12 @@ const (
 )
 
 func main() {
-	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, os.Stderr)
+	stderr := output.Notices(os.Stderr) // lines of the live view while it draws
+	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, stderr)
 	root := newRootCmd()
 	asPlugin(root, os.Args[0])
 	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	code := exitCode(ctx, err)
 	stop()

@@ -104,6 +104,46 @@ func live(w io.Writer, fd uintptr, now func() time.Time) (func(event.Event), fun
 	return emit, end
 }
 
+// current is the live view drawing now, if any: one per process.
+var current struct {
+	sync.Mutex
+	v *view
+}
+
+// Notices returns a writer for what a command says on stderr while a run
+// may be drawing its live view (the signal handler's "stopping the running
+// steps", a Vault renewal warning). When w is a terminal and a view is
+// drawing, each write becomes a line of the view (kept in its last frame),
+// since a line written under it would shift the frame and leave stale
+// rows; otherwise it goes to w as it is.
+func Notices(w io.Writer) io.Writer {
+	_, isTerm := terminal(w)
+	return &notices{w: w, term: isTerm}
+}
+
+type notices struct {
+	w    io.Writer
+	term bool
+}
+
+func (n *notices) Write(b []byte) (int, error) {
+	current.Lock()
+	defer current.Unlock()
+	if n.term && current.v != nil {
+		current.v.prog.Send(noticeMsg(strings.TrimRight(string(b), "\n")))
+		return len(b), nil
+	}
+	return n.w.Write(b)
+}
+
+// Fd is the file descriptor behind w, so that a terminal stays visible.
+func (n *notices) Fd() uintptr {
+	if f, ok := n.w.(interface{ Fd() uintptr }); ok {
+		return f.Fd()
+	}
+	return ^uintptr(0)
+}
+
 type text struct {
 	w     io.Writer
 	color bool

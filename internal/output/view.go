@@ -48,7 +48,7 @@ type viewModel struct {
 	height  int
 	begun   time.Time
 	header  string
-	notes   []string // progress events of no step (a Lease taken over)
+	notes   []string // progress events of no step (a Lease taken over), notices
 	steps   map[string]*stepLine
 	total   int
 	summary *event.Summary
@@ -57,6 +57,9 @@ type viewModel struct {
 
 // eventMsg carries one run event into the bubbletea program.
 type eventMsg event.Event
+
+// noticeMsg is a line the command wrote to stderr while the view draws.
+type noticeMsg string
 
 // endMsg stops the view when the run ended without a run-done event.
 type endMsg struct{}
@@ -87,6 +90,8 @@ func (m *viewModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.final = true
 			return m, tea.Quit
 		}
+	case noticeMsg:
+		m.notes = append(m.notes, string(msg))
 	case endMsg:
 		m.final = true
 		return m, tea.Quit
@@ -331,6 +336,9 @@ func startView(w io.Writer, fd uintptr, now func() time.Time) *view {
 		defer close(v.ended)
 		_, _ = v.prog.Run()
 	}()
+	current.Lock()
+	current.v = v
+	current.Unlock()
 	return v
 }
 
@@ -339,6 +347,11 @@ func (v *view) emit(ev event.Event) { v.prog.Send(eventMsg(ev)) }
 // close stops the view (drawn one last time, left on the screen) and
 // prints the failed steps' full messages below it.
 func (v *view) close() {
+	current.Lock()
+	if current.v == v {
+		current.v = nil
+	}
+	current.Unlock()
 	v.prog.Send(endMsg{})
 	<-v.ended
 	fmt.Fprint(v.w, v.model.failures())
