@@ -169,8 +169,8 @@ func (m *viewModel) View() tea.View {
 
 // render lays out the header, one line per step in run order and the
 // footer, each cut to the terminal's width so that nothing wraps; when
-// the lines do not fit the height, the oldest finished steps fold into one
-// line.
+// the lines do not fit the height (one row kept for the cursor), the
+// oldest finished steps fold into one line.
 func (m *viewModel) render() string {
 	var lines []string
 	if m.header != "" {
@@ -179,13 +179,9 @@ func (m *viewModel) render() string {
 	for _, n := range m.notes {
 		lines = append(lines, styleFaint.Render(n))
 	}
-	list := m.ordered()
-	folded := 0
-	for len(list) > 0 && len(lines)+len(list)+2 > m.height && list[0].state != running {
-		list, folded = list[1:], folded+1
-	}
+	list, folded := fold(m.ordered(), len(lines)+2, m.height-1)
 	if folded > 0 {
-		lines = append(lines, styleFaint.Render(fmt.Sprintf("… %d finished steps above", folded)))
+		lines = append(lines, styleFaint.Render(fmt.Sprintf("… %d finished steps not shown", folded)))
 	}
 	for _, s := range list {
 		lines = append(lines, m.line(s))
@@ -195,6 +191,27 @@ func (m *viewModel) render() string {
 		lines[i] = ansi.Truncate(l, m.width, "…")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// fold drops the oldest finished steps from list until it fits rows with
+// the other lines (extra: the header, notes, the fold line and the footer);
+// running steps always stay. It returns what is left and how many it
+// dropped.
+func fold(list []*stepLine, extra, rows int) ([]*stepLine, int) {
+	excess := len(list) + extra - rows
+	if excess <= 0 {
+		return list, 0
+	}
+	kept := make([]*stepLine, 0, len(list))
+	folded := 0
+	for _, s := range list {
+		if folded < excess && s.state != running {
+			folded++
+			continue
+		}
+		kept = append(kept, s)
+	}
+	return kept, folded
 }
 
 func (m *viewModel) ordered() []*stepLine {

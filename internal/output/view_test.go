@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/creack/pty"
 
 	"github.com/maasctl/maasctl/internal/termtest"
@@ -165,5 +166,62 @@ func TestAutoOnAPipeIsPlain(t *testing.T) {
 	}
 	if bytes.ContainsRune(auto, 0x1b) || !bytes.Contains(auto, []byte("[ 3/5] ▶ operators/rhoai")) {
 		t.Errorf("auto on a pipe is not the plain lines:\n%q", auto)
+	}
+}
+
+// TestViewFoldsFinishedStepsToFitTheHeight: on a short terminal the
+// oldest finished steps fold into one line; running steps and the footer
+// stay.
+func TestViewFoldsFinishedStepsToFitTheHeight(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	m := newViewModel(func() time.Time { return t0.Add(67 * time.Second) })
+	m.width, m.height = 200, 5
+	for _, ev := range fakeRun(t0) {
+		m.apply(ev)
+	}
+	lines := strings.Split(ansi.Strip(m.render()), "\n")
+	if len(lines) != 4 { // one row for the cursor
+		t.Fatalf("%d lines for a terminal of 5 rows:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if !strings.HasPrefix(lines[1], "… 3 finished steps not shown") || !strings.Contains(lines[2], "operators/rhoai") || !strings.Contains(lines[3], "1 running · 1 done") {
+		t.Errorf("folded view:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestNoticesDuringTheView: what is written to a terminal stderr while
+// the view draws becomes a line of the view; to a stderr that is no
+// terminal, it is written as it is.
+func TestNoticesDuringTheView(t *testing.T) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	if err := pty.Setsize(tty, &pty.Winsize{Cols: 140, Rows: 20}); err != nil {
+		t.Fatal(err)
+	}
+	scr := termtest.New(master, 140, 20)
+	var plain bytes.Buffer
+	toPipe, toTerm := Notices(&plain), Notices(tty)
+	emit, end := live(tty, tty.Fd(), time.Now)
+	emit(event.Event{Type: event.RunStarted, Message: "1 steps", Total: 1})
+	emit(event.Event{Type: event.Started, Step: "database/cluster", Index: 1, Total: 1})
+	io.WriteString(toTerm, "maasctl: interrupt received: stopping\n")
+	io.WriteString(toPipe, "to the pipe\n")
+	notice := regexp.MustCompile(`^maasctl: interrupt received: stopping$`)
+	if !scr.WaitFor(5*time.Second, func(l []string) bool {
+		return len(l) > 3 && l[0] == "maasctl: running 1 steps" && notice.MatchString(l[1]) && strings.Contains(l[2], "database/cluster") && strings.HasPrefix(l[3], "─── 1 running")
+	}) {
+		t.Fatalf("screen:\n%s", scr.Text())
+	}
+	end()
+	io.WriteString(toTerm, "after the view\n")
+	tty.Close()
+	<-scr.Closed()
+	if plain.String() != "to the pipe\n" {
+		t.Errorf("a non-terminal stderr got %q", plain.String())
+	}
+	if !strings.Contains(scr.Text(), "\nafter the view") {
+		t.Errorf("after the view a notice goes to the terminal as it is:\n%s", scr.Text())
 	}
 }
