@@ -121,6 +121,20 @@ func Notices(w io.Writer) io.Writer {
 	return &notices{w: w, term: isTerm}
 }
 
+// Abandon gives the terminal back when the process is about to exit
+// without ending the run (a second Ctrl-C): the view stops being the
+// destination of notices, and its cursor, hidden while it draws, shows
+// again on a new line, so that the last message reads as a line of its
+// own. The view's last frame stays as it was drawn.
+func Abandon() {
+	current.Lock()
+	defer current.Unlock()
+	if v := current.v; v != nil {
+		current.v = nil
+		_, _ = io.WriteString(v.w, "\r\n\x1b[?25h")
+	}
+}
+
 type notices struct {
 	w    io.Writer
 	term bool

@@ -225,3 +225,31 @@ func TestNoticesDuringTheView(t *testing.T) {
 		t.Errorf("after the view a notice goes to the terminal as it is:\n%s", scr.Text())
 	}
 }
+
+// TestAbandonGivesTheTerminalBack: on a second Ctrl-C the process exits
+// without ending the view; Abandon shows the cursor again and the last
+// notice is written to the terminal, not into a view that draws no more.
+func TestAbandonGivesTheTerminalBack(t *testing.T) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	if err := pty.Setsize(tty, &pty.Winsize{Cols: 140, Rows: 20}); err != nil {
+		t.Fatal(err)
+	}
+	scr := termtest.New(master, 140, 20)
+	emit, end := live(tty, tty.Fd(), time.Now)
+	defer end()
+	emit(event.Event{Type: event.Started, Step: "database/cluster", Index: 1, Total: 1})
+	if !scr.WaitFor(5*time.Second, func(l []string) bool { return scr.CursorHidden() && strings.HasPrefix(l[1], "─── 1 running") }) {
+		t.Fatalf("no view with a hidden cursor; screen:\n%s", scr.Text())
+	}
+	Abandon()
+	io.WriteString(Notices(tty), "maasctl: interrupt again: exiting at once\n")
+	if !scr.WaitFor(5*time.Second, func(l []string) bool {
+		return !scr.CursorHidden() && strings.Contains(strings.Join(l, "\n"), "\nmaasctl: interrupt again: exiting at once")
+	}) {
+		t.Fatalf("cursor hidden %v; screen:\n%s", scr.CursorHidden(), scr.Text())
+	}
+}

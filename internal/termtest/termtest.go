@@ -84,3 +84,6 @@ func (s *Screen) WaitFor(timeout time.Duration, ok func(lines []string) bool) bo
 
 // Closed is closed once the master returned EOF or an error.
 func (s *Screen) Closed() <-chan struct{} { return s.done }
+
+// CursorHidden reports whether the program hid the cursor.
+func (s *Screen) CursorHidden() bool { return s.emu.CursorHidden() }
