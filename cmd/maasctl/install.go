@@ -89,11 +89,13 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	}
 	defer sync()
 	defer keepVaultAlive(c.Context(), vc, log, c.ErrOrStderr())()
+	emit, end := output.New(format, c.OutOrStdout())
+	defer end() // the live view ends before the error is printed
 	_, err = steps.Install(c.Context(), steps.InstallOptions{
 		Config:        cfg,
 		Inventory:     inv,
 		Secrets:       &steps.VaultSecrets{Client: vc, Inv: inv},
-		Emit:          output.New(format, c.OutOrStdout()),
+		Emit:          emit,
 		Log:           log,
 		ToolVersion:   version,
 		LeaseDuration: o.lease,

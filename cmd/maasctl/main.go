@@ -6,13 +6,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
 	"github.com/maasctl/maasctl/waiters"
@@ -32,10 +35,20 @@ const (
 )
 
 func main() {
-	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, os.Stderr)
+	stderr := output.Notices(os.Stderr) // lines of the live view while it draws
+	// client-go's own lines (API warnings, "Waited ... due to client-side
+	// throttling") go through it too: written under the view they would
+	// shift it and leave a stale frame.
+	kf := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kf)
+	_ = kf.Set("logtostderr", "false")
+	_ = kf.Set("stderrthreshold", "FATAL") // errors too: only to stderr below
+	klog.SetOutput(stderr)
+	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, stderr)
 	root := newRootCmd()
 	asPlugin(root, os.Args[0])
 	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	code := exitCode(ctx, err)
 	stop()

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+
+	"github.com/maasctl/maasctl/internal/output"
 )
 
 // interruption is the cause (context.Cause) of a run's cancellation: a
@@ -46,6 +48,7 @@ func interruptible(parent context.Context, stdout *os.File, stderr io.Writer) (c
 				return
 			case s := <-sigs:
 				if !first {
+					output.Abandon() // a live view draws no more
 					fmt.Fprintf(stderr, "maasctl: %s again: exiting at once; the run Lease stays until it expires\n", s)
 					os.Exit(exitInterrupt)
 				}

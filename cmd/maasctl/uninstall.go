@@ -110,7 +110,9 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 		opts.Vault = a.vault
 	}
 	if !o.dryRun {
-		opts.Emit = output.New(format, c.OutOrStdout())
+		emit, end := output.New(format, c.OutOrStdout())
+		defer end() // the live view ends before the error is printed
+		opts.Emit = emit
 	}
 	rep, err := steps.Uninstall(c.Context(), opts)
 	if err != nil {

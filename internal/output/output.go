@@ -1,5 +1,5 @@
-// Package output renders run events for people and machines: a terminal
-// renderer (symbols and colour), plain lines for CI logs, and JSON lines.
+// Package output renders run events for people and machines: a live view
+// on a terminal (bubbletea), plain lines for CI logs, and JSON lines.
 // What the user reads is kept apart from the debug log, which goes to a file.
 package output
 
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -35,24 +36,126 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("--output %q: use one of auto, tty, plain, json", s)
 }
 
-// New returns an event renderer writing to w. Auto picks tty when w is a
-// terminal (a writer with an Fd method, like *os.File) and plain otherwise.
-func New(f Format, w io.Writer) func(event.Event) {
+// New returns an event renderer writing to w and a func that ends it,
+// to call once the run returned. Auto picks tty when w is a terminal (a
+// writer with an Fd method, like *os.File) and plain otherwise, so that a
+// pipe or a file gets the plain lines, never terminal controls.
+//
+// tty on a terminal is the live view (view.go): one line per running step
+// with a spinner, its elapsed time and what it waits on, one line per
+// finished step and a footer; its end prints the failed steps' full
+// messages below it. tty on a writer that is no terminal is the plain
+// lines with colour. plain and json write one line per event and end at
+// once.
+func New(f Format, w io.Writer) (emit func(event.Event), end func()) {
+	fd, isTerm := terminal(w)
 	if f == Auto {
 		f = Plain
-		if file, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(file.Fd())) {
+		if isTerm {
 			f = TTY
 		}
 	}
-	switch f {
-	case JSON:
+	switch {
+	case f == JSON:
 		enc := json.NewEncoder(w)
-		return func(ev event.Event) { _ = enc.Encode(ev) }
-	case TTY:
-		return (&text{w: w, color: true}).render
+		return func(ev event.Event) { _ = enc.Encode(ev) }, func() {}
+	case f == TTY && isTerm:
+		return live(w, fd, time.Now)
+	case f == TTY:
+		return (&text{w: w, color: true}).render, func() {}
 	default:
-		return (&text{w: w}).render
+		return (&text{w: w}).render, func() {}
 	}
+}
+
+// terminal reports the file descriptor behind w when it is a terminal.
+func terminal(w io.Writer) (uintptr, bool) {
+	if file, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(file.Fd())) {
+		return file.Fd(), true
+	}
+	return 0, false
+}
+
+// live starts the view at the first event, so that a run that stops
+// before any (a Lease held by another run) prints only its error.
+func live(w io.Writer, fd uintptr, now func() time.Time) (func(event.Event), func()) {
+	var mu sync.Mutex
+	var v *view
+	ended := false
+	emit := func(ev event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		if v == nil {
+			v = startView(w, fd, now)
+		}
+		v.emit(ev)
+	}
+	end := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if v != nil && !ended {
+			v.close()
+		}
+		ended = true
+	}
+	return emit, end
+}
+
+// current is the live view drawing now, if any: one per process.
+var current struct {
+	sync.Mutex
+	v *view
+}
+
+// Notices returns a writer for what a command says on stderr while a run
+// may be drawing its live view (the signal handler's "stopping the running
+// steps", a Vault renewal warning). When w is a terminal and a view is
+// drawing, each write becomes a line of the view (kept in its last frame),
+// since a line written under it would shift the frame and leave stale
+// rows; otherwise it goes to w as it is.
+func Notices(w io.Writer) io.Writer {
+	_, isTerm := terminal(w)
+	return &notices{w: w, term: isTerm}
+}
+
+// Abandon gives the terminal back when the process is about to exit
+// without ending the run (a second Ctrl-C): the view stops being the
+// destination of notices, and its cursor, hidden while it draws, shows
+// again on a new line, so that the last message reads as a line of its
+// own. The view's last frame stays as it was drawn.
+func Abandon() {
+	current.Lock()
+	defer current.Unlock()
+	if v := current.v; v != nil {
+		current.v = nil
+		_, _ = io.WriteString(v.w, "\r\n\x1b[?25h")
+	}
+}
+
+type notices struct {
+	w    io.Writer
+	term bool
+}
+
+func (n *notices) Write(b []byte) (int, error) {
+	current.Lock()
+	defer current.Unlock()
+	if n.term && current.v != nil {
+		current.v.prog.Send(noticeMsg(strings.TrimRight(string(b), "\n")))
+		return len(b), nil
+	}
+	return n.w.Write(b)
+}
+
+// Fd is the file descriptor behind w, so that a terminal stays visible.
+func (n *notices) Fd() uintptr {
+	if f, ok := n.w.(interface{ Fd() uintptr }); ok {
+		return f.Fd()
+	}
+	return ^uintptr(0)
 }
 
 type text struct {
