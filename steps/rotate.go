@@ -244,3 +244,9 @@ func (f fixedSecret) DBPassword(context.Context) (string, error) {
 }
 
 func (f fixedSecret) DBPasswordVersion() int { return f.version }
+
+// RotateAdvice is the way out of a deleted or destroyed latest version n
+// that the messages name (vault.DeletedError.Rotate).
+func RotateAdvice(n int) string {
+	return fmt.Sprintf("rotate the password on purpose with `maasctl database rotate-password`, which writes version %d with check-and-set %d and sets it on the database before the Secret or maas-db-config change", n+1, n)
+}

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,6 +64,10 @@ func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 		}
 		return map[string]string{"username": d.Owner, "password": pw}, nil
 	}, vault.WriteOptions{AllowKVv1: d.VaultAllowUnprotectedKVv1})
+	var de *vault.DeletedError
+	if errors.As(err, &de) {
+		de.Rotate = RotateAdvice(de.Version)
+	}
 	if err != nil {
 		return "", err
 	}

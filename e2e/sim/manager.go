@@ -168,6 +168,7 @@ func (m *manager) start(ctx context.Context) error {
 		return err
 	}
 	registerCNPG(m)
+	registerDBJobs(m)
 	registerCertManager(m)
 	registerServiceCA(m)
 	registerGateway(m)
