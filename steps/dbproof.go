@@ -225,9 +225,11 @@ func dbJobObject(inv *inventory.Inventory, kind, secret string, labels map[strin
 	}
 }
 
-// dbLive reports whether the CNPG Cluster exists and is Ready, so a
-// password can be proven on it. A Cluster that is absent or still
-// bootstrapping takes the Secret's password at initdb.
+// dbLive reports whether the CNPG Cluster exists and its bootstrap made a
+// primary (status.currentPrimary set; CNPG api/v1 ClusterStatus), so a
+// password can be proven on it, also while the Cluster is not Ready (for
+// example because its initdb Secret is missing). A Cluster that is absent
+// or still bootstrapping takes the Secret's password at initdb.
 func dbLive(ctx context.Context, e *Env) (bool, error) {
 	d := e.Inv.Database
 	cl := &unstructured.Unstructured{}
@@ -242,12 +244,14 @@ func dbLive(ctx context.Context, e *Env) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("get CNPG Cluster %s/%s: %w", d.Namespace, d.ClusterName, err)
 	}
-	return waiters.ConditionTrue("Ready")(live).Done, nil
+	primary, _, _ := unstructured.NestedString(live.Object, "status", "currentPrimary")
+	return primary != "", nil
 }
 
 // meta404 is a kind the API server does not serve (no CNPG yet).
 func meta404(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "no matches for kind") || strings.Contains(err.Error(), "could not find the requested resource"))
+	var ns *kube.NotServedError
+	return errors.As(err, &ns)
 }
 
 // dbProofs remembers, per Env, the password proven in this run, so

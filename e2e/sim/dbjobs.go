@@ -184,7 +184,9 @@ func (m *manager) libpqConfig(env map[string]string, password string) (*pgx.Conn
 	if mode == "" {
 		mode = "prefer" // libpq's default
 	}
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d sslmode=%s connect_timeout=%s", admin.Host, admin.Port, mode, timeout))
+	// Options.Postgres reaches the server over its unix socket (trust);
+	// a pod reaches it over TCP, where pg_hba wants TLS and a password.
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d sslmode=%s connect_timeout=%s", admin.Port, mode, timeout))
 	if err != nil {
 		return nil, err
 	}
