@@ -114,7 +114,9 @@ func TestB08VaultChangedOutOfBandStopsInstall(t *testing.T) {
 	vaultWrite(t, vc, "kv/data/cloudnativepg/maas-postgres", map[string]any{"data": map[string]any{"username": "maas", "password": v2}, "options": map[string]any{"cas": 1}})
 
 	r := c.install(t)
-	mustFail(t, r)
+	if r.exit == 0 { // go on: the state checks below say what was written
+		t.Error("the re-run with a password the database rejects exited 0")
+	}
 	mustContain(t, "re-run output", r.stdout+r.stderr,
 		"Vault holds version 2 of kv/cloudnativepg/maas-postgres, the database rejects it as role maas",
 		"maasctl database rotate-password", "kubectl logs job/")
