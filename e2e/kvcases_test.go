@@ -230,10 +230,9 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 // version destroyed (undelete impossible), and a version expired by the
 // key's delete_version_after (hashicorp/vault#7644).
 //
-// Not covered here: the case's last sentence (an explicit flag to start a
-// new password, then proven on the database as in B08); maasctl has no
-// rotation command yet. The vault package's ReplaceSecret and
-// WriteOptions.ReplaceDeleted are its Vault half (kvwrite_test.go).
+// The case's last sentence (an explicit choice to start a new password,
+// then proven on the database as in B08) is `maasctl database
+// rotate-password`: TestB08N11RotateOverDeletedVersion (b08_test.go).
 func TestN11DeletedLatestVersion(t *testing.T) {
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})

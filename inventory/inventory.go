@@ -73,7 +73,17 @@ type Database struct {
 	// maasctl refuses a KV v1 mount before writing; with it, preflight
 	// warns. Use a KV v2 mount instead where you can.
 	VaultAllowUnprotectedKVv1 bool `json:"vaultAllowUnprotectedKVv1,omitempty"`
+	// ClientImage is the image of the short Jobs that prove (and, on
+	// `maasctl database rotate-password`, change) the owner's password on
+	// the live database; it must hold psql and sh. Empty means
+	// DefaultDBClientImage (CloudNativePG's PostgreSQL operand image).
+	ClientImage string `json:"clientImage,omitempty"`
 }
+
+// DefaultDBClientImage is the Database.ClientImage used when none is set:
+// the PostgreSQL image CloudNativePG runs its instances with
+// (ghcr.io/cloudnative-pg/postgresql, which ships psql).
+const DefaultDBClientImage = "ghcr.io/cloudnative-pg/postgresql:17"
 
 // Operator is one OLM Subscription with its Namespace and OperatorGroup.
 type Operator struct {

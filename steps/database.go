@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -76,6 +77,9 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 				if err != nil {
 					return err
 				}
+				if err := proveBeforeSecret(ctx, e); err != nil {
+					return err
+				}
 				_, err = e.Clients.Apply(ctx, sec)
 				return err
 			},
@@ -104,7 +108,7 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 					fmt.Sprintf("  oc create secret generic %s -n %s --type=kubernetes.io/basic-auth --from-literal=username=%s \\", d.SecretName, d.Namespace, d.Owner),
 					fmt.Sprintf("    --from-literal=password=\"$(vault kv get -field=password %s)\"", d.VaultPath)}, nil
 			},
-			Access: withAccess(secretAccess(d.Namespace)),
+			Access: withAccess(secretAccess(d.Namespace), dbJobAccess(d.Namespace)),
 			Removal: Removal{Data: "the database credentials",
 				VaultSecret: func(inv *inventory.Inventory) string { return inv.Database.VaultPath }},
 		},
@@ -138,6 +142,40 @@ func dbSecret(ctx context.Context, e *Env) (*unstructured.Unstructured, error) {
 		"username": d.Owner,
 		"password": pw,
 	}), nil
+}
+
+// proveBeforeSecret proves Vault's password on the live database when the
+// basic-auth Secret is about to change (or is new on an existing
+// database): see dbproof.go. A database that is not there yet or still
+// bootstrapping takes the Secret at initdb and needs no proof.
+func proveBeforeSecret(ctx context.Context, e *Env) error {
+	pw, err := dbPassword(ctx, e)
+	if err != nil {
+		return err
+	}
+	d := e.Inv.Database
+	live, err := e.Clients.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, d.SecretName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read Secret %s/%s: %w", d.Namespace, d.SecretName, err)
+	}
+	old := ""
+	if err == nil {
+		old = string(live.Data["password"])
+		if old == pw {
+			return nil
+		}
+	}
+	ready, err := dbLive(ctx, e)
+	if err != nil || !ready {
+		return err
+	}
+	// A rotation this Secret says is under way (RotatingAnnotation names
+	// the Vault version it rotates to) goes on in an install too.
+	mayChange := e.Policy.RotateDBPassword
+	if v, ok := e.Secrets.(interface{ DBPasswordVersion() int }); ok && live != nil && v.DBPasswordVersion() > 0 {
+		mayChange = mayChange || live.Annotations[RotatingAnnotation] == strconv.Itoa(v.DBPasswordVersion())
+	}
+	return proveDBPassword(ctx, e, pw, old, mayChange)
 }
 
 // DBConnectionURL is the DB_CONNECTION_URL maas-api reads from maas-db-config:

@@ -50,6 +50,12 @@ type Policy struct {
 	// startingCSV, else the channel head OLM resolved) and not below the
 	// operator's minVersion (case B02).
 	ApproveInstallPlans bool
+	// RotateDBPassword lets the database/secret step set Vault's password
+	// on the database role when the database refuses it (a "change" Job
+	// logging in with the password of the live basic-auth Secret); only
+	// `maasctl database rotate-password` sets it. Without it a refusal
+	// stops the run (case B08).
+	RotateDBPassword bool
 }
 
 // ignores reports whether check's errors are downgraded to warnings.

@@ -234,8 +234,10 @@ func (v *VaultSecrets) PreflightVault(ctx context.Context) ([]Finding, error) {
 			return []Finding{errorf("grant the token this policy: "+pe.PolicyStanza(),
 				"Vault denies reading the database secret %s at API path %s (a KV v2 policy must name the data/ path; a policy on the logical path matches nothing): %v", p, pe.APIPath, err)}, nil
 		}
-		if errors.Is(err, vault.ErrSecretDeleted) { // case N11: deleted is not "no password"
-			return []Finding{errorf("undelete the version in Vault, or rotate the password explicitly", "%v", err)}, nil
+		var de *vault.DeletedError
+		if errors.As(err, &de) { // case N11: deleted is not "no password"
+			de.Rotate = RotateAdvice(de.Version)
+			return []Finding{errorf("undelete the version in Vault, or rotate the password explicitly with `maasctl database rotate-password`", "%v", err)}, nil
 		}
 		return []Finding{errorf("check database.vaultPath and the Vault mount", "cannot read the database secret %s from Vault: %v", p, err)}, nil
 	}

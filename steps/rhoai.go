@@ -44,6 +44,9 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 				if ok, msg, err := checkSecret(ctx, e, s); !ok || err != nil {
 					return ok, msg, err
 				}
+				if p, err := restartPending(ctx, e, s); p || err != nil {
+					return false, fmt.Sprintf("%s was changed but maas-api was not restarted on it yet", kube.Describe(s)), err
+				}
 			}
 			return true, "", nil
 		},
@@ -101,6 +104,11 @@ func dbConfigSecrets(ctx context.Context, e *Env) ([]*unstructured.Unstructured,
 	if err != nil {
 		return nil, err
 	}
+	return dbConfigSecretsFor(e, pw)
+}
+
+// dbConfigSecretsFor is dbConfigSecrets for password pw.
+func dbConfigSecretsFor(e *Env, pw string) ([]*unstructured.Unstructured, error) {
 	c := e.Inv.DBConfig
 	var out []*unstructured.Unstructured
 	for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
@@ -138,7 +146,12 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 	if err != nil {
 		return err
 	}
-	changed := false
+	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
+	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
+	_, err = deps.Get(ctx, "maas-api", metav1.GetOptions{})
+	apiRuns := err == nil
+	var stale []*unstructured.Unstructured
+	pending := false
 	for _, s := range secrets {
 		if err := ensureNamespace(ctx, e, id, namespaceObject(s.GetNamespace())); err != nil {
 			return err
@@ -147,43 +160,93 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 		if err != nil {
 			return err
 		}
-		if same {
-			continue
+		if !same {
+			stale = append(stale, s)
 		}
-		if _, err := e.Clients.Apply(ctx, s); err != nil {
+		if p, err := restartPending(ctx, e, s); err != nil {
+			return err
+		} else if p {
+			pending = true
+		}
+	}
+	if len(stale) > 0 {
+		// A changed password reaches maas-db-config only once the
+		// database accepts it (case B08).
+		pw, err := dbPassword(ctx, e)
+		if err != nil {
+			return err
+		}
+		live, err := dbLive(ctx, e)
+		if err != nil {
+			return err
+		}
+		if live {
+			if err := proveDBPassword(ctx, e, pw, "", false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range stale {
+		w := s
+		if apiRuns {
+			// Marked until maas-api has restarted on it: a run killed
+			// between this write and the restart restarts it next time.
+			w = s.DeepCopy()
+			w.SetAnnotations(map[string]string{restartPendingAnnotation: "maas-api"})
+		}
+		if _, err := e.Clients.Apply(ctx, w); err != nil {
 			return err
 		}
 		e.progress(id, "wrote Secret %s/%s", s.GetNamespace(), s.GetName())
-		changed = true
+		pending = pending || apiRuns
 	}
-	if !changed {
+	if !pending || !apiRuns {
 		return nil
 	}
-	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
-	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
-	if _, err := deps.Get(ctx, "maas-api", metav1.GetOptions{}); err == nil {
-		e.progress(id, "maas-db-config changed: restarting Deployment %s/maas-api", apiNS)
-		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"maasctl.io/restartedAt":%q}}}}}`, time.Now().UTC().Format(time.RFC3339))
-		if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
-			return fmt.Errorf("restart maas-api after maas-db-config changed: %w", err)
-		}
-		// The step ends once the restarted maas-api serves: until then
-		// the DataScienceCluster reports MaaS not ready and a verify right
-		// after the run would fail on a restart this run made.
-		t := waiters.Target{
-			GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: apiNS, Name: "maas-api",
-			Cond: waiters.DeploymentRolledOut,
-			OnChange: func(r waiters.Result) {
-				if !r.Done {
-					e.progress(id, "waiting for Deployment %s/maas-api to roll out: %s", apiNS, r.Status)
-				}
-			},
-		}
-		if _, err := waiters.For(ctx, e.Clients, t); err != nil {
-			return fmt.Errorf("maas-api did not roll out after the restart for the new maas-db-config: %w", err)
+	e.progress(id, "maas-db-config changed: restarting Deployment %s/maas-api", apiNS)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"maasctl.io/restartedAt":%q}}}}}`, time.Now().UTC().Format(time.RFC3339Nano))
+	if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+		return fmt.Errorf("restart maas-api after maas-db-config changed: %w", err)
+	}
+	// The step ends once the restarted maas-api serves: until then
+	// the DataScienceCluster reports MaaS not ready and a verify right
+	// after the run would fail on a restart this run made.
+	t := waiters.Target{
+		GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: apiNS, Name: "maas-api",
+		Cond: waiters.DeploymentRolledOut,
+		OnChange: func(r waiters.Result) {
+			if !r.Done {
+				e.progress(id, "waiting for Deployment %s/maas-api to roll out: %s", apiNS, r.Status)
+			}
+		},
+	}
+	if _, err := waiters.For(ctx, e.Clients, t); err != nil {
+		return fmt.Errorf("maas-api did not roll out after the restart for the new maas-db-config: %w", err)
+	}
+	for _, s := range secrets { // drop the marker (server-side apply without it)
+		if _, err := e.Clients.Apply(ctx, s); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// restartPendingAnnotation marks a maas-db-config copy written while
+// maas-api ran and not yet followed by maas-api's restart and rollout.
+const restartPendingAnnotation = "maasctl.io/restart-pending"
+
+// restartPending reports whether the live copy of want carries
+// restartPendingAnnotation.
+func restartPending(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, error) {
+	live, err := e.Clients.Kube.CoreV1().Secrets(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, ok := live.Annotations[restartPendingAnnotation]
+	return ok, nil
 }
 
 func namespaceObject(name string) *unstructured.Unstructured {

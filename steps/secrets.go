@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type VaultSecrets struct {
 
 	mu       sync.Mutex
 	password string   // the value read or generated in this run
+	version  int      // its KV v2 version (0 on KV v1)
 	notes    []string // vault.EnsureResult.Notes not yet reported
 }
 
@@ -62,6 +64,10 @@ func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 		}
 		return map[string]string{"username": d.Owner, "password": pw}, nil
 	}, vault.WriteOptions{AllowKVv1: d.VaultAllowUnprotectedKVv1})
+	var de *vault.DeletedError
+	if errors.As(err, &de) {
+		de.Rotate = RotateAdvice(de.Version)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -75,8 +81,16 @@ func (v *VaultSecrets) DBPassword(ctx context.Context) (string, error) {
 		// initdb and the connection URL alike (case B07).
 		return "", fmt.Errorf("the password in Vault %s contains a line break: store it without one (vault kv put ... password=@file with no trailing newline)", d.VaultPath)
 	}
-	v.password = pw
+	v.password, v.version = pw, res.Version
 	return pw, nil
+}
+
+// DBPasswordVersion is the KV v2 version DBPassword read (0 before it, or
+// on KV v1), for messages.
+func (v *VaultSecrets) DBPasswordVersion() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.version
 }
 
 // VaultPolicyOptions are the inputs of VaultPolicy besides the inventory.

@@ -82,6 +82,13 @@ func (c *cnpg) reconcile(ctx context.Context, k key) error {
 			"readyInstances": int64(0),
 			"conditions":     conditions(oldConds, cond("Ready", false, reason, msg).gen(gen)),
 		}
+		// An elected primary stays in the status (CNPG never clears
+		// currentPrimary once the bootstrap made one).
+		for _, f := range []string{"currentPrimary", "currentPrimaryTimestamp", "writeService"} {
+			if v := str(cl, "status", f); v != "" {
+				status[f] = v
+			}
+		}
 		return m.updateStatus(ctx, gvrCNPGCluster, cl, status)
 	}
 

@@ -186,7 +186,7 @@ func newManager(cfg *rest.Config, o Options) (*manager, error) {
 // builtinGVRs are served by every kube-apiserver; everything else waits for
 // its CRD.
 var builtinGVRs = []schema.GroupVersionResource{
-	gvrNamespace, gvrSecret, gvrService, gvrPod, gvrPVC, gvrDeployment, gvrStorageClass, gvrCRD,
+	gvrNamespace, gvrSecret, gvrService, gvrPod, gvrPVC, gvrDeployment, gvrStorageClass, gvrCRD, gvrJob,
 }
 
 func (m *manager) add(r *reconciler) {
@@ -208,6 +208,7 @@ func (m *manager) start(ctx context.Context) error {
 		return err
 	}
 	registerCNPG(m)
+	registerDBJobs(m)
 	registerCertManager(m)
 	registerServiceCA(m)
 	registerGateway(m)

@@ -697,8 +697,12 @@ func (r *rhoaiCtl) databaseProblem(dbURL, apiNS string) string {
 	user := u.User.Username()
 	pw, _ := u.User.Password()
 	s := r.m.get(gvrSecret, ns, secretName)
-	want, err := secretValue(s, "password")
-	if s == nil || err != nil || user != owner || pw != want {
+	var want string
+	err = fmt.Errorf("no secret %s", secretName)
+	if s != nil { // a Secret deleted by hand on a live cluster
+		want, err = secretValue(s, "password")
+	}
+	if err != nil || user != owner || pw != want {
 		return fmt.Sprintf("maas-api cannot connect to %s: FATAL: password authentication failed for user %q", host, user)
 	}
 	if strings.TrimPrefix(u.Path, "/") != db {

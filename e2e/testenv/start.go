@@ -323,6 +323,11 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			"--leader-elect=false",
 			"--service-account-private-key-file="+saKey,
 			"--root-ca-file="+caFile,
+			// No Job controller: kwok runs no containers and its
+			// pod-complete stage would complete every Job pod, so Jobs
+			// that must really run (maasctl's database Jobs) are run by
+			// the simulators (e2e/sim/dbjobs.go).
+			"--controllers=*,-job-controller",
 		); err != nil {
 			return nil, err
 		}
