@@ -30,7 +30,6 @@ import (
 
 	"github.com/hashicorp/vault/api"
 	"go.uber.org/zap"
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,7 +39,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/assets"
@@ -924,22 +922,7 @@ func limitedKubeconfig(t *testing.T, c *cluster) string {
 	if _, err := k.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := k.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.LoadFromFile(c.env.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ai := range cfg.AuthInfos {
-		ai.Token, ai.ClientCertificateData, ai.ClientKeyData, ai.ClientCertificate, ai.ClientKey = tr.Status.Token, nil, nil, "", ""
-	}
-	p := filepath.Join(c.dir, "limited.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return tokenKubeconfig(t, c, ns, name, "limited.kubeconfig")
 }
 
 // TestB13CertificateNotReady: a Certificate stuck on DNS-01 ends the run

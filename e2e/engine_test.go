@@ -48,12 +48,13 @@ func TestEngineRunsAStepRegisteredOutsideSteps(t *testing.T) {
 	cfg := c.env.RESTConfig()
 	plan := steps.PlanOptions{Config: cfg, Inventory: inv, ToolVersion: "engine-test", Registry: reg}
 
-	// render: one file for the step, in apply order, plus README.md.
+	// render: one file for the step, in apply order, plus
+	// kustomization.yaml and README.md.
 	files, err := steps.RenderManifestsOf(reg, inv, assets.Facts{Host: appsHost})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 || files[0].Name != "01-demo-settings.yaml" || !strings.Contains(string(files[0].Data), "greeting: hello") {
+	if len(files) != 3 || files[0].Name != "01-demo-settings.yaml" || !strings.Contains(string(files[0].Data), "greeting: hello") || files[1].Name != "kustomization.yaml" {
 		t.Fatalf("render: %d files, first %q:\n%s", len(files), files[0].Name, files[0].Data)
 	}
 

@@ -362,8 +362,11 @@ func TestVerifyDoctorGather(t *testing.T) {
 			t.Errorf("install --verify-endpoint with the model server down: exit %d, want 1 naming %s\n%s", ir.exit, verify.CodeChat, ir.stderr)
 		}
 		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
-			code: "MAAS-D017", object: "Service llm-coding-assistant/llama-coder", evidence: "0 ready",
-			fix: "oc logs -n llm-coding-assistant deploy/llama-coder",
+			// The Deployment behind the Service is scaled to 0: the fix
+			// that converges is scaling it up (before: "oc logs" of pods
+			// that do not exist).
+			code: "MAAS-D017", object: "Service llm-coding-assistant/llama-coder", evidence: "Deployment llama-coder: 0 of 0 replicas ready",
+			fix: "oc scale deployment llama-coder -n llm-coding-assistant --replicas=1",
 		}))
 		runLlamaCoder(t, c, 1)
 	})
