@@ -51,6 +51,10 @@ install with the in-cluster config (--image).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dir = cmp.Or(dir, oldDir)
+			ro := steps.RenderOptions{Secrets: secrets, SecretStore: store}
+			if err := ro.Validate(); err != nil {
+				return &usageError{err}
+			}
 			if dir == "" {
 				return &usageError{fmt.Errorf("--dir DIR is required: the directory to write the manifests to")}
 			}
@@ -66,7 +70,7 @@ install with the in-cluster config (--image).`,
 			if inCluster {
 				out, err = steps.RenderInCluster(inv, facts, steps.InClusterOptions{Image: image, Version: version})
 			} else {
-				out, err = steps.RenderManifestsWith(nil, inv, facts, steps.RenderOptions{Secrets: secrets, SecretStore: store})
+				out, err = steps.RenderManifestsWith(nil, inv, facts, ro)
 			}
 			if err != nil {
 				return err
