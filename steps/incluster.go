@@ -2,6 +2,7 @@ package steps
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,38 +38,6 @@ const (
 	DefaultInstallerImage          = "quay.io/maasctl/maasctl:latest"
 	installerRoleName              = "maasctl-installer"
 )
-
-// engineAccess is what every run does beside its steps: NewEnv reads the
-// apps domain (config.openshift.io Ingress cluster, when gateway.hostname
-// is not set), and the engine keeps its state: the state namespace
-// (created when missing), the run Lease (acquire, renew, release:
-// steps/engine/lock.go) and the ConfigMaps of the checkpoints, the run
-// record and the installed inventory (server-side apply, read, delete of
-// stale record shards).
-func engineAccess(inv *inventory.Inventory) []Access {
-	ns := StateNamespace
-	out := []Access{{"get", "", "namespaces", "", ns}, {"create", "", "namespaces", "", ""}}
-	if inv.Gateway.Hostname == "" {
-		out = append(out, getAccess("config.openshift.io", "ingresses", "", "cluster")...)
-	}
-	for _, v := range []string{"get", "create", "update", "delete"} {
-		out = append(out, Access{v, "coordination.k8s.io", "leases", ns, ""})
-	}
-	for _, v := range []string{"get", "list", "watch", "create", "patch", "delete"} {
-		out = append(out, Access{v, "", "configmaps", ns, ""})
-	}
-	return out
-}
-
-// objectsRead: the run record reads every object a step writes (its
-// Objects) before the step runs, to tell created from adopted.
-func objectsRead(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access {
-	var out []Access
-	for _, o := range s.objects(e) {
-		out = append(out, Access{"get", o.GroupVersionKind().Group, resource(o.GroupVersionKind()), o.GetNamespace(), ""})
-	}
-	return out
-}
 
 // RBACRules groups accesses into RBAC rules: the cluster-wide ones
 // (Namespace "") for a ClusterRole, the others by namespace for Roles.
@@ -298,7 +267,7 @@ func RenderInCluster(inv *inventory.Inventory, f assets.Facts, o InClusterOption
 	fmt.Fprintf(&readme, "# maasctl install, in the cluster, least privilege\n\n")
 	fmt.Fprintf(&readme, "Apply the files in order as a cluster administrator (`oc apply --server-side -f 00-namespaces.yaml -f 01-rbac.yaml -f 02-job.yaml`). The Job runs `maasctl install` as ServiceAccount `%s/%s` with the in-cluster config; `oc logs -n %s job/maasctl-install -f` follows it.\n\n", o.Namespace, o.ServiceAccount, o.Namespace)
 	fmt.Fprintf(&readme, "The ClusterRole `%s` (%d rules) and the Roles in %d namespaces grant exactly what the install's steps need, the permissions `maasctl preflight` checks with SelfSubjectAccessReviews: remove one and preflight names it before anything is written. The same identity can re-run the install, `maasctl status` and `maasctl verify --live-only`.\n\n", installerRoleName, len(cluster), len(byNS))
-	fmt.Fprintf(&readme, "Vault: the Job reads the database password from Vault (%s). Give the Job a Vault login: set `vault.auth` in the inventory to the Kubernetes auth method with a role bound to this ServiceAccount; no token is rendered.\n\n", orDefault(inv.Vault.Address, "VAULT_ADDR, set it in the Job's env"))
+	fmt.Fprintf(&readme, "Vault: the Job reads the database password from Vault (%s). Give the Job a Vault login: set `vault.auth` in the inventory to the Kubernetes auth method with a role bound to this ServiceAccount; no token is rendered.\n\n", cmp.Or(inv.Vault.Address, "VAULT_ADDR, set it in the Job's env"))
 	fmt.Fprintf(&readme, "The Namespaces of 00-namespaces.yaml exist before the install, so maasctl records them as adopted and uninstall keeps them; delete them by hand after an uninstall. The image is built from the project's Containerfile.\n")
 	files = append(files, ManifestFile{Name: "README.md", Data: readme.Bytes()})
 	return files, nil
@@ -310,11 +279,4 @@ func toAnyMaps(l []map[string]any) []any {
 		out[i] = m
 	}
 	return out
-}
-
-func orDefault(s, def string) string {
-	if strings.TrimSpace(s) == "" {
-		return def
-	}
-	return s
 }

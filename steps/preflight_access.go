@@ -290,6 +290,38 @@ func (v *VaultSecrets) tokenTTLFindings(ctx context.Context) []Finding {
 	return nil
 }
 
+// engineAccess is what every run does beside its steps: NewEnv reads the
+// apps domain (config.openshift.io Ingress cluster, when gateway.hostname
+// is not set), and the engine keeps its state: the state namespace
+// (created when missing), the run Lease (acquire, renew, release:
+// steps/engine/lock.go) and the ConfigMaps of the checkpoints, the run
+// record and the installed inventory (server-side apply, read, delete of
+// stale record shards).
+func engineAccess(inv *inventory.Inventory) []Access {
+	ns := StateNamespace
+	out := []Access{{"get", "", "namespaces", "", ns}, {"create", "", "namespaces", "", ""}}
+	if inv.Gateway.Hostname == "" {
+		out = append(out, getAccess("config.openshift.io", "ingresses", "", "cluster")...)
+	}
+	for _, v := range []string{"get", "create", "update", "delete"} {
+		out = append(out, Access{v, "coordination.k8s.io", "leases", ns, ""})
+	}
+	for _, v := range []string{"get", "list", "watch", "create", "patch", "delete"} {
+		out = append(out, Access{v, "", "configmaps", ns, ""})
+	}
+	return out
+}
+
+// objectsRead: the run record reads every object a step writes (its
+// Objects) before the step runs, to tell created from adopted.
+func objectsRead(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access {
+	var out []Access
+	for _, o := range s.objects(e) {
+		out = append(out, Access{"get", o.GroupVersionKind().Group, resource(o.GroupVersionKind()), o.GetNamespace(), ""})
+	}
+	return out
+}
+
 // plannedAccess lists every permission the plan uses: the engine's own
 // (engineAccess), the run record's reads (objectsRead) and the union of every step's Access (ObjectAccess
 // of its objects and the extra calls it makes).

@@ -93,7 +93,7 @@ func TestRules(t *testing.T) {
 			}},
 		{name: "Gateway certificate's ClusterIssuer not Ready", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway",
 			evidence: "ClusterIssuer letsencrypt-production is not Ready (ErrRegisterACMEAccount: Failed to register ACME account)",
-			fix: "make ClusterIssuer letsencrypt-production Ready (oc describe clusterissuer letsencrypt-production), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install",
+			fix:      "make ClusterIssuer letsencrypt-production Ready (oc describe clusterissuer letsencrypt-production), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o map[string]any) {
 					conds(map[string]any{"type": "Programmed", "status": "False", "reason": "Invalid"})(o)
@@ -562,7 +562,7 @@ func modelServer(ns string, replicas, ready int64) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"name": "llama-coder", "namespace": ns},
-		"spec": map[string]any{"replicas": replicas, "template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "llama-coder"}}}},
-		"status": map[string]any{"readyReplicas": ready},
+		"spec":     map[string]any{"replicas": replicas, "template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "llama-coder"}}}},
+		"status":   map[string]any{"readyReplicas": ready},
 	}}
 }

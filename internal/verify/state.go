@@ -113,18 +113,18 @@ type State struct {
 	Certificate       *unstructured.Unstructured
 	// CertIssuer is the ClusterIssuer gateway.certIssuer names (nil: not
 	// found, or no issuer configured).
-	CertIssuer *unstructured.Unstructured
-	Route             *unstructured.Unstructured
-	MaaSAPI           *unstructured.Unstructured
-	DBConfig          SecretInfo
-	MonitoringConfig  *unstructured.Unstructured
-	Providers         map[string]*unstructured.Unstructured // by namespace/name
-	ProviderSecrets   map[string]SecretInfo                 // by namespace/name
-	Models            map[string]*unstructured.Unstructured // ExternalModel by namespace/name
-	ModelRefs         map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
-	AuthPolicies      []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
-	Subscriptions     []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
-	KuadrantPolicies  map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
+	CertIssuer       *unstructured.Unstructured
+	Route            *unstructured.Unstructured
+	MaaSAPI          *unstructured.Unstructured
+	DBConfig         SecretInfo
+	MonitoringConfig *unstructured.Unstructured
+	Providers        map[string]*unstructured.Unstructured // by namespace/name
+	ProviderSecrets  map[string]SecretInfo                 // by namespace/name
+	Models           map[string]*unstructured.Unstructured // ExternalModel by namespace/name
+	ModelRefs        map[string]*unstructured.Unstructured // MaaSModelRef by namespace/name
+	AuthPolicies     []*unstructured.Unstructured          // MaaSAuthPolicy in the MaaS namespace
+	Subscriptions    []*unstructured.Unstructured          // MaaSSubscription in the MaaS namespace
+	KuadrantPolicies map[string]*unstructured.Unstructured // AuthPolicy / TokenRateLimitPolicy by "Kind namespace/name"
 	// GatewayAuthPolicy is the MaaS controller's Gateway-level AuthPolicy
 	// (Release.MaaSControllerFacts().GatewayAuthPolicy in the Gateway's
 	// namespace).
