@@ -182,9 +182,31 @@ func mustSucceed(t *testing.T, r run) {
 // after its first lines (CI keeps a part of the output) still says why.
 func failedSummary(r run) string {
 	var b strings.Builder
+	last := map[string]string{} // step -> its last event while it ran
+	var running []string
 	for _, ev := range r.events {
-		if ev.Type == steps.EventFailed {
+		switch ev.Type {
+		case steps.EventFailed:
 			fmt.Fprintf(&b, "failed step %s: %s\n", ev.Step, ev.Message)
+			delete(last, ev.Step)
+		case steps.EventStarted:
+			if _, ok := last[ev.Step]; !ok {
+				running = append(running, ev.Step)
+			}
+			last[ev.Step] = "started"
+		case steps.EventProgress:
+			if _, ok := last[ev.Step]; ok {
+				last[ev.Step] = ev.Message
+			}
+		case steps.EventDone, steps.EventUnchanged, steps.EventBlocked:
+			delete(last, ev.Step)
+		}
+	}
+	// A run killed by the harness's timeout (exit -1) never says why:
+	// the steps still running and what each last reported do.
+	for _, id := range running {
+		if msg, ok := last[id]; ok {
+			fmt.Fprintf(&b, "still running at exit: %s, last: %s\n", id, msg)
 		}
 	}
 	fmt.Fprintf(&b, "stderr:\n%s", r.stderr)

@@ -91,9 +91,26 @@ func applyFix(t *testing.T, c *cluster, fix string, installArgs ...string) {
 		if _, err := c.clients.Kube.AppsV1().Deployments(f[5]).Patch(context.Background(), f[3], types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("fix %q: %v", cmd, err)
 		}
+	case len(f) == 10 && f[0] == "oc" && f[1] == "patch" && f[4] == "-n" && f[6] == "--type" && f[7] == "merge" && f[8] == "-p":
+		gvk, ok := ocKinds[f[2]]
+		if !ok {
+			t.Fatalf("fix %q: kind %q has no mapping in ocKinds", cmd, f[2])
+		}
+		ri, _, err := c.clients.Resource(gvk, f[5])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Patch(context.Background(), f[3], types.MergePatchType, []byte(strings.Trim(f[9], "'")), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("fix %q: %v", cmd, err)
+		}
 	default:
 		t.Fatalf("fix %q is not a command (from %q)", cmd, fix)
 	}
+}
+
+// ocKinds maps the lower-case kind an oc command names to its GVK.
+var ocKinds = map[string]schema.GroupVersionKind{
+	"maassubscription": verify.MaaSSubscriptionGVK,
 }
 
 // expectVerifyPasses runs verify live and with the data path.

@@ -662,6 +662,7 @@ func (v *validator) authPolicies(p *field.Path, policies []AuthPolicy, models ma
 
 func (v *validator) subscriptions(p *field.Path, subs []Subscription, models, granted map[string]bool) {
 	names := map[string]*field.Path{}
+	priorities := map[int]*field.Path{}
 	for i := range subs {
 		s := &subs[i]
 		sp := p.Index(i)
@@ -669,6 +670,16 @@ func (v *validator) subscriptions(p *field.Path, subs []Subscription, models, gr
 		v.unique(sp, s.Name, names, "MaaSSubscription names must be unique in the MaaS namespace")
 		if s.Priority < math.MinInt32 || s.Priority > math.MaxInt32 {
 			v.add(field.Invalid(sp.Child("priority"), s.Priority, "must fit in 32 bits (MaaSSubscription spec.priority is int32)"))
+		}
+		// maas-controller marks subscriptions sharing a spec.priority
+		// SpecPriorityDuplicate=True (SharedPriority): for a user in both,
+		// maas-api then picks one by a tie-break the user cannot see.
+		if prev, ok := priorities[s.Priority]; ok {
+			e := field.Duplicate(sp.Child("priority"), s.Priority)
+			e.Detail = fmt.Sprintf("%s has the same priority; the MaaS controller flags both SpecPriorityDuplicate, and for a user in both maas-api picks one by a tie-break the user cannot see; give each subscription its own priority (higher wins)", prev)
+			v.add(e)
+		} else {
+			priorities[s.Priority] = sp
 		}
 		v.subjects(sp, s.Groups, s.Users)
 		if len(s.ModelRefs) == 0 {

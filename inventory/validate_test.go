@@ -177,7 +177,16 @@ func TestValidateRules(t *testing.T) {
 			m.Name = "gpt-4-1-mini"
 			i.Subscriptions[0].ModelRefs = append(i.Subscriptions[0].ModelRefs, m)
 		}, []string{"subscriptions[0].modelRefs[1]"}, "No active governance pairing found"},
-		{"duplicate subscription names", func(i *Inventory) { i.Subscriptions = append(i.Subscriptions, i.Subscriptions[0]) }, []string{"subscriptions[1].name"}, "subscriptions[0] has the same name"},
+		{"duplicate subscription names", func(i *Inventory) {
+			dup := i.Subscriptions[0]
+			dup.Priority++
+			i.Subscriptions = append(i.Subscriptions, dup)
+		}, []string{"subscriptions[1].name"}, "subscriptions[0] has the same name"},
+		{"two subscriptions share a priority", func(i *Inventory) {
+			dup := i.Subscriptions[0]
+			dup.Name = "llama-coder-premium"
+			i.Subscriptions = append(i.Subscriptions, dup)
+		}, []string{"subscriptions[1].priority"}, "subscriptions[0] has the same priority"},
 		{"priority beyond int32", func(i *Inventory) { i.Subscriptions[0].Priority = 1 << 40 }, []string{"subscriptions[0].priority"}, "int32"},
 		{"vault address without scheme", func(i *Inventory) { i.Vault.Address = "vault.example.com:8200" }, []string{"vault.address"}, "https://vault.example.com:8200"},
 		{"wait timeout zero", func(i *Inventory) { i.WaitTimeoutSeconds = 0 }, []string{"waitTimeoutSeconds"}, "between 1 and"},

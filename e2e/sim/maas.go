@@ -113,6 +113,10 @@ func registerMaaS(m *manager) {
 			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSSubscription, false)},
 			{gvr: gvrTokenPolicy, mapFn: m.allOf(gvrMaaSSubscription, false)},
 			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSSubscription, false), changed: objectChanged},
+			// duplicatePriorityScanHandler: a subscription created,
+			// deleted or given a new spec re-judges every subscription's
+			// SpecPriorityDuplicate.
+			{gvr: gvrMaaSSubscription, mapFn: m.allOf(gvrMaaSSubscription, false), changed: generationOrDeletion},
 			c.maasAPIWatch(gvrMaaSSubscription),
 		},
 		reconcile: c.reconcileSubscription,
@@ -835,7 +839,7 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 		phase = "Degraded"
 		ready = cond("Ready", true, "Reconciled", fmt.Sprintf("%d of %d TokenRateLimitPolicies not accepted", len(notAccepted), len(trl))).gen(gen)
 	}
-	st := map[string]any{"phase": phase, "conditions": conditions(statusConditions(sub), ready)}
+	st := map[string]any{"phase": phase, "conditions": conditions(statusConditions(sub), ready, c.priorityDuplicate(sub).gen(gen))}
 	if len(refStatuses) > 0 {
 		st["modelRefStatuses"] = refStatuses
 	}
@@ -843,6 +847,33 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 		st["tokenRateLimitStatuses"] = trl
 	}
 	return m.updateStatus(ctx, gvrMaaSSubscription, sub, st)
+}
+
+// priorityDuplicate is the SpecPriorityDuplicate condition maas-controller
+// writes on every MaaSSubscription (maassubscription_controller.go,
+// duplicatePriorityScanHandler; ConditionSpecPriorityDuplicate): True with
+// reason SharedPriority and the message "spec.priority N is shared with:
+// ns/a, ns/b" when another subscription not being deleted has the same
+// spec.priority, else False with reason NoDuplicatePeers and no message.
+// The peers are judged across all namespaces (the scan of the release that
+// keys its map by priority alone; a later one scopes it to a namespace,
+// which flags fewer).
+func (c *maasCtl) priorityDuplicate(sub *unstructured.Unstructured) condition {
+	p, _, _ := unstructured.NestedInt64(sub.Object, "spec", "priority")
+	var peers []string
+	for _, o := range c.m.list(gvrMaaSSubscription, "") {
+		if o.GetDeletionTimestamp() != nil || (o.GetNamespace() == sub.GetNamespace() && o.GetName() == sub.GetName()) {
+			continue
+		}
+		if q, _, _ := unstructured.NestedInt64(o.Object, "spec", "priority"); q == p {
+			peers = append(peers, o.GetNamespace()+"/"+o.GetName())
+		}
+	}
+	if len(peers) == 0 {
+		return cond("SpecPriorityDuplicate", false, "NoDuplicatePeers", "")
+	}
+	sort.Strings(peers)
+	return cond("SpecPriorityDuplicate", true, "SharedPriority", fmt.Sprintf("spec.priority %d is shared with: %s", p, strings.Join(peers, ", ")))
 }
 
 // applyTokenPolicy creates or updates the TokenRateLimitPolicy of model

@@ -62,6 +62,14 @@ func objectChanged(old, new *unstructured.Unstructured) bool {
 		(old.GetDeletionTimestamp() == nil) != (new.GetDeletionTimestamp() == nil)
 }
 
+// generationOrDeletion is GenerationChangedPredicate plus the update that
+// sets deletionTimestamp: spec changes and the start of a deletion pass,
+// status and metadata writes do not.
+func generationOrDeletion(old, new *unstructured.Unstructured) bool {
+	return old.GetGeneration() != new.GetGeneration() ||
+		(old.GetDeletionTimestamp() == nil) != (new.GetDeletionTimestamp() == nil)
+}
+
 // updateHandler returns an UpdateFunc calling h for updates changed admits
 // (all when changed is nil).
 func updateHandler(changed func(old, new *unstructured.Unstructured) bool, h func(obj any)) func(oldObj, newObj any) {

@@ -112,6 +112,7 @@ var Rules = []Rule{
 	{CodeDataPathFailed, Error, "A request-path check failed"},
 	{CodeStepNotConverged, Error, "An install step's live state does not match the inventory (maasctl status: drifted, failed or not run)"},
 	{CodeStepUnsure, Warning, "An install step's state cannot be judged, or the inventory changed since it ran"},
+	{CodeSharedPriority, Warning, "MaaSSubscription shows SpecPriorityDuplicate=True: another subscription has the same priority"},
 }
 
 func rule(code string) Rule {
@@ -294,7 +295,7 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	for _, r := range []func(*verify.State) []Finding{
 		maasNotEnabled, kuadrant, gateway, maasAPI, dbConfig, monitoring,
 		providers, serviceMesh, modelServing, governance, access, tokenLimits, gatewayAuth,
-		missingObjects, kuadrantOperator,
+		missingObjects, kuadrantOperator, sharedPriority,
 	} {
 		out = append(out, r(s)...)
 	}
