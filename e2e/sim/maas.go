@@ -40,6 +40,10 @@ import (
 //     (ReconcileFailed; modelRefStatuses reason NotFound) while the model's
 //     HTTPRoute is missing, Degraded while its policy is not Accepted,
 //     Active once it is.
+//     Every subscription carries SpecPriorityDuplicate (True, SharedPriority,
+//     naming the peers, while another one has the same spec.priority;
+//     False, NoDuplicatePeers, otherwise), re-judged when any subscription
+//     is created, deleted or given a new spec (priorityDuplicate).
 //   - Finalizers maas.opendatahub.io/model-cleanup, authpolicy-cleanup and
 //     subscription-cleanup on the three kinds, removed only by the running
 //     controller (see finalize).
