@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/vault/api"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,14 +101,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 	}
 	dir := t.TempDir()
 	if !o.noSim {
-		logger, err := zap.Config{
-			Level: zap.NewAtomicLevelAt(zap.InfoLevel), Encoding: "json",
-			EncoderConfig: zap.NewProductionEncoderConfig(),
-			OutputPaths:   []string{filepath.Join(dir, "sim.log")}, ErrorOutputPaths: []string{filepath.Join(dir, "sim.log")},
-		}.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		logger := simLogger(t, dir)
 		so := sim.Options{RHOAIVersion: o.rhoai, Delay: simDelay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()}
 		if real {
 			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {

@@ -45,7 +45,7 @@ const (
 	// fresh-OpenShift fixture (e2e/testenv) on an external cluster before
 	// the first test, as kind needs. Default: the value of E2E_SIM.
 	envFixture = "E2E_FIXTURE"
-	// envTimeout bounds one maasctl run (a Go duration). Default 5m on the
+	// envTimeout bounds one maasctl run (a Go duration). Default 10m on the
 	// local control plane, 30m on an external cluster.
 	envTimeout = "E2E_TIMEOUT"
 	// envReset says how a test starts on an external cluster, which the
@@ -170,7 +170,7 @@ func runTimeout(external bool) time.Duration {
 	if external {
 		return 30 * time.Minute
 	}
-	return 5 * time.Minute
+	return 10 * time.Minute // an install takes about 40 s on an idle machine and took over 5 min in a loaded CI run
 }
 
 // externalFixture installs the platform CRDs and the fixture on the
@@ -283,14 +283,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	}
 	if c.simulated {
 		simCfg.UserAgent = simUserAgent
-		logger, err := zap.Config{
-			Level: zap.NewAtomicLevelAt(zap.InfoLevel), Encoding: "json",
-			EncoderConfig: zap.NewProductionEncoderConfig(),
-			OutputPaths:   []string{filepath.Join(c.dir, "sim.log")}, ErrorOutputPaths: []string{filepath.Join(c.dir, "sim.log")},
-		}.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
+		logger := simLogger(t, c.dir)
 		so := sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin()}
 		if c.env != nil && realKuadrantDefault() {
 			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
@@ -519,4 +512,42 @@ func assertLoopbackOnly(t *testing.T, c *cluster) {
 			t.Errorf("connection leaves loopback: %s", cn)
 		}
 	}
+}
+
+// simLogger writes the simulators' log to dir/sim.log. When the test
+// fails, the log's warnings and errors and its last lines are printed
+// (the folder is removed after the test), so a wait that ran out in CI
+// says what the simulated operators were doing.
+func simLogger(t *testing.T, dir string) *zap.Logger {
+	t.Helper()
+	path := filepath.Join(dir, "sim.log")
+	logger, err := zap.Config{
+		Level: zap.NewAtomicLevelAt(zap.InfoLevel), Encoding: "json",
+		EncoderConfig: zap.NewProductionEncoderConfig(),
+		OutputPaths:   []string{path}, ErrorOutputPaths: []string{path},
+	}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		_ = logger.Sync()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		var warn []string
+		for _, l := range lines {
+			if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+				warn = append(warn, l)
+			}
+		}
+		tail := lines[max(0, len(lines)-25):]
+		t.Logf("simulator log (%d lines): %d warnings and errors (last 25):\n%s\nlast lines:\n%s",
+			len(lines), len(warn), strings.Join(warn[max(0, len(warn)-25):], "\n"), strings.Join(tail, "\n"))
+	})
+	return logger
 }
