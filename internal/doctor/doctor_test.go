@@ -82,6 +82,17 @@ func TestRules(t *testing.T) {
 					conds(map[string]any{"type": "ModelsAsAServiceReady", "status": "False", "reason": "Removed", "message": "ModelsAsService ManagementState is set to Removed"})(o)
 				})
 			}},
+		{name: "subscription shares its priority with a foreign one", code: doctor.CodeSharedPriority, object: "MaaSSubscription " + ins + "/llama-coder-default",
+			evidence: "SpecPriorityDuplicate=True (SharedPriority)",
+			fix:      `oc patch maassubscription team-extra -n ` + ins + ` --type merge -p '{"spec":{"priority":-1}}'`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", func(o map[string]any) {
+					// The Ready condition stays; only the duplicate flag is added.
+					l, _, _ := unstructured.NestedSlice(o, "status", "conditions")
+					l = append(l, map[string]any{"type": "SpecPriorityDuplicate", "status": "True", "reason": "SharedPriority", "message": "spec.priority 0 is shared with: " + ins + "/team-extra"})
+					_ = unstructured.SetNestedSlice(o, l, "status", "conditions")
+				})
+			}},
 		{name: "Kuadrant MissingDependency", code: doctor.CodeKuadrantMissingDep, object: "Kuadrant kuadrant-system/kuadrant", evidence: "MissingDependency",
 			fix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
