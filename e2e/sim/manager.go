@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,6 +100,9 @@ type reconciler struct {
 	conflicts workqueue.TypedRateLimiter[key]
 	started   bool
 	log       *zap.Logger
+	// reconciles and busy count the reconciles and their summed wall
+	// time in nanoseconds (Handle.ReconcileStats).
+	reconciles, busy atomic.Int64
 }
 
 // manager owns the clients, the shared dynamic informer factory and the
@@ -499,7 +503,10 @@ func (m *manager) processNext(ctx context.Context, r *reconciler) bool {
 		return false
 	}
 	defer r.queue.Done(k)
+	began := time.Now()
 	err := r.reconcile(ctx, k)
+	r.busy.Add(int64(time.Since(began)))
+	r.reconciles.Add(1)
 	switch {
 	case err == nil:
 		r.queue.Forget(k)
