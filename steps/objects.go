@@ -35,16 +35,39 @@ func targets(e *Env, s *Step, objs []*unstructured.Unstructured) []waiters.Targe
 	return ts
 }
 
-// applyObjects server-side applies objs in order.
+// applyObjects server-side applies objs in order, except that a run of
+// consecutive objects of one kind is applied applyWorkers at a time: they
+// cannot depend on one another the way a CRD and its resources or a
+// Namespace and its contents do (those are different kinds, applied one
+// run after the other). The error is the first failure in objs' order; no
+// later run starts after a failure.
 func applyObjects(ctx context.Context, e *Env, stepID string, objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		if _, err := e.Clients.Apply(ctx, o); err != nil {
-			return err
+	for len(objs) > 0 {
+		n := 1
+		for n < len(objs) && objs[n].GroupVersionKind() == objs[0].GroupVersionKind() {
+			n++
 		}
-		e.progress(stepID, "applied %s", kube.Describe(o))
+		run := objs[:n]
+		objs = objs[n:]
+		errs := make([]error, len(run))
+		inParallel(len(run), applyWorkers, func(i int) {
+			if _, err := e.Clients.Apply(ctx, run[i]); err != nil {
+				errs[i] = err
+				return
+			}
+			e.progress(stepID, "applied %s", kube.Describe(run[i]))
+		})
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
+
+// applyWorkers bounds the concurrent applies of objects of one kind.
+const applyWorkers = 16
 
 // waitReady waits for every object by the step's readiness.
 func waitReady(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured) error {
