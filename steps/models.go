@@ -84,8 +84,14 @@ func prepareAccess(e *Env, s *Step, resource func(schema.GroupVersionKind) strin
 // checkProviderSecrets makes sure each model's API-key Secret exists with key
 // api-key before anything refers to it: the role only labels it and never
 // creates it (reference/DEPLOYMENT.md, "Rules for model entries").
+// Each Secret is read once, however many models name it.
 func checkProviderSecrets(ctx context.Context, e *Env) error {
+	checked := map[string]bool{}
 	for i, m := range e.Inv.ExternalModels {
+		if checked[m.Namespace+"/"+m.APIKeySecret] {
+			continue
+		}
+		checked[m.Namespace+"/"+m.APIKeySecret] = true
 		s, err := e.Clients.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, m.APIKeySecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("externalModels[%d].apiKeySecret: Secret %s/%s not found; create it first: oc create secret generic %s -n %s --from-literal=api-key=<provider key>",
