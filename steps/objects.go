@@ -310,10 +310,29 @@ func readLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) ([
 			gets = append(gets, groups[k]...)
 		}
 	}
+	// The same object listed twice (one Secret named by many models) is
+	// read once.
+	type okey struct {
+		gvk      schema.GroupVersionKind
+		ns, name string
+	}
+	same := map[okey][]int{}
+	var distinct []int
+	for _, i := range gets {
+		k := okey{objs[i].GroupVersionKind(), objs[i].GetNamespace(), objs[i].GetName()}
+		if len(same[k]) == 0 {
+			distinct = append(distinct, i)
+		}
+		same[k] = append(same[k], i)
+	}
+	gets = distinct
 	inParallel(len(gets)+len(lists), observeWorkers, func(j int) {
 		if j < len(gets) {
 			i := gets[j]
-			lives[i], errs[i] = e.Clients.Get(ctx, objs[i])
+			live, err := e.Clients.Get(ctx, objs[i])
+			for _, d := range same[okey{objs[i].GroupVersionKind(), objs[i].GetNamespace(), objs[i].GetName()}] {
+				lives[d], errs[d] = live, err
+			}
 			return
 		}
 		k := lists[j-len(gets)]
