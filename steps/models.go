@@ -84,8 +84,14 @@ func prepareAccess(e *Env, s *Step, resource func(schema.GroupVersionKind) strin
 // checkProviderSecrets makes sure each model's API-key Secret exists with key
 // api-key before anything refers to it: the role only labels it and never
 // creates it (reference/DEPLOYMENT.md, "Rules for model entries").
+// Each Secret is read once, however many models name it.
 func checkProviderSecrets(ctx context.Context, e *Env) error {
+	checked := map[string]bool{}
 	for i, m := range e.Inv.ExternalModels {
+		if checked[m.Namespace+"/"+m.APIKeySecret] {
+			continue
+		}
+		checked[m.Namespace+"/"+m.APIKeySecret] = true
 		s, err := e.Clients.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, m.APIKeySecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("externalModels[%d].apiKeySecret: Secret %s/%s not found; create it first: oc create secret generic %s -n %s --from-literal=api-key=<provider key>",
@@ -120,18 +126,22 @@ func applyModels(ctx context.Context, e *Env, s *Step) error {
 	if err := applyObjects(ctx, e, id, models); err != nil {
 		return err
 	}
-	for _, t := range targets(e, s, models) {
-		live, err := waiters.For(ctx, e.Clients, t)
-		if err != nil {
-			return err
-		}
+	// Every model at once (one list-watch per kind and namespace), then
+	// every reported route at once.
+	lives, err := waiters.AllObjects(ctx, e.Clients, targets(e, s, models)...)
+	if err != nil {
+		return err
+	}
+	var routes []waiters.Target
+	for _, live := range lives {
 		route, _, _ := unstructured.NestedString(live.Object, "status", "httpRouteName")
 		if route == "" {
 			continue // the 3.3/3.4 ExternalModel does not report its route
 		}
-		if err := waitRouteAccepted(ctx, e, id, live.GetNamespace(), route); err != nil {
-			return err
-		}
+		routes = append(routes, routeAccepted(e, id, live.GetNamespace(), route))
+	}
+	if err := waiters.All(ctx, e.Clients, routes...); err != nil {
+		return err
 	}
 	if err := applyObjects(ctx, e, id, refs); err != nil {
 		return err
@@ -139,13 +149,13 @@ func applyModels(ctx context.Context, e *Env, s *Step) error {
 	return waitReady(ctx, e, s, refs)
 }
 
-// waitRouteAccepted waits until HTTPRoute ns/name is Accepted by the MaaS
-// Gateway. NotAllowedByListeners (the Gateway selects route namespaces by
-// label and this one lacks it) fails at once, naming the namespace and the
-// Gateway; other reasons are waited on.
-func waitRouteAccepted(ctx context.Context, e *Env, id, ns, name string) error {
+// routeAccepted is the wait until HTTPRoute ns/name is Accepted by the
+// MaaS Gateway. NotAllowedByListeners (the Gateway selects route namespaces
+// by label and this one lacks it) fails at once, naming the namespace and
+// the Gateway; other reasons are waited on.
+func routeAccepted(e *Env, id, ns, name string) waiters.Target {
 	g := e.Inv.Gateway
-	t := waiters.Target{GVK: httpRouteGVK, Namespace: ns, Name: name,
+	return waiters.Target{GVK: httpRouteGVK, Namespace: ns, Name: name,
 		Cond: func(obj *unstructured.Unstructured) waiters.Result {
 			parents, _, _ := unstructured.NestedSlice(obj.Object, "status", "parents")
 			for _, p := range parents {
@@ -179,8 +189,6 @@ func waitRouteAccepted(ctx context.Context, e *Env, id, ns, name string) error {
 			}
 		},
 	}
-	_, err := waiters.For(ctx, e.Clients, t)
-	return err
 }
 
 func accessSteps(*inventory.Inventory) []*Step {

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/waiters"
@@ -35,16 +36,39 @@ func targets(e *Env, s *Step, objs []*unstructured.Unstructured) []waiters.Targe
 	return ts
 }
 
-// applyObjects server-side applies objs in order.
+// applyObjects server-side applies objs in order, except that a run of
+// consecutive objects of one kind is applied applyWorkers at a time: they
+// cannot depend on one another the way a CRD and its resources or a
+// Namespace and its contents do (those are different kinds, applied one
+// run after the other). The error is the first failure in objs' order; no
+// later run starts after a failure.
 func applyObjects(ctx context.Context, e *Env, stepID string, objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		if _, err := e.Clients.Apply(ctx, o); err != nil {
-			return err
+	for len(objs) > 0 {
+		n := 1
+		for n < len(objs) && objs[n].GroupVersionKind() == objs[0].GroupVersionKind() {
+			n++
 		}
-		e.progress(stepID, "applied %s", kube.Describe(o))
+		run := objs[:n]
+		objs = objs[n:]
+		errs := make([]error, len(run))
+		inParallel(len(run), applyWorkers, func(i int) {
+			if _, err := e.Clients.Apply(ctx, run[i]); err != nil {
+				errs[i] = err
+				return
+			}
+			e.progress(stepID, "applied %s", kube.Describe(run[i]))
+		})
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
+
+// applyWorkers bounds the concurrent applies of objects of one kind.
+const applyWorkers = 16
 
 // waitReady waits for every object by the step's readiness.
 func waitReady(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured) error {
@@ -107,13 +131,9 @@ func checkLive(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstru
 }
 
 func checkLiveFields(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
-	// The reads are independent: observeWorkers at a time; the verdict is
-	// the first problem in objs' order.
-	lives := make([]*unstructured.Unstructured, len(objs))
-	errs := make([]error, len(objs))
-	inParallel(len(objs), observeWorkers, func(i int) {
-		lives[i], errs[i] = e.Clients.Get(ctx, objs[i])
-	})
+	// One read per kind and namespace where there are many (readLive);
+	// the verdict is the first problem in objs' order.
+	lives, errs := readLive(ctx, e, objs)
 	for i, o := range objs {
 		live, err := lives[i], errs[i]
 		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
@@ -209,24 +229,35 @@ func ensureNamespace(ctx context.Context, e *Env, stepID string, ns *unstructure
 	return applyObjects(ctx, e, stepID, []*unstructured.Unstructured{ns})
 }
 
-// checkConditions evaluates each target once against the live object.
+// checkConditions evaluates each target once against the live object, read
+// once per kind and namespace where there are many (readLive).
 func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, string, error) {
+	mappingErrs := make([]error, len(ts))
+	var stubs []*unstructured.Unstructured
+	var at []int
+	for i, t := range ts {
+		if _, err := e.Clients.Mapping(t.GVK); err != nil {
+			mappingErrs[i] = err
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(t.GVK)
+		u.SetNamespace(t.Namespace)
+		u.SetName(t.Name)
+		stubs = append(stubs, u)
+		at = append(at, i)
+	}
+	lives, errs := readLive(ctx, e, stubs)
 	type read struct {
-		live       *unstructured.Unstructured
-		mappingErr error
-		err        error
+		live *unstructured.Unstructured
+		err  error
 	}
 	reads := make([]read, len(ts))
-	inParallel(len(ts), observeWorkers, func(i int) {
-		ri, _, err := e.Clients.Resource(ts[i].GVK, ts[i].Namespace)
-		if err != nil {
-			reads[i].mappingErr = err
-			return
-		}
-		reads[i].live, reads[i].err = ri.Get(ctx, ts[i].Name, metav1.GetOptions{})
-	})
+	for j, i := range at {
+		reads[i] = read{lives[j], errs[j]}
+	}
 	for i, t := range ts {
-		if err := reads[i].mappingErr; err != nil {
+		if err := mappingErrs[i]; err != nil {
 			return false, t.String() + ": " + err.Error(), nil
 		}
 		live, err := reads[i].live, reads[i].err
@@ -241,4 +272,93 @@ func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, st
 		}
 	}
 	return true, "", nil
+}
+
+// listAtLeast is the number of objects of one kind in one namespace from
+// which readLive lists the kind instead of getting each object.
+const listAtLeast = 4
+
+// readLive reads the live copy of each of objs (by kind, namespace and
+// name), in objs' order: a kind with at least listAtLeast objects in one
+// namespace is read by one LIST of that kind there (a quorum read, like a
+// GET), fewer are read by GETs, observeWorkers at a time. An object the
+// LIST does not hold gets a NotFound error, as a GET would. Secrets are
+// always read one by one: a LIST would carry every other Secret of the
+// namespace.
+func readLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []error) {
+	lives := make([]*unstructured.Unstructured, len(objs))
+	errs := make([]error, len(objs))
+	type gkey struct {
+		gvk schema.GroupVersionKind
+		ns  string
+	}
+	groups := map[gkey][]int{}
+	var order []gkey
+	for i, o := range objs {
+		k := gkey{o.GroupVersionKind(), o.GetNamespace()}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	var gets []int
+	var lists []gkey
+	for _, k := range order {
+		if len(groups[k]) >= listAtLeast && !(k.gvk.Group == "" && k.gvk.Kind == "Secret") {
+			lists = append(lists, k)
+		} else {
+			gets = append(gets, groups[k]...)
+		}
+	}
+	// The same object listed twice (one Secret named by many models) is
+	// read once.
+	type okey struct {
+		gvk      schema.GroupVersionKind
+		ns, name string
+	}
+	same := map[okey][]int{}
+	var distinct []int
+	for _, i := range gets {
+		k := okey{objs[i].GroupVersionKind(), objs[i].GetNamespace(), objs[i].GetName()}
+		if len(same[k]) == 0 {
+			distinct = append(distinct, i)
+		}
+		same[k] = append(same[k], i)
+	}
+	gets = distinct
+	inParallel(len(gets)+len(lists), observeWorkers, func(j int) {
+		if j < len(gets) {
+			i := gets[j]
+			live, err := e.Clients.Get(ctx, objs[i])
+			for _, d := range same[okey{objs[i].GroupVersionKind(), objs[i].GetNamespace(), objs[i].GetName()}] {
+				lives[d], errs[d] = live, err
+			}
+			return
+		}
+		k := lists[j-len(gets)]
+		idx := groups[k]
+		var items []unstructured.Unstructured
+		ri, m, err := e.Clients.Resource(k.gvk, k.ns)
+		if err == nil {
+			var l *unstructured.UnstructuredList
+			if l, err = ri.List(ctx, metav1.ListOptions{}); err == nil {
+				items = l.Items
+			}
+		}
+		byName := map[string]*unstructured.Unstructured{}
+		for n := range items {
+			byName[items[n].GetName()] = &items[n]
+		}
+		for _, i := range idx {
+			switch live := byName[objs[i].GetName()]; {
+			case err != nil:
+				errs[i] = err
+			case live != nil:
+				lives[i] = live
+			default:
+				errs[i] = apierrors.NewNotFound(m.Resource.GroupResource(), objs[i].GetName())
+			}
+		}
+	})
+	return lives, errs
 }

@@ -238,10 +238,10 @@ func (r *Record) Lookup(obj *unstructured.Unstructured) (RecordEntry, bool) {
 	return *e, true
 }
 
-// liveState reads obj: exists, its UID and whether a controller owns it.
-// A kind that is not served means the object does not exist.
-func liveState(ctx context.Context, c *kube.Clients, obj *unstructured.Unstructured) (exists bool, uid string, owned bool, err error) {
-	live, err := c.Get(ctx, obj)
+// stateOf is what a read of an object found: whether it exists, its UID
+// and whether a controller owns it. A kind that is not served means the
+// object does not exist.
+func stateOf(live *unstructured.Unstructured, err error) (exists bool, uid string, owned bool, _ error) {
 	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
 		return false, "", false, nil
 	}
@@ -325,18 +325,21 @@ type recordLook struct {
 	err    error
 }
 
-// record reads looks, observeWorkers at a time (a first run reads every
-// object once; serially that was a fifth of a second on the local control
-// plane), sets the entries whose origin changed in looks' order, and saves
+// record reads looks, once per kind and namespace where there are many
+// (readLive; a first run reads every object once), sets the entries whose origin changed in looks' order, and saves
 // the shards that changed.
 func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error {
 	if len(looks) == 0 {
 		return nil
 	}
-	inParallel(len(looks), observeWorkers, func(i int) {
-		l := looks[i]
-		l.exists, l.uid, l.owned, l.err = liveState(ctx, e.Clients, l.obj)
-	})
+	objs := make([]*unstructured.Unstructured, len(looks))
+	for i, l := range looks {
+		objs[i] = l.obj
+	}
+	lives, errs := readLive(ctx, e, objs)
+	for i, l := range looks {
+		l.exists, l.uid, l.owned, l.err = stateOf(lives[i], errs[i])
+	}
 	changed := false
 	for _, l := range looks {
 		if l.err != nil {

@@ -256,55 +256,213 @@ func ListThenWatch(lw *cache.ListWatch) cache.ListerWatcher { return listThenWat
 
 // All waits for every target in parallel. A terminal failure of one target
 // ends the wait at once; on timeout the error lists every target not done.
+// Targets of one kind in one namespace share one list-watch (Group).
 func All(ctx context.Context, c *kube.Clients, targets ...Target) error {
+	_, err := AllObjects(ctx, c, targets...)
+	return err
+}
+
+// AllObjects is All that also returns each target's object as last seen,
+// in targets' order (nil where none was seen).
+func AllObjects(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type res struct {
-		i   int
-		err error
+	type gkey struct {
+		gvk schema.GroupVersionKind
+		ns  string
 	}
-	ch := make(chan res, len(targets))
+	var order []gkey
+	groups := map[gkey][]int{}
 	for i, t := range targets {
+		k := gkey{t.GVK, t.Namespace}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	objs := make([]*unstructured.Unstructured, len(targets))
+	ch := make(chan error, len(order))
+	for _, k := range order {
+		idx := groups[k]
 		go func() {
-			_, err := For(ctx, c, t)
-			ch <- res{i, err}
+			if len(idx) == 1 {
+				obj, err := For(ctx, c, targets[idx[0]])
+				objs[idx[0]] = obj
+				ch <- err
+				return
+			}
+			ts := make([]Target, len(idx))
+			for j, i := range idx {
+				ts[j] = targets[i]
+			}
+			got, err := Group(ctx, c, ts...)
+			for j, i := range idx {
+				objs[i] = got[j]
+			}
+			ch <- err
 		}()
 	}
 	var blocked []Blocked
 	var first error
 	var interrupted *InterruptedError
-	for range targets {
-		r := <-ch
-		if r.err == nil {
+	for range order {
+		err := <-ch
+		if err == nil {
 			continue
 		}
 		var te *TimeoutError
-		if errors.As(r.err, &te) {
+		if errors.As(err, &te) {
 			blocked = append(blocked, te.Blocked...)
 			continue
 		}
 		var ie *InterruptedError
-		if errors.As(r.err, &ie) && first == nil {
+		if errors.As(err, &ie) && first == nil {
 			blocked = append(blocked, ie.Blocked...)
 			interrupted = ie
 			continue
 		}
 		if first == nil {
-			first = r.err
+			first = err
 			cancel()
 		}
 	}
 	if first != nil {
-		return first
+		return objs, first
 	}
 	if len(blocked) > 0 {
 		sort.Slice(blocked, func(i, j int) bool { return blocked[i].Object < blocked[j].Object })
 		if interrupted != nil {
-			return &InterruptedError{Blocked: blocked, Cause: interrupted.Cause}
+			return objs, &InterruptedError{Blocked: blocked, Cause: interrupted.Cause}
 		}
-		return &TimeoutError{Blocked: blocked}
+		return objs, &TimeoutError{Blocked: blocked}
 	}
-	return nil
+	return objs, nil
+}
+
+// Group waits, on one list-watch of their kind in their namespace, until
+// every target is done: targets must share GVK and Namespace. It is For
+// for many objects (the same conditions, statuses, OnChange calls and
+// errors, a TimeoutError or InterruptedError naming every target not
+// done), at one LIST and WATCH instead of one per object. A target is
+// finished once done; a terminal failure of one ends the wait. It returns
+// each target's object as last seen, in targets' order.
+func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstructured.Unstructured, error) {
+	objs := make([]*unstructured.Unstructured, len(targets))
+	if len(targets) == 0 {
+		return objs, nil
+	}
+	gvk, ns := targets[0].GVK, targets[0].Namespace
+	for _, t := range targets[1:] {
+		if t.GVK != gvk || t.Namespace != ns {
+			return objs, fmt.Errorf("waiters.Group: %s is not of kind %s in namespace %q", t, gvk.Kind, ns)
+		}
+	}
+	var mu sync.Mutex
+	last := make([]Result, len(targets))
+	done := make([]bool, len(targets))
+	byName := map[string][]int{}
+	for i, t := range targets {
+		last[i] = Result{Status: "not found"}
+		byName[t.Name] = append(byName[t.Name], i)
+	}
+	set := func(i int, r Result) {
+		mu.Lock()
+		changed := r.Status != last[i].Status
+		last[i] = r
+		mu.Unlock()
+		if changed && targets[i].OnChange != nil {
+			targets[i].OnChange(r)
+		}
+	}
+	blocked := func() []Blocked {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []Blocked
+		for i, t := range targets {
+			if !done[i] {
+				out = append(out, Blocked{Object: t.String(), Status: last[i].Status})
+			}
+		}
+		return out
+	}
+	if _, err := c.Mapping(gvk); err != nil {
+		if !kube.IsNotServed(err) {
+			return objs, err
+		}
+		for i := range targets {
+			set(i, Result{Status: "kind " + gvk.Kind + " not served yet"})
+		}
+		if err := kindServed(ctx, c, gvk); err != nil {
+			if ctx.Err() != nil {
+				return objs, ended(ctx, blocked())
+			}
+			return objs, err
+		}
+	}
+	ri, _, err := c.Resource(gvk, ns)
+	if err != nil {
+		return objs, err
+	}
+	// A consistent watch-list, as in For: the wait follows maasctl's own
+	// writes.
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, o)
+		},
+	}
+	left := len(targets)
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		for _, i := range byName[u.GetName()] {
+			mu.Lock()
+			finished := done[i]
+			mu.Unlock()
+			if finished {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				set(i, Result{Status: "deleted"})
+				continue
+			}
+			objs[i] = u
+			cond := targets[i].Cond
+			if cond == nil {
+				cond = Exists()
+			}
+			r := cond(u)
+			set(i, r)
+			if r.Failed != nil {
+				return false, &FailedError{Object: targets[i].String(), Err: r.Failed}
+			}
+			if r.Done {
+				mu.Lock()
+				done[i] = true
+				mu.Unlock()
+				left--
+			}
+		}
+		return left == 0, nil
+	})
+	if err != nil {
+		var fe *FailedError
+		if errors.As(err, &fe) {
+			return objs, fe
+		}
+		if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
+			return objs, ended(ctx, blocked())
+		}
+		if apierrors.IsForbidden(err) {
+			return objs, fmt.Errorf("watch %s in namespace %q: %w", gvk.Kind, ns, err)
+		}
+		return objs, fmt.Errorf("wait for %s in namespace %q: %w", gvk.Kind, ns, err)
+	}
+	return objs, nil
 }
 
 // CRDGVK is the kind of CustomResourceDefinition objects.

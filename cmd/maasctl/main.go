@@ -8,8 +8,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,6 +46,7 @@ func main() {
 	_ = kf.Set("logtostderr", "false")
 	_ = kf.Set("stderrthreshold", "FATAL") // errors too: only to stderr below
 	klog.SetOutput(stderr)
+	stopProfile := cpuProfile(stderr)
 	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, stderr)
 	root := newRootCmd()
 	asPlugin(root, os.Args[0])
@@ -52,7 +55,31 @@ func main() {
 	err := root.ExecuteContext(ctx)
 	code := exitCode(ctx, err)
 	stop()
+	stopProfile()
 	os.Exit(code)
+}
+
+// cpuProfile starts a Go CPU profile (runtime/pprof; read it with go tool
+// pprof) written to the file MAASCTL_CPUPROFILE names, for the benchmarks
+// (e2e/bench). Unset: nothing. The returned func stops and flushes it. A
+// file that cannot be created is a notice on stderr, not a failure.
+func cpuProfile(stderr io.Writer) func() {
+	path := os.Getenv("MAASCTL_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "maasctl: MAASCTL_CPUPROFILE:", err)
+		if f != nil {
+			_ = f.Close()
+		}
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
 }
 
 // asPlugin makes help and usage lines show the name the binary was called

@@ -74,6 +74,10 @@ type Options struct {
 	// latency and the no-op re-run), slow (delays SlowFactor× longer), serial,
 	// ansible, scale. Empty: all.
 	Figures []string
+	// Profile records the scale points' requests through the proxy,
+	// writes maasctl's CPU profile (MAASCTL_CPUPROFILE) beside them and
+	// prints a breakdown (Breakdown) of each.
+	Profile bool
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -197,6 +201,10 @@ type ScalePoint struct {
 	Reads        int64 `json:"reads"`
 	Writes       int64 `json:"writes"`
 	PeakRSSBytes int64 `json:"peakRssBytes"`
+	// CPUSeconds is maasctl's user plus system CPU time.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// Breakdown is filled with Options.Profile.
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }
 
 // Linearity fits wall time and requests against the model count.
@@ -539,29 +547,42 @@ func smoke(ctx context.Context, o Options, reg *steps.Registry, delays map[strin
 // without simulated delays, so that the figure is maasctl's own cost.
 func scalePoint(ctx context.Context, o Options, n int, res *Results) error {
 	o.Logf("scale: %d external models (each with a provider, an auth policy and a subscription) on a fresh control plane", n)
-	c, err := startCluster(ctx, newDir(o, fmt.Sprintf("scale-%d", n)), clusterOptions{})
+	c, err := startCluster(ctx, newDir(o, fmt.Sprintf("scale-%d", n)), clusterOptions{record: o.Profile})
 	if err != nil {
 		return err
 	}
 	defer c.stop()
-	p, err := modelsRun(ctx, o, c, n)
+	var env []string
+	if o.Profile {
+		env = append(env, "MAASCTL_CPUPROFILE="+filepath.Join(c.dir, "cpu.pprof"))
+	}
+	p, err := modelsRun(ctx, o, c, n, env...)
 	if err != nil {
 		return err
+	}
+	if o.Profile {
+		recs := c.proxy.Requests()
+		saveJSON(filepath.Join(c.dir, "requests.json"), recs)
+		p.Breakdown = &Breakdown{Requests: requestGroups(recs), Reconciles: c.sim.ReconcileStats(), CPUSeconds: p.CPUSeconds}
+		var b strings.Builder
+		writeBreakdown(&b, n, p.Breakdown)
+		_ = os.WriteFile(filepath.Join(c.dir, "breakdown.txt"), []byte(b.String()), 0o644)
+		o.Logf("%s(CPU profile: %s)", b.String(), filepath.Join(c.dir, "cpu.pprof"))
 	}
 	res.Models = append(res.Models, *p)
 	return nil
 }
 
-func modelsRun(ctx context.Context, o Options, c *cluster, n int) (*ScalePoint, error) {
+func modelsRun(ctx context.Context, o Options, c *cluster, n int, env ...string) (*ScalePoint, error) {
 	file := filepath.Join(c.dir, fmt.Sprintf("models-%d.yaml", n))
 	if err := os.WriteFile(file, modelsInventory(n), 0o600); err != nil {
 		return nil, err
 	}
-	r, err := c.maasctl(ctx, o.Maasctl, nil, "-f", file)
+	r, err := c.maasctl(ctx, o.Maasctl, env, "-f", file)
 	if err != nil {
 		return nil, err
 	}
-	p := &ScalePoint{Models: n, Objects: 4 * n, Wall: toMS(r.Wall), PeakRSSBytes: r.PeakRSS}
+	p := &ScalePoint{Models: n, Objects: 4 * n, Wall: toMS(r.Wall), PeakRSSBytes: r.PeakRSS, CPUSeconds: r.CPU.Seconds()}
 	if r.Summary != nil {
 		p.Reads, p.Writes = r.Summary.Reads, r.Summary.Writes
 	}

@@ -42,6 +42,7 @@ type cluster struct {
 	// is one, else the API server's.
 	kubeconfig string
 	stops      []func()
+	sim        *sim.Handle
 }
 
 type clusterOptions struct {
@@ -106,6 +107,7 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		c.stop()
 		return nil, fmt.Errorf("start the simulators: %w", err)
 	}
+	c.sim = h
 	c.stops = append(c.stops, func() { cancel(); _ = h.Stop(); closeLog() })
 	c.vaultToken = "bench-root-token"
 	c.vault = vaultserver.New(vaultserver.Options{RootToken: c.vaultToken})
@@ -138,8 +140,10 @@ type runResult struct {
 	// PeakRSS is the run's maximum resident set size (getrusage
 	// ru_maxrss), in bytes.
 	PeakRSS int64
-	Stderr  string
-	Start   time.Time
+	// CPU is the run's user plus system CPU time (getrusage).
+	CPU    time.Duration
+	Stderr string
+	Start  time.Time
 }
 
 // maasctl runs the binary to completion with JSON events.
@@ -164,6 +168,7 @@ func (c *cluster) maasctl(ctx context.Context, bin string, extraEnv []string, ar
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.PeakRSS = ru.Maxrss * 1024 // Linux reports KiB
+		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	sc := bufio.NewScanner(&out)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)

@@ -71,7 +71,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 	}
 	for _, p := range r.Models {
 		row(fmt.Sprintf("scale: %d external models", p.Models),
-			fmt.Sprintf("%s, %d reads, %d writes, peak RSS %.1f MiB", sec(p.Wall), p.Reads, p.Writes, float64(p.PeakRSSBytes)/(1<<20)), "", nil)
+			fmt.Sprintf("%s, %d reads, %d writes, peak RSS %.1f MiB, CPU %.1f s", sec(p.Wall), p.Reads, p.Writes, float64(p.PeakRSSBytes)/(1<<20), p.CPUSeconds), "", nil)
 	}
 	if l := r.Linearity; l != nil {
 		row("scale: wall time per model (least squares)", fmt.Sprintf("%.1f ms, R² %.3f", float64(l.WallPerModel), l.WallR2), "linear", yes(l.WallR2 >= 0.95))

@@ -95,8 +95,8 @@ func registerMaaS(m *manager) {
 		watches: []watch{
 			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSModelRef, true), changed: objectChanged},
 			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSModelRef, false), changed: objectChanged},
-			{gvr: gvrMaaSAuthPolicy, mapFn: m.allOf(gvrMaaSModelRef, false)},
-			{gvr: gvrMaaSSubscription, mapFn: m.allOf(gvrMaaSModelRef, false)},
+			{gvr: gvrMaaSAuthPolicy, mapFn: referencedRefs},
+			{gvr: gvrMaaSSubscription, mapFn: referencedRefs},
 			c.maasAPIWatch(gvrMaaSModelRef),
 		},
 		reconcile: c.reconcileRef,
@@ -104,7 +104,7 @@ func registerMaaS(m *manager) {
 	c.authPolicy = &reconciler{
 		name: "maas/maasauthpolicy", delayKey: MaaS, primary: gvrMaaSAuthPolicy,
 		watches: []watch{
-			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
+			{gvr: gvrMaaSModelRef, mapFn: m.referencing(gvrMaaSAuthPolicy, refName)},
 			{gvr: gvrAuthPolicy, mapFn: m.allOf(gvrMaaSAuthPolicy, false)},
 			{gvr: gvrGateway, mapFn: m.allOf(gvrMaaSAuthPolicy, false), changed: objectChanged},
 			c.maasAPIWatch(gvrMaaSAuthPolicy),
@@ -114,8 +114,8 @@ func registerMaaS(m *manager) {
 	c.subscript = &reconciler{
 		name: "maas/maassubscription", delayKey: MaaS, primary: gvrMaaSSubscription,
 		watches: []watch{
-			{gvr: gvrMaaSModelRef, mapFn: m.allOf(gvrMaaSSubscription, false)},
-			{gvr: gvrTokenPolicy, mapFn: m.allOf(gvrMaaSSubscription, false)},
+			{gvr: gvrMaaSModelRef, mapFn: m.referencing(gvrMaaSSubscription, refName)},
+			{gvr: gvrTokenPolicy, mapFn: m.referencing(gvrMaaSSubscription, trlpModel)},
 			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSSubscription, false), changed: objectChanged},
 			// duplicatePriorityScanHandler: a subscription created,
 			// deleted or given a new spec re-judges every subscription's
@@ -142,6 +142,15 @@ func registerMaaS(m *manager) {
 		}
 		m.add(c.legacy)
 	}
+}
+
+// refName names the model a MaaSModelRef event is about: the ref itself.
+func refName(u *unstructured.Unstructured) (ns, name string) { return u.GetNamespace(), u.GetName() }
+
+// trlpModel names the model a TokenRateLimitPolicy is generated for (its
+// model label, maas-trlp-<model>); "" (every subscription) without one.
+func trlpModel(u *unstructured.Unstructured) (ns, name string) {
+	return u.GetNamespace(), u.GetLabels()[maasModelLabel]
 }
 
 // externalModelGVR is the ExternalModel kind MaaSModelRefs resolve in this

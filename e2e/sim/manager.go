@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -72,6 +73,9 @@ func generationOrDeletion(old, new *unstructured.Unstructured) bool {
 
 // updateHandler returns an UpdateFunc calling h for updates changed admits
 // (all when changed is nil).
+// Both the old and the new object are mapped (h is called with each), so
+// that a mapping by content (referencedRefs, referencing) also requeues
+// what the old object named.
 func updateHandler(changed func(old, new *unstructured.Unstructured) bool, h func(obj any)) func(oldObj, newObj any) {
 	return func(oldObj, newObj any) {
 		if changed != nil {
@@ -81,6 +85,7 @@ func updateHandler(changed func(old, new *unstructured.Unstructured) bool, h fun
 				return
 			}
 		}
+		h(oldObj)
 		h(newObj)
 	}
 }
@@ -107,6 +112,9 @@ type reconciler struct {
 	conflicts workqueue.TypedRateLimiter[key]
 	started   bool
 	log       *zap.Logger
+	// reconciles and busy count the reconciles and their summed wall
+	// time in nanoseconds (Handle.ReconcileStats).
+	reconciles, busy atomic.Int64
 }
 
 // manager owns the clients, the shared dynamic informer factory and the
@@ -507,7 +515,10 @@ func (m *manager) processNext(ctx context.Context, r *reconciler) bool {
 		return false
 	}
 	defer r.queue.Done(k)
+	began := time.Now()
 	err := r.reconcile(ctx, k)
+	r.busy.Add(int64(time.Since(began)))
+	r.reconciles.Add(1)
 	switch {
 	case err == nil:
 		r.queue.Forget(k)
@@ -777,6 +788,44 @@ func (m *manager) allOf(g schema.GroupVersionResource, sameNamespace bool) func(
 		var out []key
 		for _, o := range m.list(g, ns) {
 			out = append(out, keyOf(o))
+		}
+		return out
+	}
+}
+
+// referencedRefs maps an event on an object with spec.modelRefs (a
+// MaaSAuthPolicy or MaaSSubscription) to the MaaSModelRefs it names: the
+// only ones whose status (the governance pairing) it can change. With
+// updateHandler mapping the old object too, a reference dropped by an
+// update is requeued as well.
+func referencedRefs(u *unstructured.Unstructured) []key {
+	var out []key
+	for _, r := range sliceOf(u, "spec", "modelRefs") {
+		rm, _ := r.(map[string]any)
+		out = append(out, key{Namespace: mstr(rm, "namespace"), Name: mstr(rm, "name")})
+	}
+	return out
+}
+
+// referencing maps an event on model namespace/name to every object of g
+// whose spec.modelRefs names it; model returns that name from the event
+// object ("" maps to every object of g).
+func (m *manager) referencing(g schema.GroupVersionResource, model func(*unstructured.Unstructured) (ns, name string)) func(*unstructured.Unstructured) []key {
+	return func(u *unstructured.Unstructured) []key {
+		ns, name := model(u)
+		var out []key
+		for _, o := range m.list(g, "") {
+			if name == "" {
+				out = append(out, keyOf(o))
+				continue
+			}
+			for _, r := range sliceOf(o, "spec", "modelRefs") {
+				rm, _ := r.(map[string]any)
+				if mstr(rm, "name") == name && mstr(rm, "namespace") == ns {
+					out = append(out, keyOf(o))
+					break
+				}
+			}
 		}
 		return out
 	}

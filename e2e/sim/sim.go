@@ -221,6 +221,30 @@ type Handle struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
+	m      *manager
+}
+
+// ReconcileStat is one controller's reconcile work so far: how many
+// reconciles ran and their summed wall time (the bench's breakdown).
+type ReconcileStat struct {
+	Controller string        `json:"controller"`
+	Reconciles int64         `json:"reconciles"`
+	Total      time.Duration `json:"totalNs"`
+}
+
+// ReconcileStats returns each controller's reconcile count and time so
+// far, by controller name.
+func (h *Handle) ReconcileStats() []ReconcileStat {
+	var out []ReconcileStat
+	h.m.mu.Lock()
+	rs := append([]*reconciler(nil), h.m.reconcilers...)
+	h.m.mu.Unlock()
+	for _, r := range rs {
+		if n := r.reconciles.Load(); n > 0 {
+			out = append(out, ReconcileStat{Controller: r.name, Reconciles: n, Total: time.Duration(r.busy.Load())})
+		}
+	}
+	return out
 }
 
 // Stop cancels the simulators and waits for them to finish. It returns the
@@ -253,7 +277,7 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (*Handle, error)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	h := &Handle{cancel: cancel, done: make(chan struct{})}
+	h := &Handle{cancel: cancel, done: make(chan struct{}), m: m}
 	if err := m.start(ctx); err != nil {
 		cancel()
 		return nil, err

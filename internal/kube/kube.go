@@ -133,15 +133,18 @@ type Options struct {
 func New(cfg *rest.Config) (*Clients, error) { return NewWithOptions(cfg, Options{}) }
 
 // NewWithOptions builds Clients from a REST config. The config is copied;
-// QPS limits are raised because one run issues many short requests and
-// watches. Every request goes through a bounded retry of transient failures
+// a config without a QPS gets no client-side rate limit (QPS -1): one run
+// issues several requests per managed object, and at client-go's token
+// bucket (formerly 100/s here) a 1,000-model install spent most of its time
+// throttled (issue 16). The API server's priority and fairness
+// (flowcontrol.apiserver.k8s.io) queues what it cannot take, and the steps
+// bound their own concurrency (observeWorkers, applyWorkers). Every request goes through a bounded retry of transient failures
 // (o.Retry) and is counted (Clients.Requests). Watches that break are
 // re-established by the informers of the waiters (client-go reflectors).
 func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 {
-		cfg.QPS = 100
-		cfg.Burst = 200
+		cfg.QPS = -1
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()

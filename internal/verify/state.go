@@ -152,6 +152,10 @@ func describe(kind, ns, name string) string {
 // snapshotWorkers bounds the concurrent reads of Snapshot.
 const snapshotWorkers = 8
 
+// manyAtLeast is the number of objects of one kind in one namespace from
+// which Snapshot lists the kind instead of getting each object.
+const manyAtLeast = 4
+
 // Snapshot reads, once, every object the Verify checks and doctor rules
 // need for inventory inv on release rel (the zero Release is 3.5 with the
 // inventory's names). Objects that are missing or whose kind is not
@@ -232,7 +236,16 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace, inv.DBConfig.Name), rel.DBConfigNamespace, inv.DBConfig.Name)
 	})
 	async(func() { s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config") })
+	// Each distinct Secret and model server is read once, however many
+	// providers share it; a kind with many objects in one namespace is
+	// read by one LIST there (getMany): the reads do not grow with the
+	// square of the models, nor one request per object (issue 16).
 	providers := map[string]bool{}
+	secrets := map[string]*SecretInfo{}
+	backends := map[string]*Backend{}
+	byNS := func() map[string][]string { return map[string][]string{} }
+	providerNames, modelNames := byNS(), byNS()
+	providerSecret := map[string]string{} // provider key -> Secret key
 	for _, m := range inv.ExternalModels {
 		pk := Key(m.Namespace, m.ProviderName)
 		if !providers[pk] {
@@ -240,15 +253,22 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 			if !rel.LegacyExternalModel {
 				// 3.3/3.4 have no ExternalProvider: the model names its
 				// Secret and endpoint itself.
-				async(func() { put(s.Providers, pk, get(ExternalProviderGVK, m.Namespace, m.ProviderName)) })
+				providerNames[m.Namespace] = append(providerNames[m.Namespace], m.ProviderName)
 			}
-			async(func() {
-				si := secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret)
-				mu.Lock()
-				s.ProviderSecrets[pk] = si
-				mu.Unlock()
-			})
-			if b := backendFor(m.Endpoint); b != nil {
+			sk := Key(m.Namespace, m.APIKeySecret)
+			providerSecret[pk] = sk
+			if secrets[sk] == nil {
+				si := &SecretInfo{}
+				secrets[sk] = si
+				async(func() { *si = secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret) })
+			}
+			if b, ok := backends[m.Endpoint]; ok {
+				if b != nil {
+					s.Backends[pk] = b
+				}
+			} else if b := backendFor(m.Endpoint); b != nil {
+				backends[m.Endpoint] = b
+				s.Backends[pk] = b
 				async(func() {
 					b.Service = get(ServiceGVK, b.Namespace, b.Name)
 					for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
@@ -257,15 +277,47 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 					if b.Service != nil && b.ReadyEndpoints == 0 {
 						b.Workloads = workloadsBehind(b.Service, list(DeploymentGVK, b.Namespace, ""))
 					}
-					mu.Lock()
-					s.Backends[pk] = b
-					mu.Unlock()
 				})
+			} else {
+				backends[m.Endpoint] = nil
 			}
 		}
-		mk := Key(m.Namespace, m.Name)
-		async(func() { put(s.Models, mk, get(rel.ExternalModelGVK(), m.Namespace, m.Name)) })
-		async(func() { put(s.ModelRefs, mk, get(MaaSModelRefGVK, m.Namespace, m.Name)) })
+		modelNames[m.Namespace] = append(modelNames[m.Namespace], m.Name)
+	}
+	// getMany reads the objects of gvk named names in ns into into: by one
+	// LIST from manyAtLeast objects on, else one GET each.
+	getMany := func(gvk schema.GroupVersionKind, ns string, names []string, into map[string]*unstructured.Unstructured) {
+		if len(names) < manyAtLeast {
+			for _, name := range names {
+				async(func() { put(into, Key(ns, name), get(gvk, ns, name)) })
+			}
+			return
+		}
+		async(func() {
+			l, err := r.List(ctx, gvk, ns, "")
+			found := map[string]*unstructured.Unstructured{}
+			for _, o := range l {
+				found[o.GetName()] = o
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, name := range names {
+				switch o := found[name]; {
+				case err != nil:
+					s.recordMissing(gvk, ns, name, err)
+				case o == nil:
+					s.recordMissing(gvk, ns, name, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, name))
+				}
+				into[Key(ns, name)] = found[name]
+			}
+		})
+	}
+	for ns, names := range providerNames {
+		getMany(ExternalProviderGVK, ns, names, s.Providers)
+	}
+	for ns, names := range modelNames {
+		getMany(rel.ExternalModelGVK(), ns, names, s.Models)
+		getMany(MaaSModelRefGVK, ns, names, s.ModelRefs)
 	}
 	async(func() { s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "") })
 	async(func() {
@@ -277,6 +329,9 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		async(func() { s.RHCLSubscription = get(SubscriptionGVK, op.Namespace, op.Package) })
 	}
 	_ = reads.Wait()
+	for pk, sk := range providerSecret {
+		s.ProviderSecrets[pk] = *secrets[sk]
+	}
 	generated := map[string]bool{}
 	policies := func(owners []*unstructured.Unstructured, field, kind string, gvk schema.GroupVersionKind) {
 		for _, p := range owners {
