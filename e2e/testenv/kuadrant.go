@@ -36,7 +36,10 @@ import (
 // pod) and args, and KUBECONFIG pointing at the control plane. When that
 // pod is deleted (maasctl's restart of case B01) the process is stopped,
 // and a process is started for the pod that replaces it; a process that
-// exits on its own is started again (a container restart).
+// exits on its own is started again (a container restart). The same is
+// done for Authorino itself (AuthorinoServer, `authorino server` with the
+// args the authorino-operator gives its Deployment), once the Kuadrant
+// operator has made the Authorino CR: it writes the AuthConfigs' status.
 //
 // The operators hard-code listeners (:8080 metrics, :8081 health, :9443
 // webhooks; the Kuadrant operator also :50051 and :8082), so each runs
@@ -50,6 +53,12 @@ const (
 	KuadrantOperator  = "kuadrant-operator"
 	AuthorinoOperator = "authorino-operator"
 	LimitadorOperator = "limitador-operator"
+	// AuthorinoServer is Authorino itself (github.com/kuadrant/authorino,
+	// `authorino server`), run for the pod of the Deployment the
+	// authorino-operator makes for the Authorino CR: it reconciles the
+	// AuthConfigs the Kuadrant operator generates and writes their Ready
+	// status, which the real AuthPolicy Enforced condition waits for.
+	AuthorinoServer = "authorino"
 )
 
 // Module versions of the real Kuadrant operators and of the modules whose
@@ -110,10 +119,14 @@ var gvrCSVs = schema.GroupVersionResource{Group: "operators.coreos.com", Version
 type realOperator struct {
 	component string
 	selector  labels.Selector
+	// argsPrefix goes before the container's args: the image's
+	// ENTRYPOINT arguments after the binary (Authorino's Dockerfile:
+	// ["authorino", "server"]).
+	argsPrefix []string
 }
 
-// realOperators returns the operators of the RHCL bundle, with the
-// selectors of their pods.
+// realOperators returns the operators of the RHCL bundle and the
+// Authorino server, with the selectors of their pods.
 func realOperators() []realOperator {
 	b := rhclBundle("1.4.1", "")
 	out := []realOperator{{component: KuadrantOperator, selector: labels.SelectorFromSet(b.PodLabels)}}
@@ -124,6 +137,12 @@ func realOperators() []realOperator {
 		}
 		out = append(out, realOperator{component: c, selector: labels.SelectorFromSet(d.PodLabels)})
 	}
+	// The authorino-operator labels the pods of an Authorino CR's
+	// Deployment so (authorino-operator pkg/resources k8s_util.go,
+	// defaultAuthorinoLabels); the Kuadrant operator names its CR
+	// "authorino" (internal/controller/authorino_reconciler.go).
+	out = append(out, realOperator{component: AuthorinoServer, argsPrefix: []string{"server"},
+		selector: labels.SelectorFromSet(labels.Set{"control-plane": "controller-manager", "authorino-resource": "authorino"})})
 	return out
 }
 
@@ -286,7 +305,8 @@ func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (*process,
 	}
 	c := pod.Spec.Containers[0]
 	env := append(podEnv(pod, c), "KUBECONFIG="+s.kubecfg)
-	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, c.Args...)
+	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, op.argsPrefix...)
+	args = append(args, c.Args...)
 	cmd := exec.Command(filepath.Join(s.o.BinDir, NetnsRun), args...)
 	cmd.Env = env
 	cmd.Dir = s.o.StateDir
