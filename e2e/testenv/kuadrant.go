@@ -305,13 +305,96 @@ func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (*process,
 	}
 	c := pod.Spec.Containers[0]
 	env := append(podEnv(pod, c), "KUBECONFIG="+s.kubecfg)
+	mounts, err := s.secretVolumes(pod, c)
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, op.argsPrefix...)
-	args = append(args, c.Args...)
+	for _, a := range c.Args {
+		args = append(args, mounts.rewrite(a))
+	}
 	cmd := exec.Command(filepath.Join(s.o.BinDir, NetnsRun), args...)
 	cmd.Env = env
 	cmd.Dir = s.o.StateDir
 	cmd.SysProcAttr = sysProcAttr(false)
 	return launchLog(s.o.StateDir, op.component, false, cmd, true)
+}
+
+// volumeDirs maps the mountPath of each Secret volume mount of a
+// container to where its files were written: the volume's folder, or with
+// a subPath the file (or folder) of that subPath in it.
+type volumeDirs map[string]string
+
+// rewrite replaces, in one container argument, a mountPath (the whole
+// path, or a path under it) with where its files are (the longest
+// mountPath wins).
+func (v volumeDirs) rewrite(arg string) string {
+	best := ""
+	for mp := range v {
+		if len(mp) <= len(best) {
+			continue
+		}
+		if strings.Contains(arg, mp+"/") || strings.HasSuffix(arg, mp) {
+			best = mp
+		}
+	}
+	if best == "" {
+		return arg
+	}
+	if strings.HasSuffix(arg, best) {
+		return strings.TrimSuffix(arg, best) + v[best]
+	}
+	return strings.ReplaceAll(arg, best+"/", v[best]+"/")
+}
+
+// secretVolumes does what a kubelet does for the Secret volumes container
+// c of pod mounts: it writes each Secret's keys (or the items chosen) as
+// files in StateDir/pods/<pod UID>/<volume>/. The processes run without a
+// mount namespace, so a file the container would read at a mountPath is
+// named by its folder instead: launch rewrites the container args (e.g.
+// Authorino's --tls-cert=/etc/ssl/certs/tls.crt, which the
+// authorino-operator sets when listener TLS is on). A Secret that does not
+// exist yet is an error, and the next poll tries again (a kubelet keeps
+// such a pod in ContainerCreating). A subPath mount (the
+// authorino-operator mounts tls.crt and tls.key so, at the two file
+// paths) names the file of that subPath. Other volume kinds are left out.
+func (s *operatorSupervisor) secretVolumes(pod *corev1.Pod, c corev1.Container) (volumeDirs, error) {
+	out := volumeDirs{}
+	for _, m := range c.VolumeMounts {
+		var vol *corev1.Volume
+		for i := range pod.Spec.Volumes {
+			if pod.Spec.Volumes[i].Name == m.Name {
+				vol = &pod.Spec.Volumes[i]
+			}
+		}
+		if vol == nil || vol.Secret == nil {
+			continue
+		}
+		sec, err := s.kube.CoreV1().Secrets(pod.Namespace).Get(context.Background(), vol.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s volume %s: %w", pod.Namespace, pod.Name, m.Name, err)
+		}
+		dir := filepath.Join(s.o.StateDir, "pods", string(pod.UID), m.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		files := map[string][]byte{}
+		if len(vol.Secret.Items) == 0 {
+			for k, v := range sec.Data {
+				files[k] = v
+			}
+		}
+		for _, it := range vol.Secret.Items {
+			files[it.Path] = sec.Data[it.Key]
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		out[strings.TrimSuffix(m.MountPath, "/")] = filepath.Join(dir, m.SubPath)
+	}
+	return out, nil
 }
 
 // podEnv is the process environment of container c of pod: PATH and HOME
