@@ -69,6 +69,12 @@ type caseOptions struct {
 	// operators instead of their simulators (also for every case cluster
 	// when MAASCTL_REAL_KUADRANT=1).
 	realKuadrant bool
+	// simKuadrant keeps the simulated Kuadrant operator even with
+	// MAASCTL_REAL_KUADRANT=1: for a case whose faults are statuses the
+	// Kuadrant operator writes (sim.Faults.TokenRateLimitPolicyInvalid,
+	// GatewayAuthPolicyNotEnforced), which nothing may write beside the
+	// real operator.
+	simKuadrant bool
 }
 
 // newCaseCluster is newCluster with a case's starting point.
@@ -82,7 +88,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 	}
 	objs = append(objs, o.extra...)
 	olmDelay, simDelay := sim.SplitOLMDelay(o.delay)
-	real := o.realKuadrant || realKuadrantDefault()
+	real := o.realKuadrant || realKuadrantDefault() && !o.simKuadrant
 	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs, OperatorPodReadyDelay: olmDelay, RealKuadrant: real})
 	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 		t.Skipf("local control plane not built (%v): run make testenv", err)

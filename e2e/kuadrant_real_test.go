@@ -32,6 +32,8 @@ import (
 //   - deleting the operator pod restarts the process, and the Kuadrant CR
 //     then turns Ready=True, with the Authorino and Limitador CRs the
 //     operator created Ready and their Deployments Available under kwok;
+//   - the Authorino server runs for the Authorino Deployment's pod and
+//     marks an AuthConfig Ready;
 //   - every socket of every component and operator stays on loopback, and
 //     each operator runs in a network namespace of its own.
 func TestRealKuadrantOperator(t *testing.T) {
@@ -41,7 +43,7 @@ func TestRealKuadrantOperator(t *testing.T) {
 		if !t.Failed() {
 			return
 		}
-		for _, comp := range []string{testenv.KuadrantOperator, testenv.AuthorinoOperator, testenv.LimitadorOperator} {
+		for _, comp := range []string{testenv.KuadrantOperator, testenv.AuthorinoOperator, testenv.LimitadorOperator, testenv.AuthorinoServer} {
 			b, _ := os.ReadFile(c.env.LogFile(comp))
 			if len(b) > 6000 {
 				b = b[len(b)-6000:]
@@ -188,12 +190,34 @@ func TestRealKuadrantOperator(t *testing.T) {
 		t.Errorf("Kuadrant %s", cnd)
 	}
 
+	// Authorino itself runs for the pod of the Authorino Deployment and
+	// reconciles AuthConfigs: it writes their Ready status, which the
+	// real AuthPolicy Enforced condition waits for.
+	poll(t, ctx, "the Authorino server started", func() (bool, string) {
+		return !startOf(c.env.OperatorStarts(), testenv.AuthorinoServer).IsZero(), fmt.Sprint(c.env.OperatorStarts())
+	})
+	acs := dyn.Resource(gvr("authorino.kuadrant.io", "v1beta3", "authconfigs")).Namespace("kuadrant-system")
+	if _, err := acs.Create(ctx, obj("authorino.kuadrant.io/v1beta3", "AuthConfig", "kuadrant-system", "probe", map[string]any{
+		"spec": map[string]any{"hosts": []any{"probe.example.com"}},
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "AuthConfig probe Ready=True (written by the Authorino server)", func() (bool, string) {
+		u, err := acs.Get(ctx, "probe", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		rc, _ := waiters.GetCondition(u, "Ready")
+		return rc.Status == "True", rc.String()
+	})
+
 	checkConnections(t, c.env)
 }
 
 // checkConnections asserts that no socket of env's components leaves
 // loopback, that the real operators hold sockets, and that each of them
-// runs in a network namespace of its own (not the host's).
+// runs in a network namespace of its own (not the host's); the Authorino
+// server counts as one of them.
 func checkConnections(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	host, err := os.Readlink("/proc/self/ns/net")
@@ -210,7 +234,7 @@ func checkConnections(t *testing.T, env *testenv.Env) {
 			t.Errorf("connection leaves loopback: %s", c)
 		}
 		switch c.Component {
-		case testenv.KuadrantOperator, testenv.AuthorinoOperator, testenv.LimitadorOperator:
+		case testenv.KuadrantOperator, testenv.AuthorinoOperator, testenv.LimitadorOperator, testenv.AuthorinoServer:
 			if c.Program == testenv.NetnsRun {
 				continue // its host-side dials to the apiserver
 			}
@@ -223,8 +247,8 @@ func checkConnections(t *testing.T, env *testenv.Env) {
 			ns[c.NetNS] = c.Component
 		}
 	}
-	if len(ns) != 3 {
-		t.Errorf("%d network namespaces of real operators with sockets, want 3: %v", len(ns), ns)
+	if len(ns) != 4 {
+		t.Errorf("%d network namespaces of real operators and the Authorino server with sockets, want 4: %v", len(ns), ns)
 	}
 	t.Logf("%d sockets, none beyond loopback; operators in %d namespaces of their own", len(conns), len(ns))
 }

@@ -37,7 +37,9 @@ func TestMaaSControllerV021(t *testing.T) {
 		trlpMsg = "limit counter expression auth.identity.userid is not available"
 		authMsg = "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"
 	)
-	c := newCaseCluster(t, caseOptions{faults: sim.Faults{TokenRateLimitPolicyInvalid: trlpMsg, GatewayAuthPolicyNotEnforced: authMsg}})
+	// The faults are Kuadrant's own policy statuses: the simulated
+	// Kuadrant operator writes them, also under MAASCTL_REAL_KUADRANT=1.
+	c := newCaseCluster(t, caseOptions{simKuadrant: true, faults: sim.Faults{TokenRateLimitPolicyInvalid: trlpMsg, GatewayAuthPolicyNotEnforced: authMsg}})
 
 	r := c.install(t, "--set", "waitTimeoutSeconds=150")
 	mustFail(t, r)

@@ -122,6 +122,9 @@ func applyVerify(ctx context.Context, e *Env, s *Step) error {
 	if o.DataPath != nil {
 		rep, _, repErr = verify.Run(ctx, o)
 	}
+	if repErr == nil && !rep.Passed && o.DataPath == nil {
+		rep, repErr = settleVerify(ctx, e, id, o, rep, min(stepTimeout(s, e), verifySettle))
+	}
 	if repErr != nil {
 		return repErr
 	}
@@ -209,6 +212,45 @@ func failedChecks(rep *verify.Report, withFix bool) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "\n")
+}
+
+// verifySettle bounds how long the install's verify waits for failing
+// checks to pass (the step timeout bounds it too).
+const verifySettle = 2 * time.Minute
+
+// verifyRetry is how often it reads again meanwhile.
+const verifyRetry = 2 * time.Second
+
+// settleVerify runs the read-only checks again every verifyRetry until they
+// pass or wait has gone by, and returns the last report. Kuadrant reports a
+// policy Enforced only once Authorino has loaded the AuthConfigs it
+// generated and the Limitador limits and EnvoyFilters it wrote have been
+// seen again (kuadrant-operator v1.5.2 internal/controller
+// auth_policy_status_updater.go and tokenratelimitpolicy_status_updater.go:
+// Enforced=False reason Unknown "waiting for the following components to
+// sync" until then), seconds after the MaaS controller created the
+// policies: the first read can come before that. Each new set of failing
+// checks is reported as progress.
+func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep *verify.Report, wait time.Duration) (*verify.Report, error) {
+	deadline := time.Now().Add(wait)
+	last := ""
+	for !rep.Passed && time.Now().Before(deadline) {
+		if msg := failedChecks(rep, false); msg != last {
+			e.progress(id, "waiting for: %s", msg)
+			last = msg
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(verifyRetry):
+		}
+		next, _, err := verify.Run(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		rep = next
+	}
+	return rep, nil
 }
 
 func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {

@@ -307,7 +307,7 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 			"name":           name,
 			"attachedRoutes": attached,
 			"supportedKinds": supportedKinds(mstr(lm, "protocol")),
-			"conditions":     conditions(oldListeners[name], conds...),
+			"conditions":     ownConditions(oldListeners[name], conds...),
 		})
 		if p, ok := lm["port"].(int64); ok {
 			ports = append(ports, fmt.Sprintf("%s.%s.svc.cluster.local:%d", svcName, gw.GetNamespace(), p))
@@ -332,7 +332,7 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 			fmt.Sprintf("Resource programmed, assigned to service(s) %s", strings.Join(ports, ", "))).gen(gen)
 	}
 	status := map[string]any{
-		"conditions": conditions(old["conditions"], accepted, programmed),
+		"conditions": ownConditions(old["conditions"], accepted, programmed),
 		"listeners":  lstatus,
 	}
 	if len(addresses) > 0 {

@@ -60,13 +60,13 @@ func registerKuadrant(m *manager) {
 	registerKuadrantPolicies(m)
 }
 
-// registerKuadrantPolicies registers the policy status writers. They run
-// with Options.RealKuadrant too, beside the real operator, which writes
-// the same conditions: the real AuthPolicy Enforced waits for the
-// AuthConfigs it generates to be Ready, which only the Authorino server
-// writes (kuadrant-operator internal/controller/auth_policy_status_updater.go),
-// and no Authorino server runs yet. Until one does (or the simulator
-// writes AuthConfig status instead), both writers stay.
+// registerKuadrantPolicies registers the policy status writers. They do
+// not run with Options.RealKuadrant: the real operator writes the same
+// conditions, and two writers of one status fight (each rewrites the
+// other's). The real AuthPolicy Enforced waits for the AuthConfigs it
+// generates to be Ready (kuadrant-operator
+// internal/controller/auth_policy_status_updater.go), which the real
+// Authorino server the harness runs then writes (testenv AuthorinoServer).
 func registerKuadrantPolicies(m *manager) {
 	for _, g := range []schema.GroupVersionResource{gvrAuthPolicy, gvrTokenPolicy} {
 		pc := &policyCtl{m: m, gvr: g}

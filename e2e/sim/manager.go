@@ -232,8 +232,6 @@ func (m *manager) start(ctx context.Context) error {
 	if !m.opts.RealKuadrant {
 		registerKuadrant(m)
 		registerAuthorino(m)
-	} else {
-		registerKuadrantPolicies(m)
 	}
 	registerLWS(m)
 	registerRHOAI(m)

@@ -102,6 +102,42 @@ func cond(typ string, status bool, reason, message string) condition {
 
 func (c condition) gen(g int64) condition { c.ObservedGeneration = g; return c }
 
+// ownConditions is conditions(old, want...) for a status that other
+// controllers write conditions into as well: the conditions of old whose
+// type is not in want stay, in their place, and the types of want take
+// their old place or, when new, go last. This is how Istio's Gateway API
+// status writer treats the Gateway and listener conditions
+// (pilot/pkg/config/kube/gateway conditions.go, setConditions: existing
+// conditions of other types are kept), so the kuadrant.io/*PolicyAffected
+// conditions the Kuadrant operator adds (kuadrant-operator
+// internal/controller/gateway_policy_discoverability_reconciler.go) are
+// not removed again on the next reconcile.
+func ownConditions(old any, want ...condition) []any {
+	mine := conditions(old, want...)
+	byType := map[string]any{}
+	for i, c := range want {
+		byType[c.Type] = mine[i]
+	}
+	var out []any
+	l, _ := old.([]any)
+	for _, c := range l {
+		cm, _ := c.(map[string]any)
+		t, _ := cm["type"].(string)
+		if nc, ok := byType[t]; ok {
+			out = append(out, nc)
+			delete(byType, t)
+			continue
+		}
+		out = append(out, c)
+	}
+	for i, c := range want {
+		if _, ok := byType[c.Type]; ok {
+			out = append(out, mine[i])
+		}
+	}
+	return out
+}
+
 // conditions builds a conditions list from want, keeping each condition's
 // lastTransitionTime from old when its status did not change.
 func conditions(old any, want ...condition) []any {

@@ -127,8 +127,9 @@ type Options struct {
 	Postgres string
 	// RealKuadrant says the real Kuadrant, Authorino and Limitador
 	// operators run (testenv Options.RealKuadrant): the simulated Kuadrant
-	// operator (Kuadrant CR status, the Authorino CR) and Authorino
-	// operator do nothing then.
+	// operator (Kuadrant CR status, the Authorino CR, AuthPolicy and
+	// TokenRateLimitPolicy status) and Authorino operator do nothing then,
+	// and the Faults that stand for those statuses are refused.
 	RealKuadrant bool
 	// IstioCRDs, when set, is a file of Istio CRDs (testenv.IstioCRDFile)
 	// that the simulated OpenShift ingress operator registers, as OSSM
@@ -323,6 +324,16 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		if d < 0 {
 			return o, fmt.Errorf("delay for %s: negative duration %s", k, d)
+		}
+	}
+	if o.RealKuadrant {
+		// These faults are statuses the Kuadrant operator writes; with the
+		// real operator running nothing else may write them.
+		switch {
+		case o.Faults.GatewayAuthPolicyNotEnforced != "":
+			return o, errors.New("Faults.GatewayAuthPolicyNotEnforced needs the simulated Kuadrant operator: unset RealKuadrant (the real operator writes AuthPolicy status)")
+		case o.Faults.TokenRateLimitPolicyInvalid != "":
+			return o, errors.New("Faults.TokenRateLimitPolicyInvalid needs the simulated Kuadrant operator: unset RealKuadrant (the real operator writes TokenRateLimitPolicy status)")
 		}
 	}
 	if o.CRDDir == "" {

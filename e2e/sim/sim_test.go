@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -698,6 +699,46 @@ func TestInstallContractFlow(t *testing.T) {
 		svc := c.waitFor(t, gvrService, "openshift-ingress", "maas-default-gateway-openshift-default", time.Minute, "exists", exists)
 		if typ := str(svc, "spec", "type"); typ != "ClusterIP" {
 			t.Errorf("gateway service type %q, want ClusterIP", typ)
+		}
+		// The Kuadrant operator adds kuadrant.io/*PolicyAffected conditions
+		// to the Gateway and its listeners; the gateway controller keeps
+		// them, as Istio does, when it reconciles the Gateway again (here:
+		// for an annotation change), instead of stripping them each time
+		// and fighting the real operator.
+		affected := map[string]any{"type": "kuadrant.io/AuthPolicyAffected", "status": "True", "reason": "Accepted",
+			"message":            "Object affected by AuthPolicy [openshift-ingress/maas-gateway-auth]",
+			"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": gw.GetGeneration()}
+		st := gw.DeepCopy()
+		if err := unstructured.SetNestedSlice(st.Object, append(sliceOf(st, "status", "conditions"), affected), "status", "conditions"); err != nil {
+			t.Fatal(err)
+		}
+		ls := sliceOf(st, "status", "listeners")
+		l0 := ls[0].(map[string]any)
+		l0["conditions"] = append(l0["conditions"].([]any), runtime.DeepCopyJSONValue(affected))
+		if err := unstructured.SetNestedSlice(st.Object, ls, "status", "listeners"); err != nil {
+			t.Fatal(err)
+		}
+		gws := c.dyn.Resource(gvrGateway).Namespace("openshift-ingress")
+		if _, err := gws.UpdateStatus(t.Context(), st, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gws.Patch(t.Context(), "maas-default-gateway", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"example.com/poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			live, err := gws.Get(t.Context(), "maas-default-gateway", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := sliceOf(live, "status", "listeners")[0].(map[string]any)["conditions"]
+			if findCondition(live, "kuadrant.io/AuthPolicyAffected") == nil || conditionIn(lc, "kuadrant.io/AuthPolicyAffected") == nil {
+				t.Fatalf("the gateway controller removed the Kuadrant operator's kuadrant.io/AuthPolicyAffected condition (Gateway %v, listener %v)",
+					sliceOf(live, "status", "conditions"), lc)
+			}
+			if findCondition(live, "Programmed") == nil {
+				t.Fatalf("Gateway lost its Programmed condition: %v", sliceOf(live, "status", "conditions"))
+			}
 		}
 		c.apply(t, gvrRoute, map[string]any{
 			"apiVersion": "route.openshift.io/v1", "kind": "Route",

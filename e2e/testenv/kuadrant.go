@@ -36,7 +36,10 @@ import (
 // pod) and args, and KUBECONFIG pointing at the control plane. When that
 // pod is deleted (maasctl's restart of case B01) the process is stopped,
 // and a process is started for the pod that replaces it; a process that
-// exits on its own is started again (a container restart).
+// exits on its own is started again (a container restart). The same is
+// done for Authorino itself (AuthorinoServer, `authorino server` with the
+// args the authorino-operator gives its Deployment), once the Kuadrant
+// operator has made the Authorino CR: it writes the AuthConfigs' status.
 //
 // The operators hard-code listeners (:8080 metrics, :8081 health, :9443
 // webhooks; the Kuadrant operator also :50051 and :8082), so each runs
@@ -50,6 +53,12 @@ const (
 	KuadrantOperator  = "kuadrant-operator"
 	AuthorinoOperator = "authorino-operator"
 	LimitadorOperator = "limitador-operator"
+	// AuthorinoServer is Authorino itself (github.com/kuadrant/authorino,
+	// `authorino server`), run for the pod of the Deployment the
+	// authorino-operator makes for the Authorino CR: it reconciles the
+	// AuthConfigs the Kuadrant operator generates and writes their Ready
+	// status, which the real AuthPolicy Enforced condition waits for.
+	AuthorinoServer = "authorino"
 )
 
 // Module versions of the real Kuadrant operators and of the modules whose
@@ -110,10 +119,14 @@ var gvrCSVs = schema.GroupVersionResource{Group: "operators.coreos.com", Version
 type realOperator struct {
 	component string
 	selector  labels.Selector
+	// argsPrefix goes before the container's args: the image's
+	// ENTRYPOINT arguments after the binary (Authorino's Dockerfile:
+	// ["authorino", "server"]).
+	argsPrefix []string
 }
 
-// realOperators returns the operators of the RHCL bundle, with the
-// selectors of their pods.
+// realOperators returns the operators of the RHCL bundle and the
+// Authorino server, with the selectors of their pods.
 func realOperators() []realOperator {
 	b := rhclBundle("1.4.1", "")
 	out := []realOperator{{component: KuadrantOperator, selector: labels.SelectorFromSet(b.PodLabels)}}
@@ -124,6 +137,12 @@ func realOperators() []realOperator {
 		}
 		out = append(out, realOperator{component: c, selector: labels.SelectorFromSet(d.PodLabels)})
 	}
+	// The authorino-operator labels the pods of an Authorino CR's
+	// Deployment so (authorino-operator pkg/resources k8s_util.go,
+	// defaultAuthorinoLabels); the Kuadrant operator names its CR
+	// "authorino" (internal/controller/authorino_reconciler.go).
+	out = append(out, realOperator{component: AuthorinoServer, argsPrefix: []string{"server"},
+		selector: labels.SelectorFromSet(labels.Set{"control-plane": "controller-manager", "authorino-resource": "authorino"})})
 	return out
 }
 
@@ -286,12 +305,96 @@ func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (*process,
 	}
 	c := pod.Spec.Containers[0]
 	env := append(podEnv(pod, c), "KUBECONFIG="+s.kubecfg)
-	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, c.Args...)
+	mounts, err := s.secretVolumes(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, op.argsPrefix...)
+	for _, a := range c.Args {
+		args = append(args, mounts.rewrite(a))
+	}
 	cmd := exec.Command(filepath.Join(s.o.BinDir, NetnsRun), args...)
 	cmd.Env = env
 	cmd.Dir = s.o.StateDir
 	cmd.SysProcAttr = sysProcAttr(false)
 	return launchLog(s.o.StateDir, op.component, false, cmd, true)
+}
+
+// volumeDirs maps the mountPath of each Secret volume mount of a
+// container to where its files were written: the volume's folder, or with
+// a subPath the file (or folder) of that subPath in it.
+type volumeDirs map[string]string
+
+// rewrite replaces, in one container argument, a mountPath (the whole
+// path, or a path under it) with where its files are (the longest
+// mountPath wins).
+func (v volumeDirs) rewrite(arg string) string {
+	best := ""
+	for mp := range v {
+		if len(mp) <= len(best) {
+			continue
+		}
+		if strings.Contains(arg, mp+"/") || strings.HasSuffix(arg, mp) {
+			best = mp
+		}
+	}
+	if best == "" {
+		return arg
+	}
+	if strings.HasSuffix(arg, best) {
+		return strings.TrimSuffix(arg, best) + v[best]
+	}
+	return strings.ReplaceAll(arg, best+"/", v[best]+"/")
+}
+
+// secretVolumes does what a kubelet does for the Secret volumes container
+// c of pod mounts: it writes each Secret's keys (or the items chosen) as
+// files in StateDir/pods/<pod UID>/<volume>/. The processes run without a
+// mount namespace, so a file the container would read at a mountPath is
+// named by its folder instead: launch rewrites the container args (e.g.
+// Authorino's --tls-cert=/etc/ssl/certs/tls.crt, which the
+// authorino-operator sets when listener TLS is on). A Secret that does not
+// exist yet is an error, and the next poll tries again (a kubelet keeps
+// such a pod in ContainerCreating). A subPath mount (the
+// authorino-operator mounts tls.crt and tls.key so, at the two file
+// paths) names the file of that subPath. Other volume kinds are left out.
+func (s *operatorSupervisor) secretVolumes(pod *corev1.Pod, c corev1.Container) (volumeDirs, error) {
+	out := volumeDirs{}
+	for _, m := range c.VolumeMounts {
+		var vol *corev1.Volume
+		for i := range pod.Spec.Volumes {
+			if pod.Spec.Volumes[i].Name == m.Name {
+				vol = &pod.Spec.Volumes[i]
+			}
+		}
+		if vol == nil || vol.Secret == nil {
+			continue
+		}
+		sec, err := s.kube.CoreV1().Secrets(pod.Namespace).Get(context.Background(), vol.Secret.SecretName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s volume %s: %w", pod.Namespace, pod.Name, m.Name, err)
+		}
+		dir := filepath.Join(s.o.StateDir, "pods", string(pod.UID), m.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		files := map[string][]byte{}
+		if len(vol.Secret.Items) == 0 {
+			for k, v := range sec.Data {
+				files[k] = v
+			}
+		}
+		for _, it := range vol.Secret.Items {
+			files[it.Path] = sec.Data[it.Key]
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		out[strings.TrimSuffix(m.MountPath, "/")] = filepath.Join(dir, m.SubPath)
+	}
+	return out, nil
 }
 
 // podEnv is the process environment of container c of pod: PATH and HOME

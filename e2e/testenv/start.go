@@ -103,7 +103,7 @@ func resolve(opts Options) (*resolved, error) {
 			}
 			bins = append(bins, OLMOperator, CatalogOperator, Opm, NetnsRun)
 			if o.RealKuadrant {
-				bins = append(bins, KuadrantOperator, AuthorinoOperator, LimitadorOperator)
+				bins = append(bins, KuadrantOperator, AuthorinoOperator, LimitadorOperator, AuthorinoServer)
 			}
 		}
 	}

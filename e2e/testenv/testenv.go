@@ -113,7 +113,9 @@ type Options struct {
 	// RealKuadrant runs the real Kuadrant, Authorino and Limitador
 	// operators (kuadrant.go) for the pods of the RHCL CSV's Deployments
 	// once that CSV is Succeeded, each in a network namespace of its own;
-	// deleting the Kuadrant operator's pod restarts its process. Needs OLM
+	// deleting the Kuadrant operator's pod restarts its process. The
+	// Authorino server (AuthorinoServer) runs the same way for the pod of
+	// the Authorino CR's Deployment. Needs OLM
 	// (and so root); not with Detach.
 	RealKuadrant bool
 	// OperatorPodReadyDelay, when positive, makes kwok report the pods of

@@ -549,3 +549,19 @@ func TestStartFailure(t *testing.T) {
 		})
 	}
 }
+
+func TestVolumeDirsRewrite(t *testing.T) {
+	v := volumeDirs{"/etc/ssl/certs": "/state/pods/u/tls-cert", "/etc/ssl": "/state/pods/u/other",
+		"/etc/ssl/tls.key": "/state/pods/u/key/tls.key"}
+	for in, want := range map[string]string{
+		"--tls-cert-key=/etc/ssl/tls.key":   "--tls-cert-key=/state/pods/u/key/tls.key",
+		"--tls-cert=/etc/ssl/certs/tls.crt": "--tls-cert=/state/pods/u/tls-cert/tls.crt",
+		"--x=/etc/ssl/a.pem":                "--x=/state/pods/u/other/a.pem",
+		"--timeout=0":                       "--timeout=0",
+		"--y=/etc/ssl/certsx/a":             "--y=/state/pods/u/other/certsx/a",
+	} {
+		if got := v.rewrite(in); got != want {
+			t.Errorf("rewrite(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
