@@ -221,8 +221,9 @@ const verifySettle = 2 * time.Minute
 // verifyRetry is how often it reads again meanwhile.
 const verifyRetry = 2 * time.Second
 
-// settleVerify runs the read-only checks again every verifyRetry until they
-// pass or wait has gone by, and returns the last report. Kuadrant reports a
+// settleVerify runs the read-only checks again every verifyRetry while only
+// policy enforcement checks fail (onlyEnforcementPending), until they pass
+// or wait has gone by, and returns the last report. Kuadrant reports a
 // policy Enforced only once Authorino has loaded the AuthConfigs it
 // generated and the Limitador limits and EnvoyFilters it wrote have been
 // seen again (kuadrant-operator v1.5.2 internal/controller
@@ -234,7 +235,7 @@ const verifyRetry = 2 * time.Second
 func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep *verify.Report, wait time.Duration) (*verify.Report, error) {
 	deadline := time.Now().Add(wait)
 	last := ""
-	for !rep.Passed && time.Now().Before(deadline) {
+	for !rep.Passed && onlyEnforcementPending(rep) && time.Now().Before(deadline) {
 		if msg := failedChecks(rep, false); msg != last {
 			e.progress(id, "waiting for: %s", msg)
 			last = msg
@@ -251,6 +252,20 @@ func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep 
 		rep = next
 	}
 	return rep, nil
+}
+
+// onlyEnforcementPending reports whether every failed check is one of the
+// two whose status Kuadrant writes seconds late (a generated AuthPolicy or
+// TokenRateLimitPolicy not Enforced yet): any other failure is reported at
+// once, as before, without the settle wait.
+func onlyEnforcementPending(rep *verify.Report) bool {
+	failed := rep.Failed()
+	for _, c := range failed {
+		if c.Code != verify.CodeAuthEnforced && c.Code != verify.CodeTokenLimitEnf {
+			return false
+		}
+	}
+	return len(failed) > 0
 }
 
 func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {
