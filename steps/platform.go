@@ -471,6 +471,9 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 	objs := e.objects(id)
 	svc, authorino := objs[0], objs[1]
 	k := e.Inv.Kuadrant
+	if err := unblockAuthorinoServices(ctx, e, id, svc, authorino); err != nil {
+		return err
+	}
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: serviceGVK, Namespace: svc.GetNamespace(), Name: svc.GetName(),
 		OnChange: func(r waiters.Result) {
 			e.progress(id, "waiting for Service %s/%s (created by the Authorino operator): %s", svc.GetNamespace(), svc.GetName(), r.Status)
@@ -493,6 +496,35 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 		return err
 	}
 	return waitReady(ctx, e, s, []*unstructured.Unstructured{authorino})
+}
+
+// unblockAuthorinoServices breaks the one wait that cannot end: the
+// Authorino Service is gone (deleted, and with it, through its owner
+// reference, the service-CA Secret) while the Authorino's listener TLS
+// names that Secret. The Authorino operator then reports
+// TlsSecretNotProvided and creates no Service until the Secret exists,
+// and the service CA issues no Secret without the annotated Service
+// (authorino-operator installationPreflightCheck). It turns the listener
+// TLS off, so the operator re-creates its Services; applyAuthorinoTLS then
+// annotates the Service, waits for the Secret and turns TLS back on.
+func unblockAuthorinoServices(ctx context.Context, e *Env, id string, svc, authorino *unstructured.Unstructured) error {
+	if _, err := e.Clients.Get(ctx, svc); !apierrors.IsNotFound(err) {
+		return nil // there (or unreadable: the wait below reports it)
+	}
+	live, err := e.Clients.Get(ctx, authorino)
+	if err != nil {
+		return nil
+	}
+	if c, ok := waiters.GetCondition(live, "Ready"); !ok || c.Status == "True" || c.Reason != "TlsSecretNotProvided" {
+		return nil
+	}
+	off := authorino.DeepCopy()
+	if err := unstructured.SetNestedField(off.Object, false, "spec", "listener", "tls", "enabled"); err != nil {
+		return err
+	}
+	e.progress(id, "Service %s/%s and Secret %s are gone and Authorino %s waits for that Secret: listener TLS off until the Authorino operator re-creates the Service",
+		svc.GetNamespace(), svc.GetName(), e.Inv.Kuadrant.AuthorinoCertSecret, authorino.GetName())
+	return applyObjects(ctx, e, id, []*unstructured.Unstructured{off})
 }
 
 // monitoringDesired is the monitoring ConfigMap as applyMonitoring would
