@@ -22,6 +22,7 @@ import (
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
 )
 
 // Issue 17, "doctor is blind where verify is not" and "Fixes that do not
@@ -32,6 +33,8 @@ const (
 	kuadrantOperatorNS  = "openshift-operators"
 	kuadrantOperatorDep = "kuadrant-operator-controller-manager"
 	kuadrantOperatorSel = "app=kuadrant,control-plane=controller-manager"
+	authorinoNS         = "kuadrant-system"
+	authorinoSvc        = "authorino-authorino-authorization"
 )
 
 // findingOf returns doctor's finding with code and object, or nil.
@@ -111,6 +114,7 @@ func applyFix(t *testing.T, c *cluster, fix string, installArgs ...string) {
 // ocKinds maps the lower-case kind an oc command names to its GVK.
 var ocKinds = map[string]schema.GroupVersionKind{
 	"maassubscription": verify.MaaSSubscriptionGVK,
+	"authorino":        verify.AuthorinoGVK,
 }
 
 // expectVerifyPasses runs verify live and with the data path.
@@ -172,7 +176,9 @@ func TestDoctorNamesBreaks(t *testing.T) {
 			if !t.Failed() {
 				return
 			}
-			_, _ = c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS).Patch(context.Background(), kuadrantOperatorDep, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+			for _, d := range []string{kuadrantOperatorDep, verify.AuthorinoOperatorDeployment} {
+				_, _ = c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS).Patch(context.Background(), d, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+			}
 			if r := c.install(t); r.exit != 0 {
 				t.Logf("restore: install exit %d", r.exit)
 			}
@@ -234,6 +240,79 @@ func TestDoctorNamesBreaks(t *testing.T) {
 		}
 		applyFix(t, c, fix)
 		expectVerifyPasses(t, c, p)
+	})
+
+	// MAAS-D019: with the Authorino operator down, nothing restores the
+	// Authorino Deployment someone scaled to 0; Kuadrant's status stays
+	// Ready (stale) while every authenticated call fails with 500
+	// AUTH_FAILURE. Doctor names the operator and its scale-up command.
+	t.Run("Authorino operator down and Authorino scaled to 0", func(t *testing.T) {
+		restore(t)
+		ctx := context.Background()
+		scale := func(ns, name string, n int) {
+			t.Helper()
+			if _, err := c.clients.Kube.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), metav1.PatchOptions{FieldManager: "e2e-break"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scale(kuadrantOperatorNS, verify.AuthorinoOperatorDeployment, 0)
+		waitList(t, c, verify.PodGVK, kuadrantOperatorNS, "control-plane=authorino-operator", 2*time.Minute, "no Authorino operator pod",
+			func(l []*unstructured.Unstructured) bool { return len(l) == 0 })
+		scale(authorinoNS, "authorino", 0)
+		waitList(t, c, verify.EndpointSliceGVK, authorinoNS, "kubernetes.io/service-name="+authorinoSvc, 2*time.Minute, "no ready Authorino endpoint",
+			func(l []*unstructured.Unstructured) bool { return readyEndpoints(l) == 0 })
+		if rep, r := verifyRun(t, c, p); r.exit != 1 {
+			t.Errorf("verify with Authorino down: exit %d, failed %v, want 1\n%s", r.exit, rep.FailedCodes(), r.stdout)
+		}
+		fix := expectNamed(t, c, p, doctor.CodeAuthService, "Service "+authorinoNS+"/"+authorinoSvc)
+		if want := "oc scale deployment " + verify.AuthorinoOperatorDeployment + " -n " + kuadrantOperatorNS + " --replicas=1"; !strings.HasPrefix(fix, want+"   (") {
+			t.Errorf("fix %q, want %q", fix, want)
+		}
+		applyFix(t, c, fix)
+		waitList(t, c, verify.EndpointSliceGVK, authorinoNS, "kubernetes.io/service-name="+authorinoSvc, 2*time.Minute, "Authorino ready again",
+			func(l []*unstructured.Unstructured) bool { return readyEndpoints(l) == 1 })
+		expectVerifyPasses(t, c, p)
+	})
+
+	// MAAS-D020: Authorino's authorization Service deleted. Its
+	// service-CA Secret goes with it (owner reference), the Authorino
+	// operator reports TlsSecretNotProvided and Kuadrant AuthorinoNotReady.
+	// Doctor names the Secret and maasctl install, which re-creates it
+	// (turning the listener TLS off first when the operator cannot
+	// re-create the Service without it).
+	t.Run("Authorino Service deleted", func(t *testing.T) {
+		restore(t)
+		ctx := context.Background()
+		if err := c.clients.Kube.CoreV1().Services(authorinoNS).Delete(ctx, authorinoSvc, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitList(t, c, verify.KuadrantGVK, authorinoNS, "", 2*time.Minute, "Kuadrant not Ready",
+			func(l []*unstructured.Unstructured) bool {
+				if len(l) != 1 {
+					return false
+				}
+				rc, _ := waiters.GetCondition(l[0], "Ready")
+				return rc.Status != "True"
+			})
+		if rep, r := verifyRun(t, c, p); r.exit != 1 {
+			t.Errorf("verify with Authorino's Service deleted: exit %d, failed %v, want 1\n%s", r.exit, rep.FailedCodes(), r.stdout)
+		}
+		object := "Kuadrant " + authorinoNS + "/kuadrant"
+		fix := expectNamed(t, c, p, doctor.CodeKuadrantNotReady, object)
+		rep, _ := doctorRun(t, c, nil)
+		if f := findingOf(rep, doctor.CodeKuadrantNotReady, object); f == nil || !strings.Contains(f.Evidence, "TlsSecretNotProvided") || !strings.Contains(f.Cause, "authorino-server-cert") ||
+			!strings.HasPrefix(fix, "oc patch authorino authorino -n "+authorinoNS) || !strings.Contains(fix, "; maasctl install") {
+			t.Errorf("finding %+v: want evidence TlsSecretNotProvided, the cause naming Secret authorino-server-cert and the fix listener TLS off, then maasctl install", f)
+		}
+		// The fix is two commands: each is run as printed.
+		first, second, _ := strings.Cut(fix, "; ")
+		applyFix(t, c, first)
+		applyFix(t, c, second)
+		expectVerifyPasses(t, c, p)
+		svc, err := c.clients.Kube.CoreV1().Services(authorinoNS).Get(ctx, authorinoSvc, metav1.GetOptions{})
+		if err != nil || svc.Annotations["service.beta.openshift.io/serving-cert-secret-name"] != "authorino-server-cert" {
+			t.Errorf("after the fix: Service %s annotations %v, err %v", authorinoSvc, svc.GetAnnotations(), err)
+		}
 	})
 
 	t.Run("model server scaled to 0", func(t *testing.T) {

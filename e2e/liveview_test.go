@@ -89,6 +89,20 @@ func TestLiveViewOnATerminal(t *testing.T) {
 	if strings.Contains(text, "timed out") {
 		t.Errorf("an interruption reads as a timeout:\n%s", text)
 	}
+	// Nothing secret in any byte the view wrote (issue 15): the database
+	// password (generated into Vault before database/cluster waits) and
+	// the Vault token.
+	pw := c.vault.Data(vaultMount, vaultPath)["password"]
+	if pw == "" {
+		t.Error("no database password in Vault when the view ran: the leak check would prove nothing")
+	}
+	raw := scr.Raw()
+	for name, secret := range map[string]string{"the database password": pw, "the Vault token": c.vaultToken} {
+		if secret != "" && strings.Contains(raw, secret) {
+			t.Errorf("%s appears in the terminal output", name)
+		}
+	}
+	assertNoSecret(t, c, pw, map[string]string{"the terminal output": raw})
 	_, err = c.clients.Kube.CoordinationV1().Leases(steps.StateNamespace).Get(context.Background(), steps.LeaseName, metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the run Lease is still there after Ctrl-C (err %v)", err)

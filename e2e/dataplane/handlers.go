@@ -151,9 +151,31 @@ func (s *Server) maasAPIUp(ctx context.Context) bool {
 // not (case B01: MissingDependency), the gateway cannot evaluate the
 // AuthPolicies and token and API-key calls fail with AUTH_FAILURE
 // (opendatahub-io/models-as-a-service#330).
+//
+// The Wasm shim calls Authorino through its authorization Service
+// (kuadrant.authorinoService): with no ready endpoint behind it (the
+// Authorino Deployment scaled to 0 or the Service gone while its operator
+// is down, and Kuadrant's status stale) the call fails the same way.
 func (s *Server) authServiceUp(ctx context.Context) bool {
 	k := s.get(ctx, verify.KuadrantGVK, s.inv.Kuadrant.Namespace, s.inv.Kuadrant.Name)
-	return condTrue(k, "Ready")
+	if !condTrue(k, "Ready") {
+		return false
+	}
+	ns, name := s.inv.Kuadrant.Namespace, s.inv.Kuadrant.AuthorinoService
+	if s.get(ctx, verify.ServiceGVK, ns, name) == nil {
+		return false
+	}
+	for _, es := range s.list(ctx, verify.EndpointSliceGVK, ns, "kubernetes.io/service-name="+name) {
+		eps, _, _ := unstructured.NestedSlice(es.Object, "endpoints")
+		for _, e := range eps {
+			em, _ := e.(map[string]any)
+			c, _ := em["conditions"].(map[string]any)
+			if ready, ok := c["ready"].(bool); !ok || ready {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func authFailure(w http.ResponseWriter) {

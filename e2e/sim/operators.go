@@ -45,7 +45,10 @@ func (m *manager) operatorRunning(crdName string) bool {
 				return false
 			}
 			for _, d := range sliceOf(csv, "spec", "install", "spec", "deployments") {
-				if !deploymentAvailable(m.get(gvrDeployment, csv.GetNamespace(), mstr(d.(map[string]any), "name"))) {
+				// A Deployment scaled to 0 is Available (0 of 0) but runs
+				// no operator pod.
+				dep := m.get(gvrDeployment, csv.GetNamespace(), mstr(d.(map[string]any), "name"))
+				if n, found, _ := unstructured.NestedInt64(mapOrNil(dep), "spec", "replicas"); !deploymentAvailable(dep) || found && n == 0 {
 					return false
 				}
 			}
@@ -103,4 +106,11 @@ func toLabelSelector(m map[string]any) *metav1.LabelSelector {
 	var s metav1.LabelSelector
 	_ = fromMap(m, &s)
 	return &s
+}
+
+func mapOrNil(u *unstructured.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	return u.Object
 }

@@ -200,3 +200,107 @@ func convergingFix(fix string) string {
 	}
 	return "maasctl install   (re-applies the inventory and waits for it to be ready); if it stays so: " + fix
 }
+
+// authorinoProblem is what is wrong with Authorino, the auth service the
+// gateway's Wasm shim calls on every request: its Service, its ready
+// endpoints, its Deployment, its CR and its operator.
+type authorinoProblem struct {
+	object, evidence, cause, fix string
+}
+
+// authorinoTrouble judges Authorino from live state; nil when its
+// authorization Service has ready endpoints and its CR is Ready.
+//
+// Causes, first match wins: the Authorino operator is scaled to 0 or has
+// no ready pod (nothing restores the Deployment or Services: scaling it up
+// converges); the CR reports TlsSecretNotProvided (the listener's
+// service-CA Secret is gone, e.g. with its Service, and the operator
+// makes no Service while TLS names a missing Secret: listener TLS off,
+// then maasctl install re-annotates the re-created Service, waits for the
+// Secret and turns TLS on); the CR is scaled to
+// 0 replicas (a patch of its spec.replicas converges; neither maasctl nor
+// Kuadrant sets it on an existing CR); the pods are not ready (only
+// Authorino's own status and logs tell why).
+func authorinoTrouble(s *verify.State) *authorinoProblem {
+	k := s.Inv.Kuadrant
+	b := s.AuthorinoService
+	az := byName(s.Authorinos, k.AuthorinoName)
+	azc, azok := cond(az, "Ready")
+	svcOK := b == nil || (b.Service != nil && b.ReadyEndpoints > 0)
+	if svcOK && (az == nil || !azok || azc.Status == "True") {
+		return nil
+	}
+	p := &authorinoProblem{object: obj("Service", k.Namespace, k.AuthorinoService)}
+	var ev []string
+	switch {
+	case b == nil:
+	case b.Service == nil:
+		ev = append(ev, "Service "+s.MissingReason("Service", k.Namespace, k.AuthorinoService))
+	case b.ReadyEndpoints == 0:
+		e := fmt.Sprintf("Service %s: %d endpoints, 0 ready", k.AuthorinoService, b.Endpoints)
+		for _, w := range b.Workloads {
+			e += fmt.Sprintf("; Deployment %s: %d of %d replicas ready", w.Name, w.Ready, w.Replicas)
+		}
+		ev = append(ev, e)
+	}
+	if az == nil {
+		ev = append(ev, "Authorino "+k.Namespace+"/"+k.AuthorinoName+" "+s.MissingReason("Authorino", k.Namespace, k.AuthorinoName))
+	} else if azok {
+		ev = append(ev, "Authorino "+k.AuthorinoName+" "+azc.String())
+	} else {
+		ev = append(ev, "Authorino "+k.AuthorinoName+" has no Ready condition")
+	}
+	if op := s.AuthorinoOperator; op != nil {
+		want, found, _ := unstructured.NestedInt64(op.Object, "spec", "replicas")
+		if !found {
+			want = 1
+		}
+		ready, _, _ := unstructured.NestedInt64(op.Object, "status", "readyReplicas")
+		if want == 0 || ready == 0 {
+			ev = append(ev, fmt.Sprintf("Deployment %s/%s: spec.replicas %d, %d ready", op.GetNamespace(), op.GetName(), want, ready))
+			p.evidence = strings.Join(ev, "; ")
+			p.cause = "the Authorino operator runs no pod, so nothing restores Authorino's Deployment, Services or status from the Authorino CR: the gateway reaches no Authorino and authenticated requests fail with 500 AUTH_FAILURE"
+			p.fix = fmt.Sprintf("oc scale deployment %s -n %s --replicas=1   (the operator then restores Authorino as its CR says; OLM created the operator's Deployment, maasctl install does not manage it)", op.GetName(), op.GetNamespace())
+			if want > 0 {
+				p.fix = fmt.Sprintf("oc rollout restart deployment %s -n %s; if it does not become ready: oc logs -n %s deploy/%s", op.GetName(), op.GetNamespace(), op.GetNamespace(), op.GetName())
+			}
+			return p
+		}
+	}
+	p.evidence = strings.Join(ev, "; ")
+	switch {
+	case azok && azc.Reason == "TlsSecretNotProvided":
+		p.cause = fmt.Sprintf("Authorino's listener TLS Secret %s is missing (it is issued by the service CA for the annotated Service %s, and is deleted with that Service): the Authorino operator stops, the Authorino reports not Ready and Kuadrant with it", k.AuthorinoCertSecret, k.AuthorinoService)
+		p.fix = fmt.Sprintf(`oc patch authorino %s -n %s --type merge -p '{"spec":{"listener":{"tls":{"enabled":false}}}}'; maasctl install   (with TLS off the Authorino operator re-creates Service %s; the install then annotates it, waits for the service CA's %s and turns TLS on again)`,
+			k.AuthorinoName, k.Namespace, k.AuthorinoService, k.AuthorinoCertSecret)
+	case az != nil && b != nil && b.Service != nil && b.ReadyEndpoints == 0 && authorinoReplicas(az) == 0:
+		p.cause = fmt.Sprintf("Authorino %s is scaled to 0 replicas (spec.replicas): nothing answers the gateway's auth calls", k.AuthorinoName)
+		p.fix = fmt.Sprintf(`oc patch authorino %s -n %s --type merge -p '{"spec":{"replicas":1}}'`, k.AuthorinoName, k.Namespace)
+	default:
+		p.cause = "Authorino's pods are not ready or its Service has no ready endpoints: the gateway reaches no Authorino and authenticated requests fail with 500 AUTH_FAILURE"
+		p.fix = fmt.Sprintf("oc rollout status deployment/%s -n %s; oc logs -n %s deploy/%s   (maasctl does not manage Authorino's pods; the Authorino operator does)", k.AuthorinoName, k.Namespace, k.Namespace, k.AuthorinoName)
+	}
+	return p
+}
+
+func authorinoReplicas(az *unstructured.Unstructured) int64 {
+	n, found, _ := unstructured.NestedInt64(az.Object, "spec", "replicas")
+	if !found {
+		return 1
+	}
+	return n
+}
+
+// authService (MAAS-D019): Kuadrant reports Ready but Authorino, which it
+// relies on, serves nothing (its status is stale while its operator is
+// down). With Kuadrant not Ready the same cause is part of MAAS-D020.
+func authService(s *verify.State) []Finding {
+	if rc, ok := cond(s.Kuadrant, "Ready"); s.Kuadrant == nil || !ok || rc.Status != "True" {
+		return nil
+	}
+	p := authorinoTrouble(s)
+	if p == nil {
+		return nil
+	}
+	return []Finding{finding(CodeAuthService, p.object, p.evidence, p.cause, p.fix)}
+}

@@ -295,7 +295,7 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	for _, r := range []func(*verify.State) []Finding{
 		maasNotEnabled, kuadrant, gateway, maasAPI, dbConfig, monitoring,
 		providers, serviceMesh, modelServing, governance, access, tokenLimits, gatewayAuth,
-		missingObjects, kuadrantOperator, sharedPriority,
+		missingObjects, kuadrantOperator, authService, sharedPriority,
 	} {
 		out = append(out, r(s)...)
 	}

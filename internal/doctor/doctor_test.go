@@ -102,6 +102,28 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
 			}},
+		{name: "Kuadrant waits for Authorino's TLS Secret", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "TlsSecretNotProvided",
+			fix: `oc patch authorino authorino -n kuadrant-system --type merge -p '{"spec":{"listener":{"tls":{"enabled":false}}}}'; maasctl install`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
+				edit(t, r, verify.AuthorinoGVK, "kuadrant-system", "authorino", conds(map[string]any{"type": "Ready", "status": "False", "reason": "TlsSecretNotProvided", "message": "listener secret name authorino-server-cert not found"}))
+				r.Remove(verify.ServiceGVK, "kuadrant-system", "authorino-authorino-authorization")
+			}},
+		{name: "Authorino down behind a Ready Kuadrant", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "Deployment openshift-operators/authorino-operator: spec.replicas 0, 0 ready",
+			fix: "oc scale deployment authorino-operator -n openshift-operators --replicas=1   (",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DeploymentGVK, "openshift-operators", "authorino-operator", func(o map[string]any) {
+					set(int64(0), "spec", "replicas")(o)
+					set(int64(0), "status", "readyReplicas")(o)
+				})
+				edit(t, r, verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1", set([]any{}, "endpoints"))
+			}},
+		{name: "Authorino scaled to 0 by its CR", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "0 ready",
+			fix: `oc patch authorino authorino -n kuadrant-system --type merge -p '{"spec":{"replicas":1}}'`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.AuthorinoGVK, "kuadrant-system", "authorino", set(int64(0), "spec", "replicas"))
+				edit(t, r, verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1", set([]any{}, "endpoints"))
+			}},
 		{name: "Gateway certificate's ClusterIssuer not Ready", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway",
 			evidence: "ClusterIssuer letsencrypt-production is not Ready (ErrRegisterACMEAccount: Failed to register ACME account)",
 			fix:      "make ClusterIssuer letsencrypt-production Ready (oc describe clusterissuer letsencrypt-production), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install",

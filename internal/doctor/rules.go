@@ -131,6 +131,14 @@ func kuadrant(s *verify.State) []Finding {
 			"the Kuadrant operator checks its dependencies once at start-up; it started before Istio (created with the GatewayClass) and keeps reporting MissingDependency",
 			verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector))}
 	}
+	if op := kuadrantOperator(s); len(op) > 0 {
+		return []Finding{finding(CodeKuadrantNotReady, o, ev+"; "+op[0].Evidence,
+			"nothing reconciles Kuadrant: "+op[0].Cause, op[0].Fix)}
+	}
+	if p := authorinoTrouble(s); p != nil {
+		return []Finding{finding(CodeKuadrantNotReady, o, ev+"; "+p.evidence,
+			"Kuadrant waits for Authorino: "+p.cause, p.fix)}
+	}
 	return []Finding{finding(CodeKuadrantNotReady, o, ev,
 		"Kuadrant is not ready (Authorino or Limitador not ready, or its operator is not running)",
 		fmt.Sprintf("maasctl install   (re-applies Kuadrant and Authorino from the inventory and waits for Ready); if it stays not Ready, restart the operator: %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector)))}
@@ -729,6 +737,10 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 					code = CodeKuadrantMissingDep
 				}
 				out = append(out, finding(code, obj("Kuadrant", k.Namespace, k.Name), ev, "", ""))
+				continue
+			}
+			if p := authorinoTrouble(s); p != nil {
+				out = append(out, finding(CodeAuthService, p.object, ev, p.cause, p.fix))
 				continue
 			}
 			out = append(out, finding(CodeAuthService, obj("Gateway", s.Inv.Gateway.Namespace, s.Inv.Gateway.Name), ev, c.Cause,

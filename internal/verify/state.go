@@ -107,6 +107,16 @@ type State struct {
 	// KuadrantOperators are the Deployments in the Kuadrant operator
 	// namespace whose pod template matches kuadrant.operatorSelector.
 	KuadrantOperators []*unstructured.Unstructured
+	// AuthorinoService is Authorino's authorization Service
+	// (kuadrant.authorinoService in the Kuadrant namespace), which the
+	// gateway's Wasm shim calls on every request, with its EndpointSlices
+	// and, when none is ready, the Deployments behind it.
+	AuthorinoService *Backend
+	// AuthorinoOperator is the Authorino operator's Deployment
+	// (AuthorinoOperatorDeployment in the Kuadrant operator namespace;
+	// nil when not found), which keeps Authorino's Deployment and Services
+	// as its Authorino CR says.
+	AuthorinoOperator *unstructured.Unstructured
 	Gateway           *unstructured.Unstructured
 	GatewayClass      *unstructured.Unstructured
 	GatewayService    *unstructured.Unstructured
@@ -136,6 +146,11 @@ type State struct {
 	NotServed          map[string]bool              // by Kind
 	gatewayServiceName string
 }
+
+// AuthorinoOperatorDeployment is the Deployment of the Authorino operator
+// RHCL installs beside the Kuadrant operator (authorino-operator bundle
+// CSV, spec.install.spec.deployments[0].name).
+const AuthorinoOperatorDeployment = "authorino-operator"
 
 // Key joins namespace and name as namespace/name.
 func Key(ns, name string) string { return ns + "/" + name }
@@ -217,6 +232,21 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	async(func() { s.KuadrantPods = list(PodGVK, inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector) })
 	async(func() {
 		s.KuadrantOperators = templateMatches(list(DeploymentGVK, inv.Kuadrant.OperatorNamespace, ""), inv.Kuadrant.OperatorSelector)
+	})
+	async(func() {
+		b := &Backend{Namespace: inv.Kuadrant.Namespace, Name: inv.Kuadrant.AuthorinoService}
+		b.Host = b.Name + "." + b.Namespace + ".svc"
+		b.Service = get(ServiceGVK, b.Namespace, b.Name)
+		for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
+			countEndpoints(es, b)
+		}
+		if b.Service != nil && b.ReadyEndpoints == 0 {
+			b.Workloads = workloadsBehind(b.Service, list(DeploymentGVK, b.Namespace, ""))
+		}
+		s.AuthorinoService = b
+	})
+	async(func() {
+		s.AuthorinoOperator = get(DeploymentGVK, inv.Kuadrant.OperatorNamespace, AuthorinoOperatorDeployment)
 	})
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
