@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -501,6 +502,18 @@ func TestRenderAppliedMatchesInstall(t *testing.T) {
 	}
 	a := newCluster(t, clusterOptions{})
 	wantExit(t, a.maasctl(t, "install", "-o", "json"), 0, "install")
+	// Nothing secret in any rendered file (issue 15): rendered from the
+	// installed cluster, whose Vault holds the database password, in every
+	// mode.
+	secretPW := a.vault.Data(vaultMount, vaultPath)["password"]
+	if secretPW == "" {
+		t.Fatal("no database password in Vault after the install: the leak check would prove nothing")
+	}
+	for _, mode := range [][]string{nil, {"--secrets", "external-secrets"}, {"--in-cluster"}} {
+		d := t.TempDir()
+		wantExit(t, a.maasctl(t, append([]string{"render", "--dir", d}, mode...)...), 0, fmt.Sprintf("render %v", mode))
+		noSecretInDir(t, d, map[string]string{"the database password": secretPW, "the Vault token": a.vaultToken})
+	}
 
 	b := newCluster(t, clusterOptions{})
 	dir := t.TempDir()
@@ -839,5 +852,34 @@ func checkMigrated(t *testing.T, c *cluster, old []steps.RecordEntry) {
 	}
 	if created == 0 {
 		t.Errorf("the old record listed no created object: the migration check proves nothing")
+	}
+}
+
+// noSecretInDir fails when any file under dir holds one of secrets
+// (name → value); it fails too when dir holds no file (nothing was checked).
+func noSecretInDir(t *testing.T, dir string, secrets map[string]string) {
+	t.Helper()
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for name, v := range secrets {
+			if v != "" && strings.Contains(string(b), v) {
+				t.Errorf("%s appears in rendered file %s", name, strings.TrimPrefix(path, dir+"/"))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files == 0 {
+		t.Errorf("no file rendered under %s: the leak check would prove nothing", dir)
 	}
 }
