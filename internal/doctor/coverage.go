@@ -46,6 +46,7 @@ var VerifyCoverage = map[string][]string{
 	verify.CodeRoute:             {CodeObjectMissing},
 	verify.CodeMaaSAPIMigrations: {CodeMaaSAPIMissing, CodeDBNotOwner, CodeDBDirty},
 	verify.CodeDBSchema:          {CodeDBIndexInvalid, CodeDBNotOwner, CodeDBDirty},
+	verify.CodeFailureModes:      {CodeOperatorEnv, CodeKuadrantOperatorDown},
 	verify.CodeHealth:            {CodeEndpointUnreachable, CodeMaaSAPIMissing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeObjectMissing},
 	verify.CodeMintKey:           {CodeDataPathFailed, Code401, CodeEndpointUnreachable, CodeMaaSAPIMissing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeNotInGroups, Code429},
 	verify.CodeListModels:        {CodeDataPathFailed, Code401, Code403, Code429, CodeEndpointUnreachable, CodeModelNotServing, CodeAuthService, CodeKuadrantNotReady, CodeKuadrantMissingDep, CodeNotInGroups},

@@ -132,6 +132,9 @@ type State struct {
 	Backends          map[string]*Backend          // by provider namespace/name
 	CSVs              []*unstructured.Unstructured // in the RHCL operator namespace
 	RHCLSubscription  *unstructured.Unstructured   // the RHCL operator's Subscription
+	// WasmPlugin is the one Kuadrant writes for the MaaS Gateway
+	// (WasmPluginName, in the Gateway's namespace).
+	WasmPlugin *unstructured.Unstructured
 	// MaaSAPIPods are the pods of Deployment maas-api (its selector).
 	MaaSAPIPods []*unstructured.Unstructured
 	// Schema is the database's answer to the schema check Job (case N10);
@@ -221,6 +224,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	})
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
+	async(func() { s.WasmPlugin = get(WasmPluginGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name)) })
 	// Istio names the Gateway's Service <gateway>-<class>
 	// (istio pilot/pkg/config/kube/gateway deployment controller).
 	s.gatewayServiceName = inv.Gateway.Name + "-" + inv.Gateway.ClassName
