@@ -90,7 +90,14 @@ func RotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error
 	emit := engine.Emitter(o.Emit, 1)
 	progress := o.Progress
 	o.Progress = func(id, msg string) {
-		emit(Event{Type: EventProgress, Step: id, Index: 1, Message: msg})
+		// Every progress belongs to the one step of the run; the part
+		// that reported it (the proof Job's database/secret, ...) leads
+		// the message.
+		text := msg
+		if id != RotateStepID {
+			text = id + ": " + msg
+		}
+		emit(Event{Type: EventProgress, Step: RotateStepID, Title: rotateTitle, Index: 1, Message: text})
 		if progress != nil {
 			progress(id, msg)
 		}
