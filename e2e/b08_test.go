@@ -220,9 +220,11 @@ func TestB08RotatePassword(t *testing.T) {
 		assertNoSecret(t, c, v2, map[string]string{"stdout": o.stdout, "stderr": o.stderr})
 	}
 
-	r = b08Rotate(t, c)
+	// The second rotation with -o json: install's run events.
+	r = c.maasctl(t, "database", "rotate-password", "--lease-duration", "3s", "-o", "json")
 	outputs = append(outputs, r)
 	mustSucceed(t, r)
+	checkRotateEvents(t, r)
 	if n := c.vault.Versions(vaultMount, vaultPath); n != 3 {
 		t.Errorf("Vault holds %d versions after a second rotation, want 3", n)
 	}
@@ -238,6 +240,38 @@ func TestB08RotatePassword(t *testing.T) {
 		t.Errorf("an install after the rotation changed the Secret, maas-db-config or maas-api: %+v → %+v", redactState(st), redactState(after))
 	}
 	assertNoSecret(t, c, v3, map[string]string{"stdout": inst.stdout + r.stdout, "stderr": inst.stderr + r.stderr})
+}
+
+// checkRotateEvents: rotate-password -o json printed only run events, as
+// install -o json does: run-started, started, the phases as progress,
+// done, run-done with a summary naming the step and counting its writes.
+func checkRotateEvents(t *testing.T, r run) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(r.events) == 0 || len(r.events) != len(lines) {
+		t.Fatalf("rotate -o json: %d events from %d lines:\n%s", len(r.events), len(lines), r.stdout)
+	}
+	var types []string
+	progress := ""
+	for _, ev := range r.events {
+		if len(types) == 0 || types[len(types)-1] != string(ev.Type) {
+			types = append(types, string(ev.Type))
+		}
+		if ev.Type == steps.EventProgress {
+			if ev.Step != steps.RotateStepID {
+				t.Errorf("progress event of step %q, want %s", ev.Step, steps.RotateStepID)
+			}
+			progress += ev.Message + "\n"
+		}
+	}
+	if got := strings.Join(types, ","); got != "run-started,started,progress,done,run-done" {
+		t.Errorf("event types %s", got)
+	}
+	mustContain(t, "rotate progress events", progress, "phase vault", "phase database", "phase secret", "phase maas-db-config", "phase done")
+	sum := summary(t, r.events)
+	if len(sum.Done) != 1 || sum.Done[0] != steps.RotateStepID || len(sum.Failed) != 0 || sum.Writes == 0 {
+		t.Errorf("run-done summary %+v", sum)
+	}
 }
 
 func redactState(s b08State) b08State {

@@ -270,13 +270,19 @@ func TestVerifyDoctorGather(t *testing.T) {
 	defer func() { noSecretsInOutputs(t, c, p, outputs) }()
 
 	t.Run("healthy", func(t *testing.T) {
-		rep, r := verifyRun(t, c, p, "--probe-quota", "--probe-body-size", "64Ki")
+		rep, r := verifyRun(t, c, p, "--probe-quota", "--probe-body-size", "64Ki", "--database")
 		outputs = append(outputs, r)
 		if r.exit != 0 || !rep.Passed {
 			t.Fatalf("verify exit %d on a healthy install:\n%s\n%s", r.exit, r.stdout, r.stderr)
 		}
 		seen := map[string]verify.Result{}
 		for _, ch := range rep.Checks {
+			// The simulated Kuadrant writes no WasmPlugin (no Istio here):
+			// MAAS-V017 is proven in TestN05RateLimitFailsClosed.
+			if ch.Code == verify.CodeFailureModes && ch.Result == verify.Skip && strings.Contains(ch.Detail, "not served") {
+				seen[ch.Code] = ch.Result
+				continue
+			}
 			if ch.Result != verify.Pass {
 				t.Errorf("%s %s: %s", ch.Code, ch.Result, ch.Detail)
 			}

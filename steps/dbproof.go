@@ -18,6 +18,7 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -73,7 +74,7 @@ import (
 const (
 	// DBJobLabel marks maasctl's database Jobs and their Secrets; its
 	// value is DBJobProve or DBJobChange.
-	DBJobLabel = "maasctl.io/db-job"
+	DBJobLabel = verify.DBJobLabel
 	// DBJobProve is a Job that logs in and runs SELECT 1.
 	DBJobProve = "prove"
 	// DBJobChange is a Job that logs in with PGPASSWORD, sets

@@ -14,6 +14,7 @@ import (
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/vault"
 )
 
@@ -33,6 +34,11 @@ type RotateOptions struct {
 	Log       *zap.Logger
 	// Progress reports each phase and wait (never a value).
 	Progress func(stepID, msg string)
+	// Emit, when set, gets the run's events as install emits them
+	// (run-started, started, progress, done or failed, run-done with the
+	// summary) for step RotateStepID; Progress is then also sent as
+	// progress events.
+	Emit func(Event)
 	// LeaseDuration is how long the run Lease of a killed rotation blocks
 	// others (the Lease install takes: a rotation never runs beside an
 	// install). Default 60s.
@@ -78,6 +84,54 @@ type RotateResult struct {
 // refusal naming the Vault version, path and role. No value appears in an
 // error, the progress or the log.
 func RotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error) {
+	if o.Emit == nil {
+		return rotateDBPassword(ctx, o)
+	}
+	emit := engine.Emitter(o.Emit, 1)
+	progress := o.Progress
+	o.Progress = func(id, msg string) {
+		// Every progress belongs to the one step of the run; the part
+		// that reported it (the proof Job's database/secret, ...) leads
+		// the message.
+		text := msg
+		if id != RotateStepID {
+			text = id + ": " + msg
+		}
+		emit(Event{Type: EventProgress, Step: RotateStepID, Title: rotateTitle, Index: 1, Message: text})
+		if progress != nil {
+			progress(id, msg)
+		}
+	}
+	var reads0, writes0 int64
+	if o.Clients != nil && o.Clients.Requests != nil {
+		reads0, writes0 = o.Clients.Requests.Reads(), o.Clients.Requests.Writes()
+	}
+	start := time.Now()
+	emit(Event{Type: EventRunStarted, Message: "rotate the database password in 1 step"})
+	emit(Event{Type: EventStarted, Step: RotateStepID, Title: rotateTitle, Index: 1})
+	res, err := rotateDBPassword(ctx, o)
+	sum := &Summary{Done: []string{}, Unchanged: []string{}, Failed: []string{}, Blocked: []string{}, Duration: time.Since(start)}
+	if o.Clients != nil && o.Clients.Requests != nil {
+		sum.Reads, sum.Writes = o.Clients.Requests.Reads()-reads0, o.Clients.Requests.Writes()-writes0
+	}
+	if err != nil {
+		sum.Failed = []string{RotateStepID}
+		emit(Event{Type: EventFailed, Step: RotateStepID, Title: rotateTitle, Index: 1, Message: err.Error(), Duration: sum.Duration})
+	} else {
+		sum.Done = []string{RotateStepID}
+		emit(Event{Type: EventDone, Step: RotateStepID, Title: rotateTitle, Index: 1,
+			Message: fmt.Sprintf("version %d of %s (resumed: %v)", res.Version, o.Inventory.Database.VaultPath, res.Resumed), Duration: sum.Duration})
+	}
+	emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
+	return res, err
+}
+
+// RotateStepID is the step ID of the rotation's events and progress.
+const RotateStepID = "database/rotate-password"
+
+const rotateTitle = "Rotate the database owner's password"
+
+func rotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error) {
 	var res RotateResult
 	inv := o.Inventory
 	d := inv.Database
@@ -87,7 +141,7 @@ func RotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error
 	}
 	env.Progress = o.Progress
 	env.Policy.RotateDBPassword = true
-	const id = "database/rotate-password"
+	const id = RotateStepID
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = 60 * time.Second
 	}

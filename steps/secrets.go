@@ -102,6 +102,12 @@ type VaultPolicyOptions struct {
 	// version: (*vault.Client).Resolve, or vault.LocationFor with a known
 	// version when Vault cannot be asked.
 	Locate func(logicalPath string) (vault.Location, error)
+	// RotatePassword adds what `maasctl database rotate-password` needs:
+	// "update" on the database secret, since it writes the next version
+	// of an existing secret (check-and-set on the version it read; Vault
+	// asks "update" for a write to an existing path, "create" only for a
+	// new one).
+	RotatePassword bool
 }
 
 // VaultPolicy returns the least-privilege Vault ACL policy `maasctl
@@ -144,6 +150,9 @@ AppRole and Kubernetes logins need no policy.`}
 	add(db.DataPath(), []string{"create", "read"}, fmt.Sprintf(
 		"Database password, database.vaultPath %s (KV v%d):\nread it, and create it on the first run; an existing password is never\noverwritten, so no \"update\".",
 		inv.Database.VaultPath, db.KVVersion))
+	if o.RotatePassword {
+		add(db.DataPath(), []string{"update"}, "maasctl database rotate-password writes the next version of it\n(check-and-set on the version it read): \"update\".")
+	}
 
 	kube := o.KubeTokenPath
 	if kube == "" {

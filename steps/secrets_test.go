@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,5 +103,47 @@ func TestVaultPolicyRules(t *testing.T) {
 	}
 	if _, err := VaultPolicy(inv, VaultPolicyOptions{KubeTokenPath: "no-key", Locate: locate}); err == nil {
 		t.Error("a kube token path without :KEY was accepted")
+	}
+}
+
+// TestVaultPolicyRotatePassword: the policy for rotate-password adds
+// "update" on the database secret's data path (a new version of an
+// existing secret) and nothing else; install's policy has no "update"
+// there.
+func TestVaultPolicyRotatePassword(t *testing.T) {
+	for _, kv := range []int{1, 2} {
+		locate := func(p string) (vault.Location, error) { return vault.LocationFor(p, kv) }
+		inv := inventory.Default()
+		caps := func(rotate bool) map[string][]string {
+			p, err := VaultPolicy(inv, VaultPolicyOptions{Locate: locate, RotatePassword: rotate})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string][]string{}
+			for _, r := range p.Rules {
+				out[r.Path] = r.Capabilities
+			}
+			return out
+		}
+		loc, _ := locate(inv.Database.VaultPath)
+		install, rotate := caps(false), caps(true)
+		if slices.Contains(install[loc.DataPath()], "update") {
+			t.Errorf("KV v%d: install's policy grants update on %s: %v", kv, loc.DataPath(), install[loc.DataPath()])
+		}
+		if got := rotate[loc.DataPath()]; !slices.Contains(got, "update") || !slices.Contains(got, "read") || !slices.Contains(got, "create") {
+			t.Errorf("KV v%d: rotate-password's policy on %s = %v, want create, read, update", kv, loc.DataPath(), got)
+		}
+		for path, c := range rotate {
+			if path != loc.DataPath() && !slices.Equal(c, install[path]) {
+				t.Errorf("KV v%d: --rotate-password changes %s: %v -> %v", kv, path, install[path], c)
+			}
+		}
+		if len(rotate) != len(install) {
+			t.Errorf("KV v%d: --rotate-password adds paths: %v", kv, rotate)
+		}
+		p, _ := VaultPolicy(inv, VaultPolicyOptions{Locate: locate, RotatePassword: true})
+		if !strings.Contains(p.HCL(), "rotate-password") {
+			t.Errorf("KV v%d: the HCL does not say why update is granted:\n%s", kv, p.HCL())
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps"
 )
 
@@ -23,6 +24,7 @@ func newDatabaseCmd(g *globalOptions) *cobra.Command {
 
 func newRotatePasswordCmd(g *globalOptions) *cobra.Command {
 	var lease time.Duration
+	var outFmt string
 	c := &cobra.Command{
 		Use:   "rotate-password",
 		Short: "Rotate the database owner's password: Vault, the database, the Secrets, maas-api",
@@ -44,9 +46,18 @@ each phase only once the one before it holds:
 
 Killed at any point, run it (or install) again: it goes on with the password
 Vault already holds instead of generating another, and maas-api only ever gets
-a password the database has accepted. No password is printed or logged.`,
+a password the database has accepted. No password is printed or logged.
+Its Vault token needs "update" on the database secret besides install's
+rules: maasctl vault policy --rotate-password prints them.
+
+With -o json it prints the run's events as 'maasctl install -o json' does (one
+JSON object a line: run-started, started, progress, done or failed, run-done
+with the summary), for step database/rotate-password.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if outFmt != "text" && outFmt != "json" {
+				return &usageError{fmt.Errorf("--output %q: want text or json", outFmt)}
+			}
 			s, err := g.open()
 			if err != nil {
 				return err
@@ -65,17 +76,22 @@ a password the database has accepted. No password is printed or logged.`,
 			}
 			defer sync()
 			out := c.OutOrStdout()
-			res, err := steps.RotateDBPassword(c.Context(), steps.RotateOptions{
-				Clients: clients, Inventory: s.Inventory, Vault: vc, Log: log, LeaseDuration: lease,
-				Progress: func(id, msg string) { fmt.Fprintf(out, "%s: %s\n", id, msg) },
-			})
-			if err != nil {
+			ro := steps.RotateOptions{Clients: clients, Inventory: s.Inventory, Vault: vc, Log: log, LeaseDuration: lease,
+				Progress: func(id, msg string) { fmt.Fprintf(out, "%s: %s\n", id, msg) }}
+			if outFmt == "json" {
+				emit, end := output.New(output.JSON, out)
+				defer end()
+				ro.Progress, ro.Emit = nil, emit
+			}
+			res, err := steps.RotateDBPassword(c.Context(), ro)
+			if err != nil || outFmt == "json" {
 				return err
 			}
 			fmt.Fprintf(out, "rotated: the database password is version %d of %s (resumed: %v)\n", res.Version, s.Inventory.Database.VaultPath, res.Resumed)
 			return nil
 		},
 	}
+	c.Flags().StringVarP(&outFmt, "output", "o", "text", "output format: text, or json (install's run events)")
 	c.Flags().DurationVar(&lease, "lease-duration", 60*time.Second, "how long the run Lease of a killed run blocks others")
 	return c
 }

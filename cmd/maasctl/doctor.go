@@ -17,6 +17,7 @@ type doctorOptions struct {
 	dp       dataPathFlags
 	output   string
 	liveOnly bool
+	database bool
 }
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
@@ -64,6 +65,7 @@ flags or inventory, 130 interrupted.`,
 	o.dp.register(f)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.liveOnly, "live-only", false, "only read the cluster; send no request to the endpoint")
+	f.BoolVar(&o.database, "database", false, "also ask the database about maas-api's schema (owner, dirty migration, INVALID index) with a short read-only Job in the database namespace")
 	return c
 }
 
@@ -77,6 +79,9 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 	}
 	inv, cfg := a.inv, a.cfg
 	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), APIKey: os.Getenv("MAAS_API_KEY"), InstallCommand: a.installCmd}
+	if o.database {
+		do.Schema = verify.JobSchemaProber{Clients: clients}
+	}
 	if !o.liveOnly {
 		dp, err := o.dp.options(cfg)
 		if err != nil {

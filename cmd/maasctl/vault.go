@@ -34,6 +34,7 @@ func keepVaultAlive(ctx context.Context, vc *vault.Client, log *zap.Logger, stde
 
 type vaultOptions struct {
 	kvVersion string
+	rotate    bool
 }
 
 func newVaultCmd(g *globalOptions) *cobra.Command {
@@ -61,11 +62,16 @@ With --kv-version auto, maasctl asks Vault for each mount's KV version when
 it can (VAULT_ADDR and a token or the configured login); otherwise KV v2 is
 assumed and a note goes to stderr.
 
-  maasctl vault policy -f inventory.yaml | vault policy write maasctl -`,
+  maasctl vault policy -f inventory.yaml | vault policy write maasctl -
+
+'maasctl database rotate-password' writes a new version of the database
+secret, which needs "update" too: add --rotate-password for the token that
+rotates.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runVaultPolicy(c, g, o) },
 	}
 	c.Flags().StringVar(&o.kvVersion, "kv-version", "auto", "KV version of the mounts: auto (ask Vault), 1 or 2")
+	c.Flags().BoolVar(&o.rotate, "rotate-password", false, "also grant what 'maasctl database rotate-password' needs (update on the database secret)")
 	return c
 }
 
@@ -102,7 +108,7 @@ func runVaultPolicy(c *cobra.Command, g *globalOptions, o *vaultOptions) error {
 	default:
 		return &usageError{fmt.Errorf("--kv-version %q: want auto, 1 or 2", o.kvVersion)}
 	}
-	p, err := steps.VaultPolicy(inv, steps.VaultPolicyOptions{KubeTokenPath: g.kubeAuth.tokenFromVault, Locate: locate})
+	p, err := steps.VaultPolicy(inv, steps.VaultPolicyOptions{KubeTokenPath: g.kubeAuth.tokenFromVault, Locate: locate, RotatePassword: o.rotate})
 	if err != nil {
 		return err
 	}

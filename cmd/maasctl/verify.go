@@ -109,6 +109,7 @@ type verifyOptions struct {
 	liveOnly   bool
 	probeQuota bool
 	bodySize   string
+	database   bool
 }
 
 func newVerifyCmd(g *globalOptions) *cobra.Command {
@@ -137,6 +138,7 @@ flags or inventory, 130 interrupted.`,
 	f.BoolVar(&o.liveOnly, "live-only", false, "run only the read-only cluster checks, not the data path")
 	f.BoolVar(&o.probeQuota, "probe-quota", false, "create a low-limit probe MaaSSubscription owned by you, expect 429, then delete it")
 	f.StringVar(&o.bodySize, "probe-body-size", "0", "also send a request of this size (e.g. 256Ki) to detect a gateway body cap; 0 = off")
+	f.BoolVar(&o.database, "database", false, "also ask the database about maas-api's schema (owner, dirty migration, INVALID index) with a short read-only Job in the database namespace (MAAS-V016)")
 	return c
 }
 
@@ -154,6 +156,9 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	}
 	inv, cfg := a.inv, a.cfg
 	vo := verify.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv)}
+	if o.database {
+		vo.Schema = verify.JobSchemaProber{Clients: clients}
+	}
 	if o.liveOnly {
 		for _, name := range []string{"endpoint", "token", "ca-file", "insecure-skip-tls-verify", "subscription", "probe-quota", "probe-body-size"} {
 			if c.Flags().Changed(name) {

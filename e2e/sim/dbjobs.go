@@ -17,11 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/steps"
 )
 
 // The kubelet and Job controller for maasctl's database Jobs (label
-// steps.DBJobLabel, steps/dbproof.go), simulated.
+// steps.DBJobLabel: the proof Jobs of steps/dbproof.go and verify's schema
+// check Job, internal/verify/dbschema.go), simulated.
 //
 // Why simulated: kwok runs no containers, and its pod-complete stage marks
 // every Job pod Succeeded, so with the real Job controller a Job that
@@ -38,7 +40,9 @@ import (
 //     Options.Postgres: "prove" logs in and runs SELECT 1; "change" logs
 //     in, runs ALTER ROLE CURRENT_USER PASSWORD with NEW_PASSWORD, then
 //     logs in with NEW_PASSWORD and runs SELECT 1 (the script of
-//     steps.changeScript). PGHOST <service>.<namespace>.svc resolves only
+//     steps.changeScript); "schema" runs the container's SCHEMA_SQL and
+//     exits 64 plus its answer when that is not 0 (verify's
+//     schemaScript). PGHOST <service>.<namespace>.svc resolves only
 //     when that Service exists and then reaches the test's server, as
 //     e2e/dataplane maps the CNPG -rw Service; any other host fails as an
 //     unknown name does;
@@ -70,7 +74,7 @@ func runDBJob(ctx context.Context, m *manager, k key) error {
 		return nil // gone
 	}
 	kind := j.Labels[steps.DBJobLabel]
-	if (kind != steps.DBJobProve && kind != steps.DBJobChange) || len(j.Spec.Template.Spec.Containers) != 1 {
+	if (kind != steps.DBJobProve && kind != steps.DBJobChange && kind != verify.DBJobSchema) || len(j.Spec.Template.Spec.Containers) != 1 {
 		return nil
 	}
 	for _, c := range j.Status.Conditions {
@@ -80,9 +84,13 @@ func runDBJob(ctx context.Context, m *manager, k key) error {
 	}
 	env, reason, msg := m.containerEnv(ctx, j)
 	if reason == "" {
-		if err := m.runPsql(ctx, kind, env); err != nil {
+		exit, err := m.runPsql(ctx, kind, env)
+		switch {
+		case err != nil:
 			reason, msg = batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit"
 			m.log.Info("db job failed", zap.String("job", k.Namespace+"/"+k.Name), zap.String("kind", kind), zap.String("cause", err.Error()))
+		case exit != 0:
+			reason, msg = podFailure(j, exit)
 		}
 	}
 	now := metav1.Now()
@@ -133,10 +141,38 @@ func (m *manager) containerEnv(ctx context.Context, j *batchv1.Job) (map[string]
 	return env, "", ""
 }
 
-// runPsql does what the Job's psql does with env (see the file comment).
-func (m *manager) runPsql(ctx context.Context, kind string, env map[string]string) error {
+// podFailure is the Job controller's outcome of a container that exited
+// with code exit under backoffLimit 0: the first FailJob rule of the
+// Job's podFailurePolicy whose onExitCodes match gives reason
+// PodFailurePolicy and its message (pkg/controller/job
+// pod_failure_policy.go), otherwise BackoffLimitExceeded.
+func podFailure(j *batchv1.Job, exit int32) (string, string) {
+	ctr := j.Spec.Template.Spec.Containers[0].Name
+	if pfp := j.Spec.PodFailurePolicy; pfp != nil {
+		for i, r := range pfp.Rules {
+			oc := r.OnExitCodes
+			if oc == nil || (oc.ContainerName != nil && *oc.ContainerName != ctr) {
+				continue
+			}
+			in := false
+			for _, v := range oc.Values {
+				in = in || v == exit
+			}
+			if in == (oc.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn) && r.Action == batchv1.PodFailurePolicyActionFailJob {
+				return batchv1.JobReasonPodFailurePolicy, fmt.Sprintf("Container %s for pod %s/%s-sim failed with exit code %d matching FailJob rule at index %d", ctr, j.Namespace, j.Name, exit, i)
+			}
+		}
+	}
+	return batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit"
+}
+
+// runPsql does what the Job's psql does with env (see the file comment)
+// and returns the container's exit code when it ran: the schema Job
+// (verify.DBJobSchema) runs SCHEMA_SQL and exits 64 plus its answer when
+// that is not 0 (verify's schemaScript); the others exit 0.
+func (m *manager) runPsql(ctx context.Context, kind string, env map[string]string) (int32, error) {
 	if m.opts.Postgres == "" {
-		return errors.New("no PostgreSQL in this test environment")
+		return 0, errors.New("no PostgreSQL in this test environment")
 	}
 	connect := func(password string) (*pgx.Conn, error) {
 		cfg, err := m.libpqConfig(env, password)
@@ -147,20 +183,30 @@ func (m *manager) runPsql(ctx context.Context, kind string, env map[string]strin
 	}
 	conn, err := connect(env["PGPASSWORD"])
 	if err != nil {
-		return pgErr(err)
+		return 0, pgErr(err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if kind == steps.DBJobChange {
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	switch kind {
+	case verify.DBJobSchema:
+		var bits int32
+		if err := conn.QueryRow(ctx, env["SCHEMA_SQL"]).Scan(&bits); err != nil {
+			return 0, pgErr(err)
+		}
+		if bits != 0 {
+			return 64 + bits, nil
+		}
+		return 0, nil
+	case steps.DBJobChange:
 		if _, err := conn.Exec(ctx, "ALTER ROLE CURRENT_USER PASSWORD "+literal(env["NEW_PASSWORD"])); err != nil {
-			return pgErr(err)
+			return 0, pgErr(err)
 		}
 		_ = conn.Close(ctx)
 		if conn, err = connect(env["NEW_PASSWORD"]); err != nil {
-			return pgErr(err)
+			return 0, pgErr(err)
 		}
 	}
 	var one int
-	return pgErr(conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	return 0, pgErr(conn.QueryRow(ctx, "SELECT 1").Scan(&one))
 }
 
 // libpqConfig builds the connection libpq makes from the PG* variables,

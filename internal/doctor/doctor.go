@@ -112,6 +112,9 @@ var Rules = []Rule{
 	{CodeDataPathFailed, Error, "A request-path check failed"},
 	{CodeStepNotConverged, Error, "An install step's live state does not match the inventory (maasctl status: drifted, failed or not run)"},
 	{CodeStepUnsure, Warning, "An install step's state cannot be judged, or the inventory changed since it ran"},
+	{CodeDBNotOwner, Error, "maas-api crash-loops: its database role does not own the MaaS tables (must be owner)"},
+	{CodeDBDirty, Error, "maas-api crash-loops: Dirty database version N (an interrupted schema migration)"},
+	{CodeDBIndexInvalid, Error, "A MaaS index is INVALID after an interrupted CREATE INDEX CONCURRENTLY (nothing reports it)"},
 	{CodeSharedPriority, Warning, "MaaSSubscription shows SpecPriorityDuplicate=True: another subscription has the same priority"},
 }
 
@@ -140,6 +143,9 @@ type Options struct {
 	// Release is where the installed RHOAI release keeps MaaS (zero: 3.5
 	// with the inventory's names).
 	Release verify.Release
+	// Schema, when set, asks the database about maas-api's schema
+	// (verify.JobSchemaProber); nil leaves the database unasked.
+	Schema verify.SchemaProber
 	// APIKey, when set, is a user's own sk-oai- key to test for 401
 	// (never printed).
 	APIKey string
@@ -193,6 +199,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	s, err := verify.Snapshot(ctx, o.Reader, o.Inventory, o.Release)
 	if err != nil {
 		return nil, err
+	}
+	if o.Schema != nil {
+		p := o.Schema.ProbeSchema(ctx, o.Inventory)
+		s.Schema = &p
 	}
 	rep := &Report{}
 	if o.DataPath != nil {
@@ -295,7 +305,7 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	for _, r := range []func(*verify.State) []Finding{
 		maasNotEnabled, kuadrant, gateway, maasAPI, dbConfig, monitoring,
 		providers, serviceMesh, modelServing, governance, access, tokenLimits, gatewayAuth,
-		missingObjects, kuadrantOperator, authService, sharedPriority,
+		missingObjects, kuadrantOperator, authService, schemaFindings, sharedPriority,
 	} {
 		out = append(out, r(s)...)
 	}

@@ -11,7 +11,7 @@ import (
 
 // CodeSharedPriority: a MaaSSubscription of the installed inventory shares
 // its spec.priority with another subscription (issue 18).
-const CodeSharedPriority = "MAAS-D032"
+const CodeSharedPriority = "MAAS-D035"
 
 // sharedPriority reads the SpecPriorityDuplicate condition maas-controller
 // writes on every MaaSSubscription (maassubscription_controller.go,

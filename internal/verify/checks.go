@@ -63,6 +63,9 @@ const (
 	CodeTokenLimitEnf     = "MAAS-V012"
 	CodeOperatorEnv       = "MAAS-V013"
 	CodeRoute             = "MAAS-V014"
+	CodeMaaSAPIMigrations = "MAAS-V015"
+	CodeDBSchema          = "MAAS-V016"
+	CodeFailureModes      = "MAAS-V017"
 	CodeHealth            = "MAAS-V020"
 	CodeMintKey           = "MAAS-V021"
 	CodeListModels        = "MAAS-V022"
@@ -94,6 +97,9 @@ var Catalogue = []CodeInfo{
 	{CodeTokenLimitEnf, "generated Kuadrant TokenRateLimitPolicy Enforced", false},
 	{CodeOperatorEnv, "RHCL operator env (Subscription spec.config.env, running pod)", false},
 	{CodeRoute, "passthrough Route to the Gateway present", false},
+	{CodeMaaSAPIMigrations, "maas-api pods report no failed schema migration", false},
+	{CodeDBSchema, "MaaS schema healthy in the database (owner, not dirty, indexes valid)", false},
+	{CodeFailureModes, "gateway Wasm failure modes as the inventory says (rate limits, auth fail closed)", false},
 	{CodeHealth, "GET /maas-api/health answers 200", true},
 	{CodeMintKey, "API key minted (POST /maas-api/v1/api-keys)", true},
 	{CodeListModels, "GET /v1/models lists each model", true},
@@ -156,7 +162,7 @@ func LiveChecks(s *State) []Check {
 		out = append(out, checkGatewayAuth(s))
 	}
 	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
-	return append(out, checkOperatorEnv(s), checkRoute(s))
+	return append(out, checkOperatorEnv(s), checkRoute(s), checkMigrations(s), checkDBSchema(s), checkFailureModes(s))
 }
 
 // checkRoute (MAAS-V014): the passthrough Route that publishes the

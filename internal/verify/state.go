@@ -138,12 +138,20 @@ type State struct {
 	// GatewayAuthPolicy is the MaaS controller's Gateway-level AuthPolicy
 	// (Release.MaaSControllerFacts().GatewayAuthPolicy in the Gateway's
 	// namespace).
-	GatewayAuthPolicy  *unstructured.Unstructured
-	Backends           map[string]*Backend          // by provider namespace/name
-	CSVs               []*unstructured.Unstructured // in the RHCL operator namespace
-	RHCLSubscription   *unstructured.Unstructured   // the RHCL operator's Subscription
-	Missing            map[string]string            // "Kind namespace/name" → reason
-	NotServed          map[string]bool              // by Kind
+	GatewayAuthPolicy *unstructured.Unstructured
+	Backends          map[string]*Backend          // by provider namespace/name
+	CSVs              []*unstructured.Unstructured // in the RHCL operator namespace
+	RHCLSubscription  *unstructured.Unstructured   // the RHCL operator's Subscription
+	// WasmPlugin is the one Kuadrant writes for the MaaS Gateway
+	// (WasmPluginName, in the Gateway's namespace).
+	WasmPlugin *unstructured.Unstructured
+	// MaaSAPIPods are the pods of Deployment maas-api (its selector).
+	MaaSAPIPods []*unstructured.Unstructured
+	// Schema is the database's answer to the schema check Job (case N10);
+	// nil when no SchemaProber ran (verify/doctor without --database).
+	Schema             *SchemaProbe
+	Missing            map[string]string // "Kind namespace/name" → reason
+	NotServed          map[string]bool   // by Kind
 	gatewayServiceName string
 }
 
@@ -250,6 +258,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	})
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
+	async(func() { s.WasmPlugin = get(WasmPluginGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name)) })
 	// Istio names the Gateway's Service <gateway>-<class>
 	// (istio pilot/pkg/config/kube/gateway deployment controller).
 	s.gatewayServiceName = inv.Gateway.Name + "-" + inv.Gateway.ClassName
@@ -375,6 +384,11 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		}
 	}
 	policies(s.Subscriptions, "tokenRateLimitStatuses", "TokenRateLimitPolicy", TokenRateLimitPolicyGVK)
+	if s.MaaSAPI != nil {
+		if sel, _, _ := unstructured.NestedStringMap(s.MaaSAPI.Object, "spec", "selector", "matchLabels"); len(sel) > 0 {
+			async(func() { s.MaaSAPIPods = list(PodGVK, rel.MaaSAPINamespace, labels.SelectorFromSet(sel).String()) })
+		}
+	}
 	_ = reads.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)

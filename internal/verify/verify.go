@@ -36,6 +36,9 @@ type Options struct {
 	// DataPath enables the data-path checks; nil runs only the live
 	// checks. When its Endpoint is empty the Route host is used.
 	DataPath *DataPathOptions
+	// Schema, when set, asks the database about maas-api's schema (the
+	// check Job of dbschema.go, MAAS-V016); nil skips that check.
+	Schema SchemaProber
 }
 
 // Report is the outcome of one verify run.
@@ -78,6 +81,10 @@ func Run(ctx context.Context, o Options) (*Report, *State, error) {
 	s, err := Snapshot(ctx, o.Reader, o.Inventory, o.Release)
 	if err != nil {
 		return nil, nil, err
+	}
+	if o.Schema != nil {
+		p := o.Schema.ProbeSchema(ctx, o.Inventory)
+		s.Schema = &p
 	}
 	rep := &Report{Checks: LiveChecks(s)}
 	if o.DataPath != nil {
