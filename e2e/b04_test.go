@@ -306,13 +306,23 @@ func TestB04LegacyKServeSwitchKept(t *testing.T) {
 	mustSucceed(t, again)
 	for _, id := range stepsWith(again.events, steps.EventDone) {
 		if id == "rhoai/dsc" {
-			t.Errorf("second run re-applied rhoai/dsc, want unchanged (runs took %s and %s); its progress:\n%s\nfirst run:\n%s", r.wall, again.wall, progress(again, "rhoai/dsc"), progress(r, "rhoai/dsc"))
+			t.Errorf("second run re-applied rhoai/dsc (%q), want unchanged (runs took %s and %s); its progress:\n%s\nfirst run:\n%s", startedMessage(again, "rhoai/dsc"), r.wall, again.wall, progress(again, "rhoai/dsc"), progress(r, "rhoai/dsc"))
 		}
 	}
 	dsc = get(t, c, "datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "", "default-dsc")
 	if s, _, _ := unstructured.NestedString(dsc.Object, "spec", "components", "kserve", "modelsAsService", "managementState"); s != "Managed" {
 		t.Errorf("kserve.modelsAsService.managementState = %q after the second run, want Managed", s)
 	}
+}
+
+// startedMessage is the message of step's started event (why it runs).
+func startedMessage(r run, step string) string {
+	for _, ev := range r.events {
+		if ev.Type == steps.EventStarted && ev.Step == step {
+			return ev.Message
+		}
+	}
+	return ""
 }
 
 // condStatus returns the status of condition typ, "" when absent.

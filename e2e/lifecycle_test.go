@@ -511,7 +511,7 @@ func TestRenderAppliedMatchesInstall(t *testing.T) {
 	}
 	for _, mode := range [][]string{nil, {"--secrets", "external-secrets"}, {"--in-cluster"}} {
 		d := t.TempDir()
-		wantExit(t, a.maasctl(t, append([]string{"render", "--dir", d}, mode...)...), 0, fmt.Sprintf("render %v", mode))
+		wantExit(t, a.maasctl(t, append([]string{"render", "--dir", d, "--set", "gateway.hostname=" + appsHost}, mode...)...), 0, fmt.Sprintf("render %v", mode))
 		noSecretInDir(t, d, map[string]string{"the database password": secretPW, "the Vault token": a.vaultToken})
 	}
 
