@@ -604,7 +604,7 @@ func modelsInventory(n int) []byte {
 	}
 	b.WriteString("subscriptions:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "- {name: sub-%04d, displayName: Sub %d, priority: 0, groups: [system:authenticated], modelRefs: [{name: model-%04d, namespace: llm-coding-assistant, tokenRateLimits: [{limit: 200000, window: 1h}]}]}\n", i, i, i)
+		fmt.Fprintf(&b, "- {name: sub-%04d, displayName: Sub %d, priority: %d, groups: [system:authenticated], modelRefs: [{name: model-%04d, namespace: llm-coding-assistant, tokenRateLimits: [{limit: 200000, window: 1h}]}]}\n", i, i, i, i)
 	}
 	return []byte(b.String())
 }

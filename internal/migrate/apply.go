@@ -71,7 +71,7 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 	fmt.Fprintf(out, "  waiting up to %s for the new objects to be Ready/Active...\n", timeout)
 	var targets []waiters.Target
 	for _, o := range p.Objects() {
-		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: waiters.Readiness(o)})
+		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: routeWaitTransient(waiters.Readiness(o))})
 	}
 	for _, r := range p.Reused {
 		gv, _ := schema.ParseGroupVersion(r.APIVersion)
@@ -390,4 +390,42 @@ func waitGone(ctx context.Context, c *kube.Clients, r ObjectRef) error {
 func isUnprocessable(err error) bool {
 	var st apierrors.APIStatus
 	return errors.As(err, &st) && st.Status().Code == http.StatusUnprocessableEntity
+}
+
+// routeWaitTransient turns a MaaSSubscription's Failed phase into a wait
+// while every reason it gives is a model's HTTPRoute not existing yet:
+// maas-controller v0.2.1 reports a subscription Failed (ReconcileFailed,
+// modelRefStatuses/tokenRateLimitStatuses "HTTPRoute not found yet") until
+// KServe has made the LLMInferenceService's route, and reconciles it again
+// when the route appears (it watches HTTPRoutes; issue 18), as install's
+// access/subscription wait knows. Any other Failed stays terminal; the
+// migration's timeout bounds the wait.
+func routeWaitTransient(base waiters.Condition) waiters.Condition {
+	return func(live *unstructured.Unstructured) waiters.Result {
+		r := base(live)
+		if r.Failed == nil || live.GetKind() != "MaaSSubscription" {
+			return r
+		}
+		if phase, _, _ := unstructured.NestedString(live.Object, "status", "phase"); phase != "Failed" {
+			return r
+		}
+		routeOnly, seen := true, false
+		for _, field := range []string{"modelRefStatuses", "tokenRateLimitStatuses"} {
+			l, _, _ := unstructured.NestedSlice(live.Object, "status", field)
+			for _, e := range l {
+				m, _ := e.(map[string]any)
+				if ready, _ := m["ready"].(bool); ready {
+					continue
+				}
+				seen = true
+				if msg, _ := m["message"].(string); !strings.Contains(msg, "HTTPRoute not found") {
+					routeOnly = false
+				}
+			}
+		}
+		if !seen || !routeOnly {
+			return r
+		}
+		return waiters.Result{Status: r.Status + "; transient while a model's HTTPRoute does not exist yet (the MaaS controller retries once it does)"}
+	}
 }
