@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/dbjob"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
@@ -176,54 +177,13 @@ func dbJob(ctx context.Context, e *Env, kind, password, newPassword string) erro
 
 // dbJobObject is the Job of kind reading its passwords from Secret secret.
 func dbJobObject(inv *inventory.Inventory, kind, secret string, labels map[string]string) *batchv1.Job {
-	d := inv.Database
-	image := d.ClientImage
-	if image == "" {
-		image = inventory.DefaultDBClientImage
-	}
-	ref := func(key string) *corev1.EnvVarSource {
-		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}
-	}
-	env := []corev1.EnvVar{
-		{Name: "PGHOST", Value: fmt.Sprintf("%s-rw.%s.svc", d.ClusterName, d.Namespace)},
-		{Name: "PGPORT", Value: "5432"},
-		{Name: "PGDATABASE", Value: d.Name},
-		{Name: "PGUSER", Value: d.Owner},
-		{Name: "PGSSLMODE", Value: "require"},
-		{Name: "PGCONNECT_TIMEOUT", Value: "10"},
-		{Name: "PGPASSWORD", ValueFrom: ref(DBJobPasswordKey)},
-	}
 	command := []string{"psql", "-X", "-tA", "-v", "ON_ERROR_STOP=1", "-c", "SELECT 1"}
+	var env []corev1.EnvVar
 	if kind == DBJobChange {
-		env = append(env, corev1.EnvVar{Name: "NEW_PASSWORD", ValueFrom: ref(DBJobNewPasswordKey)})
+		env = []corev1.EnvVar{{Name: "NEW_PASSWORD", ValueFrom: dbjob.SecretKey(secret, DBJobNewPasswordKey)}}
 		command = []string{"sh", "-c", changeScript}
 	}
-	backoff, deadline, ttl := int32(0), int64(dbJobDeadline), int32(3600)
-	no, yes := false, true
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "maasctl-db-" + kind + "-", Namespace: d.Namespace, Labels: labels},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            &backoff,
-			ActiveDeadlineSeconds:   &deadline,
-			TTLSecondsAfterFinished: &ttl,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: &no,
-					Containers: []corev1.Container{{
-						Name: "psql", Image: image, Command: command, Env: env,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: &no, RunAsNonRoot: &yes,
-							Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-					}},
-				},
-			},
-		},
-	}
+	return dbjob.New(inv.Database, kind, labels, secret, DBJobPasswordKey, command, env, dbJobDeadline)
 }
 
 // dbLive reports whether the CNPG Cluster exists and its bootstrap made a

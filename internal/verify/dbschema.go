@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/maasctl/maasctl/internal/dbjob"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
@@ -135,54 +136,19 @@ type JobSchemaProber struct {
 // maasctl-db-schema-).
 func SchemaJob(inv *inventory.Inventory) *batchv1.Job {
 	d := inv.Database
-	image := d.ClientImage
-	if image == "" {
-		image = inventory.DefaultDBClientImage
-	}
 	labels := map[string]string{DBJobLabel: DBJobSchema, "app.kubernetes.io/managed-by": "maasctl"}
 	codes := make([]int32, 0, 7)
 	for b := 1; b <= SchemaNotOwner|SchemaDirty|SchemaInvalidIndex; b++ {
 		codes = append(codes, int32(schemaExitBase+b))
 	}
-	backoff, deadline, ttl := int32(0), int64(120), int32(3600)
-	no, yes := false, true
-	ctr := "psql"
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "maasctl-db-" + DBJobSchema + "-", Namespace: d.Namespace, Labels: labels},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline, TTLSecondsAfterFinished: &ttl,
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-				Action:      batchv1.PodFailurePolicyActionFailJob,
-				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: &ctr, Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: codes},
-			}}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: &no,
-					Containers: []corev1.Container{{
-						Name: ctr, Image: image, Command: []string{"sh", "-c", schemaScript},
-						Env: []corev1.EnvVar{
-							{Name: "PGHOST", Value: fmt.Sprintf("%s-rw.%s.svc", d.ClusterName, d.Namespace)},
-							{Name: "PGPORT", Value: "5432"},
-							{Name: "PGDATABASE", Value: d.Name},
-							{Name: "PGUSER", Value: d.Owner},
-							{Name: "PGSSLMODE", Value: "require"},
-							{Name: "PGCONNECT_TIMEOUT", Value: "10"},
-							{Name: "PGPASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: d.SecretName}, Key: "password"}}},
-							{Name: "SCHEMA_SQL", Value: SchemaSQL},
-						},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: &no, RunAsNonRoot: &yes,
-							Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-					}},
-				},
-			},
-		},
-	}
+	job := dbjob.New(d, DBJobSchema, labels, d.SecretName, "password", []string{"sh", "-c", schemaScript},
+		[]corev1.EnvVar{{Name: "SCHEMA_SQL", Value: SchemaSQL}}, 120)
+	ctr := dbjob.Container
+	job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:      batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: &ctr, Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: codes},
+	}}}
+	return job
 }
 
 var exitCodeRE = regexp.MustCompile(`exit code (\d+)`)
