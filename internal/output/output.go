@@ -125,13 +125,15 @@ func Notices(w io.Writer) io.Writer {
 // without ending the run (a second Ctrl-C): the view stops being the
 // destination of notices, and its cursor, hidden while it draws, shows
 // again on a new line, so that the last message reads as a line of its
-// own. The view's last frame stays as it was drawn.
+// own; the terminal's modes are put back. The view's last frame stays as
+// it was drawn.
 func Abandon() {
 	current.Lock()
 	defer current.Unlock()
 	if v := current.v; v != nil {
 		current.v = nil
 		_, _ = io.WriteString(v.w, "\r\n\x1b[?25h")
+		v.restore()
 	}
 }
 

@@ -316,10 +316,11 @@ func clock(d time.Duration) string {
 
 // view runs the bubbletea program of the live view on a terminal.
 type view struct {
-	model *viewModel
-	prog  *tea.Program
-	ended chan struct{}
-	w     io.Writer
+	model   *viewModel
+	prog    *tea.Program
+	ended   chan struct{}
+	w       io.Writer
+	restore func() // the terminal's modes before the view (quietTerminal)
 }
 
 // termFile lets bubbletea see the terminal behind w (a writer with an Fd
@@ -340,10 +341,12 @@ func (t termFile) Fd() uintptr            { return t.fd }
 // event. Its program takes no input and installs no signal handler
 // (tea.WithInput(nil), tea.WithoutSignalHandler): SIGINT and SIGTERM
 // reach the run's own handler (cancel the run's context, release the
-// Lease) and the view keeps drawing the steps as they stop.
+// Lease) and the view keeps drawing the steps as they stop. While it
+// draws, the terminal echoes nothing and keeps its queued output on
+// Ctrl-C (quietTerminal); close and Abandon put its modes back.
 func startView(w io.Writer, fd uintptr, now func() time.Time) *view {
 	m := newViewModel(now)
-	v := &view{model: m, ended: make(chan struct{}), w: w}
+	v := &view{model: m, ended: make(chan struct{}), w: w, restore: quietTerminal(fd)}
 	v.prog = tea.NewProgram(m,
 		tea.WithOutput(termFile{Writer: w, fd: fd}),
 		tea.WithInput(nil),
@@ -371,5 +374,6 @@ func (v *view) close() {
 	current.Unlock()
 	v.prog.Send(endMsg{})
 	<-v.ended
+	v.restore()
 	fmt.Fprint(v.w, v.model.failures())
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/maasctl/maasctl/internal/termtest"
 	"github.com/maasctl/maasctl/steps/event"
@@ -251,5 +252,66 @@ func TestAbandonGivesTheTerminalBack(t *testing.T) {
 		return !scr.CursorHidden() && strings.Contains(strings.Join(l, "\n"), "\nmaasctl: interrupt again: exiting at once")
 	}) {
 		t.Fatalf("cursor hidden %v; screen:\n%s", scr.CursorHidden(), scr.Text())
+	}
+}
+
+// TestTypedKeysAndCtrlCLeaveTheViewAlone: while the view draws, keys
+// typed on the terminal and the Ctrl-C that interrupts the run are not
+// echoed into it, and Ctrl-C does not make the terminal discard output
+// the view queued (NOFLSH); the terminal's modes come back at the end.
+// Before quietTerminal, the pty echoed "abc^C" into a row of the view,
+// and the flush on Ctrl-C lost part of a frame: the e2e
+// TestLiveViewOnATerminal then found the header overwritten.
+func TestTypedKeysAndCtrlCLeaveTheViewAlone(t *testing.T) {
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	if err := pty.Setsize(tty, &pty.Winsize{Cols: 140, Rows: 20}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Lflag&unix.ECHO == 0 || before.Lflag&unix.NOFLSH != 0 {
+		t.Fatalf("a new pty should echo and flush on signals: lflag %#x", before.Lflag)
+	}
+	scr := termtest.New(master, 140, 20)
+	emit, end := live(tty, tty.Fd(), time.Now)
+	emit(event.Event{Type: event.RunStarted, Message: "1 steps", Total: 1})
+	emit(event.Event{Type: event.Started, Step: "database/cluster", Index: 1, Total: 1})
+	if !scr.WaitFor(5*time.Second, func(l []string) bool { return len(l) > 2 && strings.HasPrefix(l[2], "─── 1 running") }) {
+		t.Fatalf("no view; screen:\n%s", scr.Text())
+	}
+	during, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during.Lflag&unix.ECHO != 0 || during.Lflag&unix.NOFLSH == 0 || during.Lflag&unix.ISIG == 0 {
+		t.Errorf("while the view draws: ECHO %v (want off), NOFLSH %v (want on), ISIG %v (want on)",
+			during.Lflag&unix.ECHO != 0, during.Lflag&unix.NOFLSH != 0, during.Lflag&unix.ISIG != 0)
+	}
+	if _, err := master.Write([]byte("abc\x03")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the spinner draws a few frames after the keys
+	emit(event.Event{Type: event.Failed, Step: "database/cluster", Index: 1, Total: 1, Message: "interrupted"})
+	end()
+	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Lflag != before.Lflag {
+		t.Errorf("terminal modes not restored: lflag %#x, was %#x", after.Lflag, before.Lflag)
+	}
+	tty.Close()
+	<-scr.Closed()
+	if raw := scr.Raw(); strings.Contains(raw, "abc") || strings.Contains(raw, "^C") {
+		t.Errorf("typed keys echoed into the view:\n%s", scr.Text())
+	}
+	if text := scr.Text(); !strings.HasPrefix(text, "maasctl: running 1 steps\n✗ [ 1/1] database/cluster") {
+		t.Errorf("screen:\n%s", text)
 	}
 }
