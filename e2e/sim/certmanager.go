@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 )
 
 // The simulated cert-manager (cert-manager/cert-manager v1.21.1, CRDs in
@@ -57,10 +58,12 @@ import (
 //     carries the Certificate's labels, its annotations but those under
 //     kubectl.kubernetes.io/, fluxcd.io/ and argocd.argoproj.io/ (the
 //     default copiedAnnotationPrefixes), spec.isCA, duration, usages and
-//     issuerRef as written; the webhook's identity plugin
-//     (internal/webhook/admission/certificaterequest/identity) fills
-//     spec.username, groups and uid with the creator's, here the
-//     controller's ServiceAccount cert-manager/cert-manager.
+//     issuerRef as written; it is created with the controller's own
+//     credentials, the ServiceAccount cert-manager/cert-manager, and the
+//     webhook's identity plugin
+//     (internal/webhook/admission/certificaterequest/identity) writes
+//     spec.username, uid, groups and extra from the creator's user info
+//     (certmanager_identity.go, certmanager_webhook.go).
 //   - pkg/controller/certificaterequests: Approved by cert-manager.io;
 //     Pending while the issuer is missing or not Ready; then Ready=True
 //     Issued with status.certificate and status.ca. Only after that does
@@ -74,8 +77,9 @@ import (
 //     CA:TRUE. The ACME issuer's certificate comes from a simulated ACME
 //     chain (leaf plus intermediate, no ca.crt, as Let's Encrypt returns).
 //
-// The webhook's admission checks are a ValidatingAdmissionPolicy on the API
-// server (certmanager_webhook.go), installed when the simulator starts.
+// The webhook's admission checks and its identity mutation are a
+// ValidatingAdmissionPolicy and a MutatingAdmissionPolicy on the API server
+// (certmanager_webhook.go), installed when the simulator starts.
 type certManager struct {
 	m *manager
 	r *reconciler
@@ -85,6 +89,13 @@ type certManager struct {
 	acmeOnce sync.Once
 	acme     *simCA // the ACME server's intermediate
 	acmeErr  error
+
+	// saMu guards saDyn, the client authenticated as the controller's
+	// ServiceAccount, and saRenew, when its token is renewed
+	// (certmanager_identity.go).
+	saMu    sync.Mutex
+	saDyn   dynamic.Interface
+	saRenew time.Time
 }
 
 const (
@@ -420,14 +431,11 @@ func (c *certManager) issue(ctx context.Context, cert *unstructured.Unstructured
 		annotations["cert-manager.io/certificate-name"] = cert.GetName()
 		annotations["cert-manager.io/certificate-revision"] = strconv.FormatInt(revision, 10)
 		annotations["cert-manager.io/private-key-secret-name"] = keyName
+		// No identity here: admission writes the creator's (the
+		// controller's ServiceAccount, whose client creates it below).
 		spec := map[string]any{
 			"request":   base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr})),
 			"issuerRef": issuerRef,
-			"username":  "system:serviceaccount:" + clusterResourceNamespace + ":" + certManagerSA,
-			"groups":    []any{"system:serviceaccounts", "system:serviceaccounts:" + clusterResourceNamespace, "system:authenticated"},
-		}
-		if sa, err := m.kube.CoreV1().ServiceAccounts(clusterResourceNamespace).Get(ctx, certManagerSA, metav1.GetOptions{}); err == nil {
-			spec["uid"] = string(sa.UID)
 		}
 		if isCA, _, _ := unstructured.NestedBool(cert.Object, "spec", "isCA"); isCA {
 			spec["isCA"] = true
@@ -450,7 +458,7 @@ func (c *certManager) issue(ctx context.Context, cert *unstructured.Unstructured
 			}
 			meta["labels"] = labels
 		}
-		created, err := m.create(ctx, gvrCertificateRequest, &unstructured.Unstructured{Object: map[string]any{
+		created, err := c.createRequest(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "cert-manager.io/v1", "kind": "CertificateRequest",
 			"metadata": meta, "spec": spec,
 		}})

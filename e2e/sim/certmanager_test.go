@@ -1,17 +1,27 @@
 package sim
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // certObj is a Certificate on issuer (kind/name) for host.
@@ -192,9 +202,22 @@ func TestCertManagerIssuance(t *testing.T) {
 	cr := c.waitFor(t, gvrCertificateRequest, "openshift-ingress", "labelled-1", time.Minute, "exists", exists)
 	spec := mapOf(cr, "spec")
 	groups, _, _ := unstructured.NestedStringSlice(cr.Object, "spec", "groups")
+	slices.Sort(groups)
 	if spec["username"] != "system:serviceaccount:cert-manager:cert-manager" ||
-		!slices.Equal(groups, []string{"system:serviceaccounts", "system:serviceaccounts:cert-manager", "system:authenticated"}) {
+		!slices.Equal(groups, []string{"system:authenticated", "system:serviceaccounts", "system:serviceaccounts:cert-manager"}) {
 		t.Errorf("CertificateRequest identity username %v groups %v, want the cert-manager controller's ServiceAccount", spec["username"], groups)
+	}
+	// The uid and extra are the ones the API server authenticated: the
+	// ServiceAccount's UID and the token's credential id.
+	sa, err := c.kube.CoreV1().ServiceAccounts("cert-manager").Get(t.Context(), "cert-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the controller's ServiceAccount: %v", err)
+	}
+	if spec["uid"] != string(sa.UID) {
+		t.Errorf("CertificateRequest spec.uid %v, want the ServiceAccount's UID %s", spec["uid"], sa.UID)
+	}
+	if cred, _, _ := unstructured.NestedStringSlice(cr.Object, "spec", "extra", "authentication.kubernetes.io/credential-id"); len(cred) != 1 || !strings.HasPrefix(cred[0], "JTI=") {
+		t.Errorf("CertificateRequest spec.extra %v, want the token's authentication.kubernetes.io/credential-id", spec["extra"])
 	}
 	if spec["isCA"] != true {
 		t.Errorf("CertificateRequest spec.isCA %v, want true", spec["isCA"])
@@ -243,5 +266,121 @@ func TestCertManagerIssuance(t *testing.T) {
 	ca, _ := base64.StdEncoding.DecodeString(str(c.waitFor(t, gvrCertificateRequest, "openshift-ingress", "labelled-1", time.Minute, "Issued", hasCondition("Ready", "True", "Issued")), "status", "ca"))
 	if len(ca) == 0 || string(ca) != string(s.Data["ca.crt"]) {
 		t.Errorf("Secret ca.crt does not match the request's status.ca")
+	}
+}
+
+// TestCertManagerRequestIdentity: cert-manager v1.21.1's webhook
+// (internal/webhook/admission/certificaterequest/identity/certificaterequest_identity.go)
+// records on every CertificateRequest the identity of whoever creates it,
+// whatever the creator wrote into spec.username, uid, groups and extra,
+// and refuses any later change of it (issue 18).
+func TestCertManagerRequestIdentity(t *testing.T) {
+	c := startAPIServerOnly(t, Options{})
+	me, err := c.kube.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := me.Status.UserInfo
+	forged := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cert-manager.io/v1", "kind": "CertificateRequest",
+		"metadata": map[string]any{"name": "forged", "namespace": "openshift-ingress"},
+		"spec": map[string]any{
+			"request":   "cHJvYmU=",
+			"issuerRef": map[string]any{"name": "letsencrypt-production", "kind": "ClusterIssuer"},
+			"username":  "system:serviceaccount:cert-manager:cert-manager",
+			"uid":       "forged-uid",
+			"groups":    []any{"system:masters"},
+			"extra":     map[string]any{"example.com/forged": []any{"yes"}},
+		},
+	}}
+	crs := c.dyn.Resource(gvrCertificateRequest).Namespace("openshift-ingress")
+	cr, err := crs.Create(t.Context(), forged, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create CertificateRequest: %v", err)
+	}
+	groups, _, _ := unstructured.NestedStringSlice(cr.Object, "spec", "groups")
+	if str(cr, "spec", "username") != u.Username || str(cr, "spec", "uid") != u.UID || !slices.Equal(groups, u.Groups) {
+		t.Errorf("CertificateRequest identity username %q uid %q groups %v, want the creator's %q %q %v",
+			str(cr, "spec", "username"), str(cr, "spec", "uid"), groups, u.Username, u.UID, u.Groups)
+	}
+	extra := mapOf(cr, "spec", "extra")
+	if _, ok := extra["example.com/forged"]; ok || len(extra) != len(u.Extra) {
+		t.Errorf("CertificateRequest spec.extra %v, want the creator's %v", extra, u.Extra)
+	}
+
+	for field, value := range map[string]any{
+		"username": "system:serviceaccount:cert-manager:cert-manager",
+		"uid":      "another-uid",
+		"groups":   []any{"system:masters"},
+		"extra":    map[string]any{"example.com/forged": []any{"yes"}},
+	} {
+		changed := cr.DeepCopy()
+		if err := unstructured.SetNestedField(changed.Object, value, "spec", field); err != nil {
+			t.Fatal(err)
+		}
+		_, err := crs.Update(t.Context(), changed, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec."+field) {
+			t.Errorf("update of spec.%s: %v, want it refused naming spec.%s", field, err, field)
+		}
+	}
+	// A ServiceAccount's request carries its UID and its token's extra.
+	ns := "openshift-ingress"
+	sa, err := c.kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "requester"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "requester"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"cert-manager.io"}, Resources: []string{"certificaterequests"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "requester"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "requester"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "requester", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.kube.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), "requester", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saCfg := rest.AnonymousClientConfig(c.cfg)
+	saCfg.BearerToken = tok.Status.Token
+	saMe, err := kubernetes.NewForConfigOrDie(saCfg).AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saMe.Status.UserInfo.Extra) == 0 {
+		t.Fatalf("the ServiceAccount token's user info has no extra: %+v", saMe.Status.UserInfo)
+	}
+	forged.SetName("by-serviceaccount")
+	var saCR *unstructured.Unstructured
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		saCR, err = dynamic.NewForConfigOrDie(saCfg).Resource(gvrCertificateRequest).Namespace(ns).Create(ctx, forged, metav1.CreateOptions{})
+		return err == nil, nil // RBAC sees the new binding shortly
+	}); err != nil {
+		t.Fatalf("create CertificateRequest as ServiceAccount requester: %v", err)
+	}
+	wantExtra := map[string]any{}
+	for k, v := range saMe.Status.UserInfo.Extra {
+		l := []any{}
+		for _, s := range v {
+			l = append(l, s)
+		}
+		wantExtra[k] = l
+	}
+	if str(saCR, "spec", "username") != "system:serviceaccount:"+ns+":requester" || str(saCR, "spec", "uid") != string(sa.UID) ||
+		!reflect.DeepEqual(mapOf(saCR, "spec", "extra"), wantExtra) {
+		t.Errorf("CertificateRequest of ServiceAccount requester: username %q uid %q extra %v, want %q %q %v",
+			str(saCR, "spec", "username"), str(saCR, "spec", "uid"), mapOf(saCR, "spec", "extra"), "system:serviceaccount:"+ns+":requester", sa.UID, wantExtra)
+	}
+
+	// Anything else may still change (labels here).
+	relabelled := cr.DeepCopy()
+	relabelled.SetLabels(map[string]string{"team": "platform"})
+	if _, err := crs.Update(t.Context(), relabelled, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("update of the labels: %v", err)
 	}
 }

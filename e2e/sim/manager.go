@@ -121,6 +121,7 @@ type reconciler struct {
 // reconcilers; it starts each reconciler once every kind it needs is served.
 type manager struct {
 	opts    Options
+	cfg     *rest.Config // the simulators' own (cluster-admin) client config
 	dyn     dynamic.Interface
 	kube    kubernetes.Interface
 	factory dynamicinformer.DynamicSharedInformerFactory
@@ -185,6 +186,7 @@ func newManager(cfg *rest.Config, o Options) (*manager, error) {
 	m := &manager{
 		istioCRDs: istio,
 		opts:      o,
+		cfg:       cfg,
 		dyn:       dyn,
 		kube:      kube,
 		factory:   dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),

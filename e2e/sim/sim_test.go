@@ -77,6 +77,40 @@ func startCluster(t *testing.T, opts Options) *cluster {
 	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
 }
 
+// startAPIServerOnly is startCluster without kube-controller-manager,
+// kube-scheduler, kwok and OLM: for behaviour that lives in the API server
+// alone (admission policies), started in a fraction of the time.
+func startAPIServerOnly(t *testing.T, opts Options) *cluster {
+	t.Helper()
+	env, err := testenv.Start(t.Context(), testenv.Options{Logf: t.Logf, NoControllers: true, NoOLM: true})
+	if errors.Is(err, testenv.ErrNotBuilt) {
+		if os.Getenv(testenv.EnvRequire) == "1" {
+			t.Fatalf("%s=1 but: %v", testenv.EnvRequire, err)
+		}
+		t.Skipf("local control plane not available: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	cfg := env.RESTConfig()
+	opts.Logger = zaptest.NewLogger(t)
+	h, err := Start(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatalf("start simulators: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := h.Stop(); err != nil {
+			t.Errorf("stop simulators: %v", err)
+		}
+	})
+	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
+}
+
 func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[string]any) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: obj}
