@@ -118,7 +118,11 @@ var certWebhookVariables = []admissionv1.Variable{
 // (internal/webhook/admission/certificaterequest/identity/certificaterequest_identity.go):
 // on CREATE of a CertificateRequest, spec.uid, username and groups are set
 // to the requester's, and spec.extra is replaced by the requester's extra
-// (removed when that is empty), whatever the creator wrote.
+// (removed when that is empty), whatever the creator wrote. The user
+// info's lists are copied element by element (.map(v, v)): kube-apiserver
+// 1.37 refuses to marshal them as patch values directly ("type conversion
+// error from 'list(dyn)'"), and extra is written key by key for the same
+// reason.
 const certIdentityPatch = `[
   JSONPatch{op: "add", path: "/spec/username", value: request.userInfo.username},
   JSONPatch{op: "add", path: "/spec/uid", value: has(request.userInfo.uid) ? request.userInfo.uid : ""},
