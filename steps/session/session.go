@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -53,6 +54,13 @@ type Options struct {
 	// seconds), which changes no object and is not part of the installed
 	// inventory (inventory.Deployed). Under a second is a FlagError.
 	Timeout time.Duration
+	// ToolVersion is maasctl's version, for the checkpoints, the run
+	// record and gather's archive.
+	ToolVersion string
+	// Stderr gets warnings that do not stop a command (a release layout
+	// that cannot be read, a Vault token that can no longer be extended);
+	// nil discards them.
+	Stderr io.Writer
 }
 
 // FlagError is a bad flag value (exit code 2, nothing changed).
@@ -76,6 +84,11 @@ type Session struct {
 	// installed is the installed inventory UseInstalled switched to (nil
 	// when the session uses its own).
 	installed *steps.InstalledInventory
+	// against says which inventory the session compares the cluster
+	// against (UseInstalled).
+	against string
+	// clients are Connect's clients of cfg.
+	clients *kube.Clients
 }
 
 // LoadInventory reads files (inventory YAML or Ansible vars) and sets,
@@ -112,6 +125,9 @@ func Open(o Options) (*Session, error) {
 	}
 	if o.Kube == nil {
 		o.Kube = genericclioptions.NewConfigFlags(true)
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
 	}
 	s := &Session{Inventory: inv, opts: o}
 	s.applyTimeout(inv)
@@ -230,6 +246,34 @@ func (s *Session) Clients(ctx context.Context) (*kube.Clients, error) {
 	return kube.New(cfg)
 }
 
+// RequireVault returns why there is no Vault client, for the commands
+// that cannot work without one (install, database rotate-password).
+func (s *Session) RequireVault() error { return s.vaultErr }
+
+// Connect builds the cluster configuration (Config) and its clients once;
+// the commands call it before anything they print, so that a cluster that
+// cannot be reached fails first. Nothing is sent to the cluster but the
+// SelfSubjectReview of a token from Vault.
+func (s *Session) Connect(ctx context.Context) error {
+	if s.clients != nil {
+		return nil
+	}
+	cfg, err := s.Config(ctx)
+	if err != nil {
+		return err
+	}
+	s.clients, err = kube.New(cfg)
+	return err
+}
+
+// connected is Connect's clients.
+func (s *Session) connected(ctx context.Context) (*kube.Clients, error) {
+	if err := s.Connect(ctx); err != nil {
+		return nil, err
+	}
+	return s.clients, nil
+}
+
 // checkClusterToken asks the API server who the token is
 // (authentication.k8s.io/v1 SelfSubjectReview). Only a 401 is an error: an
 // older API server without the endpoint, or a transient failure, is left to
@@ -272,6 +316,12 @@ func (s *Session) Installed(ctx context.Context) (*steps.InstalledInventory, err
 // from site.yaml at ... (digest ...)", "the inventory from -f site.yaml",
 // "the default inventory (--defaults)", ...
 func (s *Session) UseInstalled(ctx context.Context) (string, error) {
+	against, err := s.useInstalled(ctx)
+	s.against = against
+	return against, err
+}
+
+func (s *Session) useInstalled(ctx context.Context) (string, error) {
 	src := s.Source()
 	switch {
 	case len(src.Files) > 0:
