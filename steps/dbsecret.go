@@ -141,24 +141,9 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
 	_, err = deps.Get(ctx, "maas-api", metav1.GetOptions{})
 	apiRuns := err == nil
-	var stale []*unstructured.Unstructured
-	pending := false
-	for _, s := range secrets {
-		if err := ensureNamespace(ctx, e, id, namespaceObject(s.GetNamespace())); err != nil {
-			return err
-		}
-		same, _, err := checkSecret(ctx, e, s)
-		if err != nil {
-			return err
-		}
-		if !same {
-			stale = append(stale, s)
-		}
-		if p, err := restartPending(ctx, e, s); err != nil {
-			return err
-		} else if p {
-			pending = true
-		}
+	stale, pending, err := staleDBConfig(ctx, e, id, secrets)
+	if err != nil {
+		return err
 	}
 	if len(stale) > 0 {
 		// A changed password reaches maas-db-config only once the
@@ -194,6 +179,55 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 	if !pending || !apiRuns {
 		return nil
 	}
+	return restartMaaSAPI(ctx, e, id, apiNS, secrets)
+}
+
+// restartPendingAnnotation marks a maas-db-config copy written while
+// maas-api ran and not yet followed by maas-api's restart and rollout.
+const restartPendingAnnotation = "maasctl.io/restart-pending"
+
+// restartPending reports whether the live copy of want carries
+// restartPendingAnnotation.
+func restartPending(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, error) {
+	live, err := e.Clients.Kube.CoreV1().Secrets(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, ok := live.Annotations[restartPendingAnnotation]
+	return ok, nil
+}
+
+// staleDBConfig ensures the namespaces of the maas-db-config copies and
+// returns the copies that differ from the live ones, and whether a
+// maas-api restart is still owed for an earlier write.
+func staleDBConfig(ctx context.Context, e *Env, id string, secrets []*unstructured.Unstructured) (stale []*unstructured.Unstructured, pending bool, err error) {
+	for _, s := range secrets {
+		if err := ensureNamespace(ctx, e, id, namespaceObject(s.GetNamespace())); err != nil {
+			return nil, false, err
+		}
+		same, _, err := checkSecret(ctx, e, s)
+		if err != nil {
+			return nil, false, err
+		}
+		if !same {
+			stale = append(stale, s)
+		}
+		if p, err := restartPending(ctx, e, s); err != nil {
+			return nil, false, err
+		} else if p {
+			pending = true
+		}
+	}
+	return stale, pending, nil
+}
+
+// restartMaaSAPI restarts maas-api on the new maas-db-config, waits for
+// its rollout and then drops the restart marker from the copies.
+func restartMaaSAPI(ctx context.Context, e *Env, id, apiNS string, secrets []*unstructured.Unstructured) error {
+	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
 	e.progress(id, "maas-db-config changed: restarting Deployment %s/maas-api", apiNS)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"maasctl.io/restartedAt":%q}}}}}`, time.Now().UTC().Format(time.RFC3339Nano))
 	if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
@@ -220,22 +254,4 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 		}
 	}
 	return nil
-}
-
-// restartPendingAnnotation marks a maas-db-config copy written while
-// maas-api ran and not yet followed by maas-api's restart and rollout.
-const restartPendingAnnotation = "maasctl.io/restart-pending"
-
-// restartPending reports whether the live copy of want carries
-// restartPendingAnnotation.
-func restartPending(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, error) {
-	live, err := e.Clients.Kube.CoreV1().Secrets(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_, ok := live.Annotations[restartPendingAnnotation]
-	return ok, nil
 }
