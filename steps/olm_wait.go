@@ -36,7 +36,6 @@ import (
 func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	handled := map[string]bool{} // InstallPlans already approved or inspected
 	// As soon as the Subscription names the CSV it resolved
 	// (status.currentCSV, written with the InstallPlan, long before the CSV
 	// succeeds), that CSV and its CRDs are waited for beside the
@@ -67,35 +66,9 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 			}
 		}()
 	}
-	var sub *unstructured.Unstructured
-	for {
-		progress := subscriptionProgress(handled, stale)
-		subT := waiters.Target{
-			GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
-			Cond: func(obj *unstructured.Unstructured) waiters.Result {
-				speculate(obj)
-				return progress(obj)
-			},
-			OnChange: func(r waiters.Result) {
-				if !r.Done {
-					e.progress(stepID, "waiting for Subscription %s/%s: %s", op.Namespace, op.Package, r.Status)
-				}
-			},
-		}
-		s, err := waiters.For(ctx, e.Clients, subT)
-		if err != nil {
-			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
-				return cause // the CSV's failure ended the wait
-			}
-			return err
-		}
-		if subscriptionInstalled(s).Done {
-			sub = s
-			break
-		}
-		if err := approveInstallPlan(ctx, e, stepID, op, s, handled); err != nil {
-			return err
-		}
+	sub, err := waitSubscription(ctx, e, stepID, op, stale, speculate)
+	if err != nil {
+		return err
 	}
 	csvName, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
 	mu.Lock()
@@ -351,4 +324,40 @@ func expectedCSV(ctx context.Context, e *Env, op inventory.Operator, sub *unstru
 	}
 	cur, _, _ := unstructured.NestedString(sub.Object, "status", "currentCSV")
 	return cur, "channel " + op.Channel + " as resolved by OLM"
+}
+
+// waitSubscription waits until the Subscription of op has installed its
+// CSV, approving an InstallPlan on the way when the policy allows it;
+// speculate sees every state of the Subscription. A CSV wait that failed
+// (the cause of ctx) ends it.
+func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string, speculate func(*unstructured.Unstructured)) (*unstructured.Unstructured, error) {
+	handled := map[string]bool{} // InstallPlans already approved or inspected
+	for {
+		progress := subscriptionProgress(handled, stale)
+		subT := waiters.Target{
+			GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
+			Cond: func(obj *unstructured.Unstructured) waiters.Result {
+				speculate(obj)
+				return progress(obj)
+			},
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(stepID, "waiting for Subscription %s/%s: %s", op.Namespace, op.Package, r.Status)
+				}
+			},
+		}
+		s, err := waiters.For(ctx, e.Clients, subT)
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
+				return nil, cause // the CSV's failure ended the wait
+			}
+			return nil, err
+		}
+		if subscriptionInstalled(s).Done {
+			return s, nil
+		}
+		if err := approveInstallPlan(ctx, e, stepID, op, s, handled); err != nil {
+			return nil, err
+		}
+	}
 }

@@ -160,19 +160,7 @@ func gateway(s *verify.State) []Finding {
 		svcType = t
 	}
 	var out []Finding
-	// Conditions that look alarming but are expected with ClusterIP.
-	var harmless []string
-	l, _, _ := unstructured.NestedSlice(gw.Object, "status", "conditions")
-	for _, x := range l {
-		m, _ := x.(map[string]any)
-		typ, _ := m["type"].(string)
-		reason, _ := m["reason"].(string)
-		if (reason == "LoadBalancerPending" || (typ == "DNSReady" && m["status"] != "True")) && svcType != "LoadBalancer" {
-			c, _ := waiters.GetCondition(gw, typ)
-			harmless = append(harmless, c.String())
-		}
-	}
-	if len(harmless) > 0 {
+	if harmless := harmlessGatewayConditions(gw, svcType); len(harmless) > 0 {
 		out = append(out, finding(CodeGatewayLBHarmless, o, strings.Join(harmless, "; ")+"; Service type "+svcType,
 			"expected with a ClusterIP Gateway Service behind a passthrough Route: no load balancer or DNS record is needed",
 			"none needed (use gateway.serviceType=LoadBalancer only with MetalLB or a cloud load balancer)"))
@@ -446,4 +434,22 @@ func notServing(b *verify.Backend, sel string) (cause, fix string) {
 	w := b.Workloads[0]
 	return "the model server's pods are not ready: the gateway answers 503 no healthy upstream",
 		fmt.Sprintf("oc rollout status deployment/%s -n %s; oc logs -n %s deploy/%s   (maasctl does not manage the model server)", w.Name, b.Namespace, b.Namespace, w.Name)
+}
+
+// harmlessGatewayConditions are the Gateway's conditions that look
+// alarming but are expected when its Service is not a LoadBalancer
+// (LoadBalancerPending, DNSReady not True).
+func harmlessGatewayConditions(gw *unstructured.Unstructured, svcType string) []string {
+	var harmless []string
+	l, _, _ := unstructured.NestedSlice(gw.Object, "status", "conditions")
+	for _, x := range l {
+		m, _ := x.(map[string]any)
+		typ, _ := m["type"].(string)
+		reason, _ := m["reason"].(string)
+		if (reason == "LoadBalancerPending" || (typ == "DNSReady" && m["status"] != "True")) && svcType != "LoadBalancer" {
+			c, _ := waiters.GetCondition(gw, typ)
+			harmless = append(harmless, c.String())
+		}
+	}
+	return harmless
 }

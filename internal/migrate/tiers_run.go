@@ -70,15 +70,7 @@ type TiersResult struct {
 // (nothing old deleted; it wraps a *waiters.TimeoutError naming them);
 // *ValidationError when a final check failed.
 func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersResult, error) {
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Minute
-	}
+	o.setDefaults()
 	if o.BackupDir == "" {
 		return nil, fmt.Errorf("a backup directory is required")
 	}
@@ -230,4 +222,18 @@ func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan) 
 	fmt.Fprintln(w, "Dry run: the objects passed a server-side dry run; nothing was changed in the cluster.")
 	writeSkipped(w, plan)
 	return nil
+}
+
+// setDefaults fills the options left zero: no output, the clock, a
+// 10-minute wait bound.
+func (o *TiersOptions) setDefaults() {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
 }
