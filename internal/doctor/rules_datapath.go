@@ -24,16 +24,7 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 		}
 		switch verify.Class(c.Class) {
 		case verify.ClassUnauth:
-			cause := "the gateway rejected the key: it is missing, expired or revoked, or an OpenShift token was used instead of an sk-oai- key"
-			fix := `create a new key: curl -s -X POST "$MAAS/maas-api/v1/api-keys" -H "Authorization: Bearer $(oc whoami -t)" -H "Content-Type: application/json" -d '{"name": "laptop", "expiresIn": "720h", "subscription": "<subscription>"}'`
-			if c.Code == verify.CodeMintKey {
-				cause = "maas-api rejected the caller's OpenShift token (expired or not a user token)"
-				fix = "oc login again (or pass --token), then retry"
-			} else if c.Code == verify.CodeChat || c.Code == verify.CodeListModels && !strings.Contains(c.Title, "your API key") {
-				cause = "a key minted seconds earlier was rejected: the gateway cannot validate keys against maas-api (Authorino config or maas-api database)"
-				fix = "oc get authpolicy -A; oc logs -n " + s.Release.MaaSAPINamespace + " deploy/maas-api --tail=20"
-			}
-			out = append(out, finding(Code401, c.Object, ev, cause, fix))
+			out = append(out, unauthorized(s, c, ev))
 		case verify.ClassForbidden:
 			if sub := mintNotOwned(s, c); sub != "" {
 				out = append(out, notInGroups(s, obj("MaaSSubscription", s.Inv.RHOAI.MaaSNamespace, sub), "", "the owners of subscription "+sub+" in the installed inventory"))
@@ -226,4 +217,19 @@ func gatewayAuth(s *verify.State) []Finding {
 	k := s.Inv.Kuadrant
 	return []Finding{finding(CodeGatewayAuth, o, strings.Join(ev, "; "), verify.GatewayAuthCause(p),
 		fmt.Sprintf("%s; then check: oc describe authpolicy %s -n %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector), name, ns))}
+}
+
+// unauthorized is the finding of a 401: which credential the gateway or
+// maas-api rejected, and how to get a good one.
+func unauthorized(s *verify.State, c verify.Check, ev string) Finding {
+	cause := "the gateway rejected the key: it is missing, expired or revoked, or an OpenShift token was used instead of an sk-oai- key"
+	fix := `create a new key: curl -s -X POST "$MAAS/maas-api/v1/api-keys" -H "Authorization: Bearer $(oc whoami -t)" -H "Content-Type: application/json" -d '{"name": "laptop", "expiresIn": "720h", "subscription": "<subscription>"}'`
+	if c.Code == verify.CodeMintKey {
+		cause = "maas-api rejected the caller's OpenShift token (expired or not a user token)"
+		fix = "oc login again (or pass --token), then retry"
+	} else if c.Code == verify.CodeChat || c.Code == verify.CodeListModels && !strings.Contains(c.Title, "your API key") {
+		cause = "a key minted seconds earlier was rejected: the gateway cannot validate keys against maas-api (Authorino config or maas-api database)"
+		fix = "oc get authpolicy -A; oc logs -n " + s.Release.MaaSAPINamespace + " deploy/maas-api --tail=20"
+	}
+	return finding(Code401, c.Object, ev, cause, fix)
 }
