@@ -155,9 +155,6 @@ func VaultClient(inv *inventory.Inventory) (*vault.Client, error) {
 	})
 }
 
-// Vault returns the Vault client, or why there is none.
-func (s *Session) Vault() (*vault.Client, error) { return s.vault, s.vaultErr }
-
 func (s *Session) tokenSpec() string {
 	if s.opts.KubeTokenFromVault != "" {
 		return s.opts.KubeTokenFromVault
@@ -237,15 +234,6 @@ func noCluster(f *genericclioptions.ConfigFlags) error {
 	return &FlagError{Flag: "--kubeconfig", Err: errors.New("no cluster to talk to: no kubeconfig names a cluster (KUBECONFIG, ~/.kube/config) and --server is not set; log in with 'oc login' or set KUBECONFIG")}
 }
 
-// Clients returns the Kubernetes clients of Config.
-func (s *Session) Clients(ctx context.Context) (*kube.Clients, error) {
-	cfg, err := s.Config(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return kube.New(cfg)
-}
-
 // RequireVault returns why there is no Vault client, for the commands
 // that cannot work without one (install, database rotate-password).
 func (s *Session) RequireVault() error { return s.vaultErr }
@@ -300,7 +288,7 @@ func (s *Session) Source() steps.InventorySource {
 // Installed reads the inventory the cluster was installed from
 // (steps.InstalledInventoryConfigMap); none is (nil, nil).
 func (s *Session) Installed(ctx context.Context) (*steps.InstalledInventory, error) {
-	c, err := s.Clients(ctx)
+	c, err := s.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
