@@ -182,6 +182,49 @@ func RenderInCluster(inv *inventory.Inventory, f assets.Facts, o InClusterOption
 		}
 		return m
 	}
+	nsDocs, rbac := installerRBAC(o, cluster, byNS, meta)
+	job, err := installerJob(inv, o, labels, meta)
+	if err != nil {
+		return nil, err
+	}
+	var files []ManifestFile
+	for _, part := range []struct {
+		name string
+		docs []map[string]any
+		what string
+	}{
+		{"00-namespaces.yaml", nsDocs, "the Namespaces the Roles are bound in (they must exist first)"},
+		{"01-rbac.yaml", rbac, "the ServiceAccount, its ClusterRole and Roles (exactly what preflight checks) and their bindings"},
+		{"02-job.yaml", job, "the inventory and the Job that runs maasctl install"},
+	} {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "# %s\n", part.what)
+		for _, d := range part.docs {
+			y, err := yaml.Marshal(d)
+			if err != nil {
+				return nil, err
+			}
+			b.WriteString("---\n")
+			b.Write(y)
+		}
+		files = append(files, ManifestFile{Name: part.name, Data: b.Bytes()})
+	}
+	files = append(files, ManifestFile{Name: "README.md", Data: inClusterReadme(inv, o, len(cluster), len(byNS))})
+	return files, nil
+}
+
+func toAnyMaps(l []map[string]any) []any {
+	out := make([]any, len(l))
+	for i, m := range l {
+		out[i] = m
+	}
+	return out
+}
+
+// installerRBAC returns the Namespaces the Roles live in (the state
+// namespace first) and the ServiceAccount, ClusterRole, Roles and their
+// bindings of the in-cluster run.
+func installerRBAC(o InClusterOptions, cluster []map[string]any, byNS map[string][]map[string]any, meta func(name, ns string) map[string]any) (nsDocs, rbac []map[string]any) {
 	nss := []string{o.Namespace}
 	for ns := range byNS {
 		if ns != o.Namespace {
@@ -189,12 +232,11 @@ func RenderInCluster(inv *inventory.Inventory, f assets.Facts, o InClusterOption
 		}
 	}
 	slices.Sort(nss[1:])
-	var nsDocs []map[string]any
 	for _, ns := range nss {
 		nsDocs = append(nsDocs, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}})
 	}
 	subject := []any{map[string]any{"kind": "ServiceAccount", "name": o.ServiceAccount, "namespace": o.Namespace}}
-	rbac := []map[string]any{
+	rbac = []map[string]any{
 		{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(o.ServiceAccount, o.Namespace)},
 		{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(installerRoleName, ""), "rules": toAnyMaps(cluster)},
 		{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(installerRoleName, ""),
@@ -208,6 +250,12 @@ func RenderInCluster(inv *inventory.Inventory, f assets.Facts, o InClusterOption
 				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": installerRoleName},
 				"subjects": subject})
 	}
+	return nsDocs, rbac
+}
+
+// installerJob returns the inventory ConfigMap and the Job that runs
+// maasctl install in the cluster.
+func installerJob(inv *inventory.Inventory, o InClusterOptions, labels map[string]any, meta func(name, ns string) map[string]any) ([]map[string]any, error) {
 	invYAML, err := yaml.Marshal(inv.Redacted())
 	if err != nil {
 		return nil, err
@@ -241,42 +289,16 @@ func RenderInCluster(inv *inventory.Inventory, f assets.Facts, o InClusterOption
 			},
 		}},
 	}
-	var files []ManifestFile
-	for _, part := range []struct {
-		name string
-		docs []map[string]any
-		what string
-	}{
-		{"00-namespaces.yaml", nsDocs, "the Namespaces the Roles are bound in (they must exist first)"},
-		{"01-rbac.yaml", rbac, "the ServiceAccount, its ClusterRole and Roles (exactly what preflight checks) and their bindings"},
-		{"02-job.yaml", job, "the inventory and the Job that runs maasctl install"},
-	} {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "# %s\n", part.what)
-		for _, d := range part.docs {
-			y, err := yaml.Marshal(d)
-			if err != nil {
-				return nil, err
-			}
-			b.WriteString("---\n")
-			b.Write(y)
-		}
-		files = append(files, ManifestFile{Name: part.name, Data: b.Bytes()})
-	}
+	return job, nil
+}
+
+// inClusterReadme is the README.md of the in-cluster run.
+func inClusterReadme(inv *inventory.Inventory, o InClusterOptions, clusterRules, namespaces int) []byte {
 	var readme bytes.Buffer
 	fmt.Fprintf(&readme, "# maasctl install, in the cluster, least privilege\n\n")
 	fmt.Fprintf(&readme, "Apply the files in order as a cluster administrator (`oc apply --server-side -f 00-namespaces.yaml -f 01-rbac.yaml -f 02-job.yaml`). The Job runs `maasctl install` as ServiceAccount `%s/%s` with the in-cluster config; `oc logs -n %s job/maasctl-install -f` follows it.\n\n", o.Namespace, o.ServiceAccount, o.Namespace)
-	fmt.Fprintf(&readme, "The ClusterRole `%s` (%d rules) and the Roles in %d namespaces grant exactly what the install's steps need, the permissions `maasctl preflight` checks with SelfSubjectAccessReviews: remove one and preflight names it before anything is written. The same identity can re-run the install, `maasctl status` and `maasctl verify --live-only`.\n\n", installerRoleName, len(cluster), len(byNS))
+	fmt.Fprintf(&readme, "The ClusterRole `%s` (%d rules) and the Roles in %d namespaces grant exactly what the install's steps need, the permissions `maasctl preflight` checks with SelfSubjectAccessReviews: remove one and preflight names it before anything is written. The same identity can re-run the install, `maasctl status` and `maasctl verify --live-only`.\n\n", installerRoleName, clusterRules, namespaces)
 	fmt.Fprintf(&readme, "Vault: the Job reads the database password from Vault (%s). Give the Job a Vault login: set `vault.auth` in the inventory to the Kubernetes auth method with a role bound to this ServiceAccount; no token is rendered.\n\n", cmp.Or(inv.Vault.Address, "VAULT_ADDR, set it in the Job's env"))
 	fmt.Fprintf(&readme, "The Namespaces of 00-namespaces.yaml exist before the install, so maasctl records them as adopted and uninstall keeps them; delete them by hand after an uninstall. The image is built from the project's Containerfile.\n")
-	files = append(files, ManifestFile{Name: "README.md", Data: readme.Bytes()})
-	return files, nil
-}
-
-func toAnyMaps(l []map[string]any) []any {
-	out := make([]any, len(l))
-	for i, m := range l {
-		out[i] = m
-	}
-	return out
+	return readme.Bytes()
 }

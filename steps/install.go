@@ -84,19 +84,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	}
 	// A plain run on a cluster installed from another inventory stops
 	// here, before the Lease (the first write) is taken.
-	err = checkInstalled(ctx, clients, "install", o.Source, o.Inventory, func(old *inventory.Inventory) []string {
-		oreg, err := registryFor(o.Registry, old)
-		if err != nil {
-			return nil
-		}
-		a, erra := NewEnvFor(ctx, clients, oreg, old, nil, o.Log)
-		b, errb := NewEnvFor(ctx, clients, reg, o.Inventory, nil, o.Log)
-		if erra != nil || errb != nil {
-			return nil
-		}
-		return changedSteps(a, b)
-	})
-	if err != nil {
+	if err := checkInstalled(ctx, clients, "install", o.Source, o.Inventory, changedFrom(ctx, clients, reg, o)); err != nil {
 		return nil, err
 	}
 	// Rendering only reads the cluster (apps domain, RHOAI layout), so it
@@ -122,14 +110,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 		defer cancel()
 		_ = lock.Release(rctx)
 	}()
-	var (
-		cps *Checkpoints
-		rec *Record
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { cps, err = LoadCheckpoints(gctx, clients); return err })
-	g.Go(func() (err error) { rec, err = LoadRecord(gctx, clients); return err })
-	lerr := g.Wait()
+	cps, rec, lerr := loadRunState(ctx, clients)
 	if err := <-envDone; err != nil {
 		return nil, err
 	}
@@ -204,4 +185,35 @@ func GatewayHost(ctx context.Context, c *kube.Clients, inv *inventory.Inventory)
 		return "", fmt.Errorf("config.openshift.io Ingress cluster has no spec.domain: set gateway.hostname")
 	}
 	return "maas." + domain, nil
+}
+
+// changedFrom is checkInstalled's diff for install: the steps whose
+// objects differ between the installed inventory and o's (none when
+// either cannot be read).
+func changedFrom(ctx context.Context, clients *kube.Clients, reg *Registry, o InstallOptions) func(old *inventory.Inventory) []string {
+	return func(old *inventory.Inventory) []string {
+		oreg, err := registryFor(o.Registry, old)
+		if err != nil {
+			return nil
+		}
+		a, erra := NewEnvFor(ctx, clients, oreg, old, nil, o.Log)
+		b, errb := NewEnvFor(ctx, clients, reg, o.Inventory, nil, o.Log)
+		if erra != nil || errb != nil {
+			return nil
+		}
+		return changedSteps(a, b)
+	}
+}
+
+// loadRunState reads the checkpoints and the run record side by side.
+func loadRunState(ctx context.Context, clients *kube.Clients) (*Checkpoints, *Record, error) {
+	var (
+		cps *Checkpoints
+		rec *Record
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { cps, err = LoadCheckpoints(gctx, clients); return err })
+	g.Go(func() (err error) { rec, err = LoadRecord(gctx, clients); return err })
+	err := g.Wait()
+	return cps, rec, err
 }

@@ -60,73 +60,9 @@ func (s Selection) Resolve(reg *Registry) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	var valid []string
-	phases := map[string]bool{}
-	for _, st := range order {
-		valid = append(valid, st.ID)
-		phases[st.Phase()] = true
-	}
-	expand := func(flag string, vals []string) (map[string]bool, error) {
-		out := map[string]bool{}
-		var unknown []string
-		for _, v := range vals {
-			v = strings.TrimSpace(v)
-			switch {
-			case reg.Get(v) != nil:
-				out[v] = true
-			case phases[v]:
-				for _, st := range order {
-					if st.Phase() == v {
-						out[st.ID] = true
-					}
-				}
-			default:
-				unknown = append(unknown, v)
-			}
-		}
-		if len(unknown) > 0 {
-			return nil, &UnknownStepError{Flag: flag, IDs: unknown, Valid: valid}
-		}
-		return out, nil
-	}
-	sel := map[string]bool{}
-	for _, st := range order {
-		sel[st.ID] = true
-	}
-	if s.From != "" {
-		from, err := expand("--from", []string{s.From})
-		if err != nil {
-			return nil, err
-		}
-		started := false
-		for _, st := range order {
-			if from[st.ID] {
-				started = true
-			}
-			if !started {
-				delete(sel, st.ID)
-			}
-		}
-	}
-	if len(s.Only) > 0 {
-		only, err := expand("--only", s.Only)
-		if err != nil {
-			return nil, err
-		}
-		for id := range sel {
-			if !only[id] {
-				delete(sel, id)
-			}
-		}
-	}
-	if len(s.Skip) > 0 {
-		skip, err := expand("--skip", s.Skip)
-		if err != nil {
-			return nil, err
-		}
-		for id := range skip {
-			delete(sel, id)
-		}
+	sel, err := s.narrow(newStepIndex(reg, order))
+	if err != nil {
+		return nil, err
 	}
 	if len(sel) == 0 {
 		return nil, fmt.Errorf("--only/--skip/--from select no step")
@@ -305,4 +241,92 @@ func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 		return nil, err
 	}
 	return &Runner{Registry: reg, Env: env, Checkpoints: cps, ToolVersion: o.ToolVersion}, nil
+}
+
+// stepIndex names the steps and phases a selection may give, in install
+// order.
+type stepIndex struct {
+	reg    *Registry
+	order  []*Step
+	valid  []string
+	phases map[string]bool
+}
+
+func newStepIndex(reg *Registry, order []*Step) *stepIndex {
+	x := &stepIndex{reg: reg, order: order, phases: map[string]bool{}}
+	for _, st := range order {
+		x.valid = append(x.valid, st.ID)
+		x.phases[st.Phase()] = true
+	}
+	return x
+}
+
+// expand turns step IDs and phase names into step IDs; an unknown one is
+// an *UnknownStepError naming flag.
+func (x *stepIndex) expand(flag string, vals []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	var unknown []string
+	for _, v := range vals {
+		v = strings.TrimSpace(v)
+		switch {
+		case x.reg.Get(v) != nil:
+			out[v] = true
+		case x.phases[v]:
+			for _, st := range x.order {
+				if st.Phase() == v {
+					out[st.ID] = true
+				}
+			}
+		default:
+			unknown = append(unknown, v)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, &UnknownStepError{Flag: flag, IDs: unknown, Valid: x.valid}
+	}
+	return out, nil
+}
+
+// narrow applies --from, then --only, then --skip to every step.
+func (s Selection) narrow(x *stepIndex) (map[string]bool, error) {
+	sel := map[string]bool{}
+	for _, st := range x.order {
+		sel[st.ID] = true
+	}
+	if s.From != "" {
+		from, err := x.expand("--from", []string{s.From})
+		if err != nil {
+			return nil, err
+		}
+		started := false
+		for _, st := range x.order {
+			if from[st.ID] {
+				started = true
+			}
+			if !started {
+				delete(sel, st.ID)
+			}
+		}
+	}
+	if len(s.Only) > 0 {
+		only, err := x.expand("--only", s.Only)
+		if err != nil {
+			return nil, err
+		}
+		for id := range sel {
+			if !only[id] {
+				delete(sel, id)
+			}
+		}
+	}
+	if len(s.Skip) > 0 {
+		skip, err := x.expand("--skip", s.Skip)
+		if err != nil {
+			return nil, err
+		}
+		for id := range skip {
+			delete(sel, id)
+		}
+	}
+	return sel, nil
 }

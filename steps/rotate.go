@@ -155,84 +155,20 @@ func rotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error
 		_ = lock.Release(rctx)
 	}()
 
-	ready, err := dbLive(ctx, env)
+	livePW, err := installedPassword(ctx, env)
 	if err != nil {
 		return res, err
-	}
-	live, err := o.Clients.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, d.SecretName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || (err == nil && !ready):
-		return res, fmt.Errorf("no installed database to rotate the password of: CNPG Cluster %s/%s must be Ready and Secret %s/%s must exist; run `maasctl install` first", d.Namespace, d.ClusterName, d.Namespace, d.SecretName)
-	case err != nil:
-		return res, fmt.Errorf("read Secret %s/%s: %w", d.Namespace, d.SecretName, err)
-	}
-	if string(live.Data["password"]) == "" {
-		return res, fmt.Errorf("Secret %s/%s has no password: run `maasctl install` to write it from Vault %s first", d.Namespace, d.SecretName, d.VaultPath)
 	}
 
-	st, err := o.Vault.Inspect(ctx, d.VaultPath)
+	pw, version, resumed, err := rotateVault(ctx, env, o.Vault, livePW)
 	if err != nil {
 		return res, err
 	}
-	if !st.Found && !st.Gone() {
-		return res, fmt.Errorf("Vault %s holds no password yet: run `maasctl install`, which creates it", d.VaultPath)
-	}
-	pw, version := "", st.Version
-	if st.Found {
-		pw = st.Data["password"]
-		behind, why, err := rotationOwed(ctx, env, pw, string(live.Data["password"]))
-		if err != nil {
-			return res, err
-		}
-		if behind {
-			res.Resumed = true
-			env.progress(id, "going on with the password Vault already holds (version %d): %s", version, why)
-		} else {
-			pw = ""
-		}
-	}
-	if pw == "" {
-		if st.Gone() {
-			env.progress(id, "Vault's latest version %d of %s is deleted: writing a new password as version %d, as asked", st.Version, d.VaultPath, st.Version+1)
-		}
-		next := strconv.Itoa(st.Version + 1)
-		if err := setRotating(ctx, env, next); err != nil {
-			return res, err
-		}
-		gen, err := vault.GeneratePassword(d.PasswordLength)
-		if err != nil {
-			return res, err
-		}
-		version, err = o.Vault.ReplaceSecret(ctx, d.VaultPath, st.Version, map[string]string{"username": d.Owner, "password": gen},
-			vault.WriteOptions{AllowKVv1: d.VaultAllowUnprotectedKVv1})
-		if err != nil {
-			return res, err
-		}
-		pw = gen
-		env.progress(id, "phase vault: stored a new password as version %d of %s", version, d.VaultPath)
-	} else if err := setRotating(ctx, env, strconv.Itoa(version)); err != nil {
-		return res, err
-	}
+	res.Resumed = resumed
 	res.Version = version
 	env.Secrets = fixedSecret{pw: pw, version: version}
 
-	env.progress(id, "phase database: proving the new password on the database as role %s", d.Owner)
-	if err := proveBeforeSecret(ctx, env); err != nil {
-		return res, err
-	}
-	env.progress(id, "phase secret: writing Secret %s/%s", d.Namespace, d.SecretName)
-	sec, err := dbSecret(ctx, env)
-	if err != nil {
-		return res, err
-	}
-	if _, err := o.Clients.Apply(ctx, sec); err != nil {
-		return res, err
-	}
-	env.progress(id, "phase maas-db-config: writing %s and restarting maas-api", inv.DBConfig.Name)
-	if err := applyDBConfig(ctx, env, &Step{ID: "dbsecret/maas-db-config"}); err != nil {
-		return res, err
-	}
-	if err := setRotating(ctx, env, ""); err != nil {
+	if err := rotateRollOut(ctx, env); err != nil {
 		return res, err
 	}
 	env.progress(id, "phase done: version %d is in Vault, the database, Secret %s/%s and %s", version, d.Namespace, d.SecretName, inv.DBConfig.Name)
@@ -303,4 +239,106 @@ func (f fixedSecret) DBPasswordVersion() int { return f.version }
 // that the messages name (vault.DeletedError.Rotate).
 func RotateAdvice(n int) string {
 	return fmt.Sprintf("rotate the password on purpose with `maasctl database rotate-password`, which writes version %d with check-and-set %d and sets it on the database before the Secret or maas-db-config change", n+1, n)
+}
+
+// installedPassword is the password of the installed database's Secret;
+// a database that is not installed and Ready, or a Secret without a
+// password, is an error naming what to run.
+func installedPassword(ctx context.Context, env *Env) (string, error) {
+	d := env.Inv.Database
+	ready, err := dbLive(ctx, env)
+	if err != nil {
+		return "", err
+	}
+	live, err := env.Clients.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, d.SecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && !ready):
+		return "", fmt.Errorf("no installed database to rotate the password of: CNPG Cluster %s/%s must be Ready and Secret %s/%s must exist; run `maasctl install` first", d.Namespace, d.ClusterName, d.Namespace, d.SecretName)
+	case err != nil:
+		return "", fmt.Errorf("read Secret %s/%s: %w", d.Namespace, d.SecretName, err)
+	}
+	if string(live.Data["password"]) == "" {
+		return "", fmt.Errorf("Secret %s/%s has no password: run `maasctl install` to write it from Vault %s first", d.Namespace, d.SecretName, d.VaultPath)
+	}
+	return string(live.Data["password"]), nil
+}
+
+// rotateVault is the vault phase: the password to roll out and its
+// version, which is the one Vault already holds when an earlier rotation
+// stopped before the database, Secrets and maas-api all had it (resumed),
+// else a new generated one written as the next version.
+func rotateVault(ctx context.Context, env *Env, vc *vault.Client, livePW string) (pw string, version int, resumed bool, err error) {
+	const id = RotateStepID
+	d := env.Inv.Database
+	st, err := vc.Inspect(ctx, d.VaultPath)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if !st.Found && !st.Gone() {
+		return "", 0, false, fmt.Errorf("Vault %s holds no password yet: run `maasctl install`, which creates it", d.VaultPath)
+	}
+	pw, version = "", st.Version
+	if st.Found {
+		pw = st.Data["password"]
+		behind, why, err := rotationOwed(ctx, env, pw, livePW)
+		if err != nil {
+			return "", 0, false, err
+		}
+		if behind {
+			resumed = true
+			env.progress(id, "going on with the password Vault already holds (version %d): %s", version, why)
+		} else {
+			pw = ""
+		}
+	}
+	if pw == "" {
+		if st.Gone() {
+			env.progress(id, "Vault's latest version %d of %s is deleted: writing a new password as version %d, as asked", st.Version, d.VaultPath, st.Version+1)
+		}
+		next := strconv.Itoa(st.Version + 1)
+		if err := setRotating(ctx, env, next); err != nil {
+			return "", 0, false, err
+		}
+		gen, err := vault.GeneratePassword(d.PasswordLength)
+		if err != nil {
+			return "", 0, false, err
+		}
+		version, err = vc.ReplaceSecret(ctx, d.VaultPath, st.Version, map[string]string{"username": d.Owner, "password": gen},
+			vault.WriteOptions{AllowKVv1: d.VaultAllowUnprotectedKVv1})
+		if err != nil {
+			return "", 0, false, err
+		}
+		pw = gen
+		env.progress(id, "phase vault: stored a new password as version %d of %s", version, d.VaultPath)
+	} else if err := setRotating(ctx, env, strconv.Itoa(version)); err != nil {
+		return "", 0, false, err
+	}
+	return pw, version, resumed, nil
+}
+
+// rotateRollOut gives the password of env.Secrets to the database (proved
+// first), its Secret and maas-db-config, and ends the rotation mark.
+func rotateRollOut(ctx context.Context, env *Env) error {
+	const id = RotateStepID
+	d, inv := env.Inv.Database, env.Inv
+	env.progress(id, "phase database: proving the new password on the database as role %s", d.Owner)
+	if err := proveBeforeSecret(ctx, env); err != nil {
+		return err
+	}
+	env.progress(id, "phase secret: writing Secret %s/%s", d.Namespace, d.SecretName)
+	sec, err := dbSecret(ctx, env)
+	if err != nil {
+		return err
+	}
+	if _, err := env.Clients.Apply(ctx, sec); err != nil {
+		return err
+	}
+	env.progress(id, "phase maas-db-config: writing %s and restarting maas-api", inv.DBConfig.Name)
+	if err := applyDBConfig(ctx, env, &Step{ID: "dbsecret/maas-db-config"}); err != nil {
+		return err
+	}
+	if err := setRotating(ctx, env, ""); err != nil {
+		return err
+	}
+	return nil
 }

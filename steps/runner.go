@@ -176,33 +176,8 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	if converged && s.EveryRun {
 		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "runs on every run"})
 	} else if converged {
-		t0 := time.Now()
-		live, msg, err := s.check(ctx, r.Env)
-		if err == nil && live {
-			applied()
-			// Objects still recorded absent: a kill between Apply and
-			// Observe, or an operator that created them later. Reads only
-			// those; none (the usual no-op re-run): no request.
-			if r.Record != nil && r.Record.HasAbsent(r.Env, s) {
-				if err := r.Record.ObserveAbsent(ctx, r.Env, s); err != nil {
-					err = fmt.Errorf("record objects: %w", err)
-					emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
-					return EventFailed, err
-				}
-			}
-			emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
-			return EventUnchanged, nil
-		}
-		if err != nil {
-			msg = "check failed: " + err.Error()
-		}
-		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "re-applying: " + msg})
-		// Until this Apply is observed, the step is not done (see
-		// engine.ResultApplying); no record entry may outlive a kill here.
-		if err := r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: engine.ResultApplying, StartedAt: time.Now().UTC()}); err != nil {
-			err = fmt.Errorf("checkpoint: %w", err)
-			emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
-			return EventFailed, err
+		if ev, end, err := r.recheck(ctx, s, idx, hash, emit, applied); end {
+			return ev, err
 		}
 	} else if ok && cp.InputHash != hash {
 		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "inputs changed"})
@@ -210,18 +185,90 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx})
 	}
 	t0 := time.Now()
+	fail := func(err error, d time.Duration) (EventType, error) {
+		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
+		return EventFailed, err
+	}
 	if !s.ReadOnly && r.Record != nil {
 		// The first step that applies stores the run's inventory as the
 		// installed one (InstalledInventoryConfigMap), when it changed.
 		if err := r.Record.SaveInstalled(ctx); err != nil {
-			emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
-			return EventFailed, err
+			return fail(err, time.Since(t0))
 		}
 	}
+	d, err := r.applyStep(ctx, s, t0, applied)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			var ie *waiters.InterruptedError
+			if !errors.As(err, &ie) { // a wait's error names the interruption itself
+				err = fmt.Errorf("interrupted: %w", err)
+			}
+		} else {
+			// status reports the step as failed until a run succeeds.
+			_ = r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
+		}
+		return fail(err, d)
+	}
+	if converged && s.EveryRun {
+		// An EveryRun step that succeeded again on the same inputs: its
+		// checkpoint already says so, and a converged re-run writes
+		// nothing.
+		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
+		return EventUnchanged, nil
+	}
+	cp = Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
+	if err := r.Checkpoints.Put(ctx, cp); err != nil {
+		return fail(err, d)
+	}
+	emit(Event{Type: EventDone, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
+	return EventDone, nil
+}
+
+// recheck is runStep for a step whose checkpoint matches its inputs: its
+// live Check decides. Still as wanted, it ends the step (end) unchanged,
+// after recording objects still recorded absent. Otherwise it emits the
+// step's start with why it is re-applied and marks the checkpoint
+// applying; end is then false, unless that mark fails.
+func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emit func(Event), applied func()) (ev EventType, end bool, err error) {
+	t0 := time.Now()
+	fail := func(err error) (EventType, bool, error) {
+		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+		return EventFailed, true, err
+	}
+	live, msg, err := s.check(ctx, r.Env)
+	if err == nil && live {
+		applied()
+		// Objects still recorded absent: a kill between Apply and
+		// Observe, or an operator that created them later. Reads only
+		// those; none (the usual no-op re-run): no request.
+		if r.Record != nil && r.Record.HasAbsent(r.Env, s) {
+			if err := r.Record.ObserveAbsent(ctx, r.Env, s); err != nil {
+				return fail(fmt.Errorf("record objects: %w", err))
+			}
+		}
+		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
+		return EventUnchanged, true, nil
+	}
+	if err != nil {
+		msg = "check failed: " + err.Error()
+	}
+	emit(Event{Type: EventStarted, Step: s.ID, Title: s.Title, Index: idx, Message: "re-applying: " + msg})
+	// Until this Apply is observed, the step is not done (see
+	// engine.ResultApplying); no record entry may outlive a kill here.
+	if err := r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: engine.ResultApplying, StartedAt: time.Now().UTC()}); err != nil {
+		return fail(fmt.Errorf("checkpoint: %w", err))
+	}
+	return "", false, nil
+}
+
+// applyStep runs the step's Apply within its timeout and records the
+// objects it created (also after a failure). d is how long the Apply took
+// since t0.
+func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied func()) (d time.Duration, err error) {
 	sctx, cancel := context.WithTimeout(ctx, stepTimeout(s, r.Env))
-	err := s.apply(sctx, r.Env)
+	err = s.apply(sctx, r.Env)
 	cancel()
-	d := time.Since(t0)
+	d = time.Since(t0)
 	if err == nil {
 		applied()
 	}
@@ -234,31 +281,5 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("record objects: %w", ctx.Err())
 	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			var ie *waiters.InterruptedError
-			if !errors.As(err, &ie) { // a wait's error names the interruption itself
-				err = fmt.Errorf("interrupted: %w", err)
-			}
-		} else {
-			// status reports the step as failed until a run succeeds.
-			_ = r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
-		}
-		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
-		return EventFailed, err
-	}
-	if converged && s.EveryRun {
-		// An EveryRun step that succeeded again on the same inputs: its
-		// checkpoint already says so, and a converged re-run writes
-		// nothing.
-		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
-		return EventUnchanged, nil
-	}
-	cp = Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
-	if err := r.Checkpoints.Put(ctx, cp); err != nil {
-		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
-		return EventFailed, err
-	}
-	emit(Event{Type: EventDone, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
-	return EventDone, nil
+	return d, err
 }

@@ -150,21 +150,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 	if err := o.Inventory.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
 	}
-	if o.Log == nil {
-		o.Log = zap.NewNop()
-	}
-	if o.Emit == nil {
-		o.Emit = func(Event) {}
-	}
-	if o.WaitTimeout == 0 {
-		o.WaitTimeout = time.Duration(o.Inventory.WaitTimeoutSeconds) * time.Second
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = 60 * time.Second
-	}
-	if o.Identity == "" {
-		o.Identity = Identity()
-	}
+	o.setDefaults()
 	if o.DeleteData && o.Vault == nil && !o.DryRun {
 		return nil, errors.New("--delete-data also deletes the password in Vault: configure Vault (VAULT_ADDR, VAULT_TOKEN) or keep the data")
 	}
@@ -581,5 +567,25 @@ func (u *uninstaller) noteCRDs(ctx context.Context, csvStub *unstructured.Unstru
 	defer u.crdsMu.Unlock()
 	for _, n := range ownedCRDs(live) {
 		u.crds[n] = true
+	}
+}
+
+// setDefaults fills the options left zero: no log, no events, the
+// inventory's wait timeout, a 60s Lease, this process's identity.
+func (o *UninstallOptions) setDefaults() {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Emit == nil {
+		o.Emit = func(Event) {}
+	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = time.Duration(o.Inventory.WaitTimeoutSeconds) * time.Second
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 60 * time.Second
+	}
+	if o.Identity == "" {
+		o.Identity = Identity()
 	}
 }

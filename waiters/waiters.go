@@ -347,61 +347,33 @@ func AllObjects(ctx context.Context, c *kube.Clients, targets ...Target) ([]*uns
 // finished once done; a terminal failure of one ends the wait. It returns
 // each target's object as last seen, in targets' order.
 func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstructured.Unstructured, error) {
-	objs := make([]*unstructured.Unstructured, len(targets))
 	if len(targets) == 0 {
-		return objs, nil
+		return make([]*unstructured.Unstructured, 0), nil
 	}
+	g := newGroupWait(targets)
 	gvk, ns := targets[0].GVK, targets[0].Namespace
 	for _, t := range targets[1:] {
 		if t.GVK != gvk || t.Namespace != ns {
-			return objs, fmt.Errorf("waiters.Group: %s is not of kind %s in namespace %q", t, gvk.Kind, ns)
+			return g.objs, fmt.Errorf("waiters.Group: %s is not of kind %s in namespace %q", t, gvk.Kind, ns)
 		}
-	}
-	var mu sync.Mutex
-	last := make([]Result, len(targets))
-	done := make([]bool, len(targets))
-	byName := map[string][]int{}
-	for i, t := range targets {
-		last[i] = Result{Status: "not found"}
-		byName[t.Name] = append(byName[t.Name], i)
-	}
-	set := func(i int, r Result) {
-		mu.Lock()
-		changed := r.Status != last[i].Status
-		last[i] = r
-		mu.Unlock()
-		if changed && targets[i].OnChange != nil {
-			targets[i].OnChange(r)
-		}
-	}
-	blocked := func() []Blocked {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []Blocked
-		for i, t := range targets {
-			if !done[i] {
-				out = append(out, Blocked{Object: t.String(), Status: last[i].Status})
-			}
-		}
-		return out
 	}
 	if _, err := c.Mapping(gvk); err != nil {
 		if !kube.IsNotServed(err) {
-			return objs, err
+			return g.objs, err
 		}
 		for i := range targets {
-			set(i, Result{Status: "kind " + gvk.Kind + " not served yet"})
+			g.set(i, Result{Status: "kind " + gvk.Kind + " not served yet"})
 		}
 		if err := kindServed(ctx, c, gvk); err != nil {
 			if ctx.Err() != nil {
-				return objs, ended(ctx, blocked())
+				return g.objs, ended(ctx, g.blocked())
 			}
-			return objs, err
+			return g.objs, err
 		}
 	}
 	ri, _, err := c.Resource(gvk, ns)
 	if err != nil {
-		return objs, err
+		return g.objs, err
 	}
 	// A consistent watch-list, as in For: the wait follows maasctl's own
 	// writes.
@@ -413,56 +385,108 @@ func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstruct
 			return ri.Watch(ctx, o)
 		},
 	}
-	left := len(targets)
-	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
-		u, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			return false, nil
-		}
-		for _, i := range byName[u.GetName()] {
-			mu.Lock()
-			finished := done[i]
-			mu.Unlock()
-			if finished {
-				continue
-			}
-			if ev.Type == watch.Deleted {
-				set(i, Result{Status: "deleted"})
-				continue
-			}
-			objs[i] = u
-			cond := targets[i].Cond
-			if cond == nil {
-				cond = Exists()
-			}
-			r := cond(u)
-			set(i, r)
-			if r.Failed != nil {
-				return false, &FailedError{Object: targets[i].String(), Err: r.Failed}
-			}
-			if r.Done {
-				mu.Lock()
-				done[i] = true
-				mu.Unlock()
-				left--
-			}
-		}
-		return left == 0, nil
-	})
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, g.observe)
 	if err != nil {
 		var fe *FailedError
 		if errors.As(err, &fe) {
-			return objs, fe
+			return g.objs, fe
 		}
 		if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
-			return objs, ended(ctx, blocked())
+			return g.objs, ended(ctx, g.blocked())
 		}
 		if apierrors.IsForbidden(err) {
-			return objs, fmt.Errorf("watch %s in namespace %q: %w", gvk.Kind, ns, err)
+			return g.objs, fmt.Errorf("watch %s in namespace %q: %w", gvk.Kind, ns, err)
 		}
-		return objs, fmt.Errorf("wait for %s in namespace %q: %w", gvk.Kind, ns, err)
+		return g.objs, fmt.Errorf("wait for %s in namespace %q: %w", gvk.Kind, ns, err)
 	}
-	return objs, nil
+	return g.objs, nil
+}
+
+// groupWait is the state of one Group wait: each target's last object
+// and Result, which are done, and how many are left.
+type groupWait struct {
+	targets []Target
+	objs    []*unstructured.Unstructured
+	mu      sync.Mutex
+	last    []Result
+	done    []bool
+	byName  map[string][]int
+	left    int
+}
+
+func newGroupWait(targets []Target) *groupWait {
+	g := &groupWait{
+		targets: targets, objs: make([]*unstructured.Unstructured, len(targets)),
+		last: make([]Result, len(targets)), done: make([]bool, len(targets)),
+		byName: map[string][]int{}, left: len(targets),
+	}
+	for i, t := range targets {
+		g.last[i] = Result{Status: "not found"}
+		g.byName[t.Name] = append(g.byName[t.Name], i)
+	}
+	return g
+}
+
+// set records target i's Result and reports a change of its status.
+func (g *groupWait) set(i int, r Result) {
+	g.mu.Lock()
+	changed := r.Status != g.last[i].Status
+	g.last[i] = r
+	g.mu.Unlock()
+	if changed && g.targets[i].OnChange != nil {
+		g.targets[i].OnChange(r)
+	}
+}
+
+// blocked lists the targets not done yet with their last status.
+func (g *groupWait) blocked() []Blocked {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Blocked
+	for i, t := range g.targets {
+		if !g.done[i] {
+			out = append(out, Blocked{Object: t.String(), Status: g.last[i].Status})
+		}
+	}
+	return out
+}
+
+// observe applies one watch event to the targets of its name; it is done
+// when every target is.
+func (g *groupWait) observe(ev watch.Event) (bool, error) {
+	u, ok := ev.Object.(*unstructured.Unstructured)
+	if !ok {
+		return false, nil
+	}
+	for _, i := range g.byName[u.GetName()] {
+		g.mu.Lock()
+		finished := g.done[i]
+		g.mu.Unlock()
+		if finished {
+			continue
+		}
+		if ev.Type == watch.Deleted {
+			g.set(i, Result{Status: "deleted"})
+			continue
+		}
+		g.objs[i] = u
+		cond := g.targets[i].Cond
+		if cond == nil {
+			cond = Exists()
+		}
+		r := cond(u)
+		g.set(i, r)
+		if r.Failed != nil {
+			return false, &FailedError{Object: g.targets[i].String(), Err: r.Failed}
+		}
+		if r.Done {
+			g.mu.Lock()
+			g.done[i] = true
+			g.mu.Unlock()
+			g.left--
+		}
+	}
+	return g.left == 0, nil
 }
 
 // CRDGVK is the kind of CustomResourceDefinition objects.

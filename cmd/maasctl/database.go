@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/internal/output"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newDatabaseCmd) }
@@ -58,16 +58,14 @@ with the summary), for step database/rotate-password.`,
 			if outFmt != "text" && outFmt != "json" {
 				return &usageError{fmt.Errorf("--output %q: want text or json", outFmt)}
 			}
-			s, err := g.open()
+			s, err := g.open(c)
 			if err != nil {
 				return err
 			}
-			vc, err := s.Vault()
-			if err != nil {
+			if err := s.RequireVault(); err != nil {
 				return err
 			}
-			clients, err := s.Clients(c.Context())
-			if err != nil {
+			if err := s.Connect(c.Context()); err != nil {
 				return err
 			}
 			log, sync, err := g.logger()
@@ -76,14 +74,14 @@ with the summary), for step database/rotate-password.`,
 			}
 			defer sync()
 			out := c.OutOrStdout()
-			ro := steps.RotateOptions{Clients: clients, Inventory: s.Inventory, Vault: vc, Log: log, LeaseDuration: lease,
+			ro := session.RotateOptions{Log: log, LeaseDuration: lease,
 				Progress: func(id, msg string) { fmt.Fprintf(out, "%s: %s\n", id, msg) }}
 			if outFmt == "json" {
 				emit, end := output.New(output.JSON, out)
 				defer end()
 				ro.Progress, ro.Emit = nil, emit
 			}
-			res, err := steps.RotateDBPassword(c.Context(), ro)
+			res, err := s.RotatePassword(c.Context(), ro)
 			if err != nil || outFmt == "json" {
 				return err
 			}

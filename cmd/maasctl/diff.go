@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newDiffCmd) }
@@ -34,13 +34,13 @@ Exit codes: 0 nothing would change (and nothing is printed), 2 something
 would change or cannot be known yet, 1 an error. It changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			po, err := o.selectedPlanOptions(c, g, sel)
+			s, err := o.selectedSession(c, g, sel)
 			if err != nil {
 				return err
 			}
-			rep, err := steps.Diff(c.Context(), po)
+			rep, err := s.Diff(c.Context(), sel.selection())
 			if err != nil {
-				return selectionError(err)
+				return err
 			}
 			if !rep.Changed() {
 				if o.output == "json" {
@@ -79,11 +79,11 @@ var identityField = map[string]bool{"apiVersion": true, "kind": true, "metadata.
 //
 //	~ MaaSSubscription models-as-a-service/llama-coder-default (access/subscription)
 //	    ~ spec.modelRefs[0].tokenRateLimits[0].limit: 5 -> 200000
-func writeDiff(w io.Writer, rep *steps.DiffReport) error {
-	mark := map[string]string{steps.DiffCreate: "+", steps.DiffUpdate: "~", steps.DiffUnknown: "?"}
+func writeDiff(w io.Writer, rep *session.DiffReport) error {
+	mark := map[string]string{session.DiffCreate: "+", session.DiffUpdate: "~", session.DiffUnknown: "?"}
 	for _, d := range rep.Objects {
 		fmt.Fprintf(w, "%s %s (%s)", mark[d.Action], d.Object, d.Step)
-		if d.Action == steps.DiffCreate {
+		if d.Action == session.DiffCreate {
 			fmt.Fprint(w, ": would be created")
 		}
 		if d.Note != "" {
@@ -91,7 +91,7 @@ func writeDiff(w io.Writer, rep *steps.DiffReport) error {
 		}
 		fmt.Fprintln(w)
 		for _, ch := range d.Changes {
-			if d.Action == steps.DiffCreate && identityField[ch.Path] {
+			if d.Action == session.DiffCreate && identityField[ch.Path] {
 				continue // the header names the object
 			}
 			switch {

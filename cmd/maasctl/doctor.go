@@ -6,9 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/internal/doctor"
-	"github.com/maasctl/maasctl/internal/verify"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newDoctorCmd) }
@@ -73,24 +71,15 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
-	a, clients, err := connect(c, g)
+	s, err := connect(c, g)
 	if err != nil {
 		return err
 	}
-	inv, cfg := a.inv, a.cfg
-	do := doctor.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), APIKey: os.Getenv("MAAS_API_KEY"), InstallCommand: a.installCmd}
-	if o.database {
-		do.Schema = verify.JobSchemaProber{Clients: clients}
-	}
+	dr := session.DoctorRequest{APIKey: os.Getenv("MAAS_API_KEY"), Database: o.database}
 	if !o.liveOnly {
-		dp, err := o.dp.options(cfg)
-		if err != nil {
-			return err
-		}
-		do.DataPath = &dp
+		dr.DataPath = o.dp.options()
 	}
-	do.Steps, do.StepsErr = stepStates(c, a)
-	rep, err := doctor.Run(c.Context(), do)
+	rep, err := s.Doctor(c.Context(), dr)
 	if err != nil {
 		return err
 	}
@@ -106,21 +95,4 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 		return fmt.Errorf("doctor found %d error(s); apply the fixes above, then run 'maasctl verify'", n)
 	}
 	return nil
-}
-
-// stepStates is every install step's state as 'maasctl status' computes
-// it, for doctor's step findings (MAAS-D030/D031).
-func stepStates(c *cobra.Command, a *clusterAccess) ([]doctor.StepState, error) {
-	rep, err := steps.Status(c.Context(), steps.PlanOptions{
-		Config: a.cfg, Inventory: a.inv, ToolVersion: version, Against: a.against,
-		Secrets: &steps.ReadOnlySecrets{Client: a.vault, Inv: a.inv, Err: a.vaultErr},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]doctor.StepState, 0, len(rep.Steps))
-	for _, s := range rep.Steps {
-		out = append(out, doctor.StepState{ID: s.ID, Title: s.Title, State: string(s.State), Detail: s.Detail, Reason: s.Reason, Ran: s.LastRun != nil})
-	}
-	return out, nil
 }

@@ -5,8 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/internal/gather"
-	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newGatherCmd) }
@@ -47,15 +46,11 @@ func runGather(c *cobra.Command, g *globalOptions, o *gatherOptions) error {
 	if o.tail <= 0 {
 		return &usageError{fmt.Errorf("--tail-lines %d: must be positive", o.tail)}
 	}
-	a, clients, err := connect(c, g)
+	s, err := connect(c, g)
 	if err != nil {
 		return err
 	}
-	inv := a.inv
-	res, err := gather.Gather(c.Context(), gather.Options{
-		Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv), Logs: gather.PodLogs{Client: clients.Kube},
-		Output: o.archive, DebugLogs: o.debugLogs, TailLines: o.tail, ToolVersion: version,
-	})
+	res, err := s.Gather(c.Context(), session.GatherRequest{Archive: o.archive, DebugLogs: o.debugLogs, TailLines: o.tail})
 	if err != nil {
 		return err
 	}

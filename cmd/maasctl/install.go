@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/internal/output"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 type installOptions struct {
@@ -17,7 +17,7 @@ type installOptions struct {
 	ignore  []string
 	approve bool
 	sel     selectionFlags
-	verify  steps.VerifyOptions
+	verify  session.VerifyOptions
 }
 
 func newInstallCmd(g *globalOptions) *cobra.Command {
@@ -60,27 +60,20 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	if err := steps.ValidateIgnore(o.ignore); err != nil {
+	if err := session.ValidateIgnore(o.ignore); err != nil {
 		return &usageError{err}
 	}
-	s, err := g.open() // inventory or Ansible vars, --set, Vault
+	s, err := g.open(c) // inventory or Ansible vars, --set, Vault
 	if err != nil {
 		return err
 	}
-	inv := s.Inventory
-	reg, err := steps.NewRegistry(inv)
-	if err != nil {
+	if err := s.CheckSelection(o.sel.selection()); err != nil {
 		return err
 	}
-	if err := o.sel.check(reg); err != nil {
+	if err := s.RequireVault(); err != nil { // the auth method of the inventory
 		return err
 	}
-	vc, err := s.Vault() // the auth method of the inventory
-	if err != nil {
-		return err
-	}
-	cfg, err := s.Config(c.Context()) // kube flags, --kube-token-from-vault
-	if err != nil {
+	if err := s.Connect(c.Context()); err != nil { // kube flags, --kube-token-from-vault
 		return err
 	}
 	log, sync, err := g.logger()
@@ -88,30 +81,24 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 		return err
 	}
 	defer sync()
-	defer keepVaultAlive(c.Context(), vc, log, c.ErrOrStderr())()
 	emit, end := output.New(format, c.OutOrStdout())
 	defer end() // the live view ends before the error is printed
-	_, err = steps.Install(c.Context(), steps.InstallOptions{
-		Config:        cfg,
-		Inventory:     inv,
-		Secrets:       &steps.VaultSecrets{Client: vc, Inv: inv},
+	err = s.Install(c.Context(), session.InstallOptions{
 		Emit:          emit,
 		Log:           log,
-		ToolVersion:   version,
 		LeaseDuration: o.lease,
-		Policy:        steps.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve},
+		Policy:        session.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve},
 		Selection:     o.sel.selection(),
 		Verify:        o.verify,
-		Source:        s.Source(), // a plain run stops when the installed inventory differs
 	})
-	if err != nil {
-		if uerr := selectionError(err); uerr != err {
-			return uerr // --only/--skip/--from: nothing was changed (exit 2)
-		}
-		if steps.IsLockHeld(err) || errors.Is(err, steps.ErrInventoryChanged) {
-			return err // its message already says what to run
-		}
-		return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
+	var usage *session.UsageError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &usage):
+		return err // --only/--skip/--from: nothing was changed (exit 2)
+	case session.IsLockHeld(err) || errors.Is(err, session.ErrInventoryChanged):
+		return err // its message already says what to run
 	}
-	return nil
+	return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maasctl/maasctl/inventory"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newInventoryCmd) }
@@ -85,7 +85,7 @@ nothing from the cluster.`,
 			if g.in.defaults {
 				return writeInventoryYAML(c.OutOrStdout(), "# the default inventory of maasctl "+version+"\n", inventory.Default())
 			}
-			s, err := g.open()
+			s, err := g.open(c)
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ nothing from the cluster.`,
 				return err
 			}
 			if inst == nil {
-				return fmt.Errorf("no installed inventory is recorded in this cluster (ConfigMap %s/%s): it was not installed by this maasctl yet; 'maasctl inventory show --defaults' prints the default inventory", steps.StateNamespace, steps.InstalledInventoryConfigMap)
+				return fmt.Errorf("no installed inventory is recorded in this cluster (ConfigMap %s/%s): it was not installed by this maasctl yet; 'maasctl inventory show --defaults' prints the default inventory", session.StateNamespace, session.InstalledInventoryConfigMap)
 			}
 			return writeInventoryYAML(c.OutOrStdout(), fmt.Sprintf("# %s\n# by maasctl %s; vault.address is not stored\n", inst.Describe(), inst.Source.ToolVersion), inst.Inventory)
 		},

@@ -5,17 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func TestWriteDiffMasksSecrets(t *testing.T) {
-	rep := &steps.DiffReport{Objects: []steps.ObjectDiff{
-		{Step: "database/secret", Object: "Secret rhoai-maas-db/maas-postgres-secret", Action: steps.DiffUpdate,
-			Changes: []steps.FieldChange{{Path: "data.password", Op: "~", Masked: true}}},
-		{Step: "access/subscription", Object: "MaaSSubscription models-as-a-service/x", Action: steps.DiffUpdate,
-			Changes: []steps.FieldChange{{Path: "spec.priority", Op: "~", Old: 1.0, New: 2.0}}},
-		{Step: "access/auth-policy", Object: "Namespace models-as-a-service", Action: steps.DiffCreate,
-			Changes: []steps.FieldChange{{Path: "kind", Op: "+", New: "Namespace"}, {Path: `metadata.labels["a/b"]`, Op: "+", New: "c"}}},
+	rep := &session.DiffReport{Objects: []session.ObjectDiff{
+		{Step: "database/secret", Object: "Secret rhoai-maas-db/maas-postgres-secret", Action: session.DiffUpdate,
+			Changes: []session.FieldChange{{Path: "data.password", Op: "~", Masked: true}}},
+		{Step: "access/subscription", Object: "MaaSSubscription models-as-a-service/x", Action: session.DiffUpdate,
+			Changes: []session.FieldChange{{Path: "spec.priority", Op: "~", Old: 1.0, New: 2.0}}},
+		{Step: "access/auth-policy", Object: "Namespace models-as-a-service", Action: session.DiffCreate,
+			Changes: []session.FieldChange{{Path: "kind", Op: "+", New: "Namespace"}, {Path: `metadata.labels["a/b"]`, Op: "+", New: "c"}}},
 	}}
 	var b strings.Builder
 	if err := writeDiff(&b, rep); err != nil {
@@ -52,7 +52,7 @@ func TestConfirmDeleteDataNeedsYesWithoutTerminal(t *testing.T) {
 
 func TestWriteDiffSaysWhenNothingChanges(t *testing.T) {
 	var b strings.Builder
-	if err := writeDiff(&b, &steps.DiffReport{}); err != nil {
+	if err := writeDiff(&b, &session.DiffReport{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.String(); got != "No object would change: the cluster matches the inventory.\n" {

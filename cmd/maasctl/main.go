@@ -18,9 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/maasctl/maasctl/internal/output"
-	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
-	"github.com/maasctl/maasctl/waiters"
 )
 
 // Exit codes (documented in README.md).
@@ -113,17 +111,18 @@ func exitCode(ctx context.Context, err error) int {
 	}
 	fmt.Fprintln(os.Stderr, "Error:", err)
 	var usage *usageError
+	var sessionUsage *session.UsageError
 	var flag *session.FlagError
 	switch {
 	case errors.Is(cause, errStdoutClosed):
 		return exitBrokenPipe
 	case ctx.Err() != nil:
 		return exitInterrupt
-	case errors.As(err, &usage), errors.As(err, &flag), errors.Is(err, steps.ErrInvalidInventory), errors.Is(err, steps.ErrInventoryChanged):
+	case errors.As(err, &usage), errors.As(err, &sessionUsage), errors.As(err, &flag), errors.Is(err, session.ErrInvalidInventory), errors.Is(err, session.ErrInventoryChanged):
 		return exitBadInput
-	case steps.IsLockHeld(err):
+	case session.IsLockHeld(err):
 		return exitLockHeld
-	case waiters.IsTimeout(err):
+	case session.IsTimeout(err):
 		return exitTimeout
 	}
 	return exitFailed

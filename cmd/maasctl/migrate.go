@@ -9,8 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/internal/migrate"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newMigrateCmd) }
@@ -73,9 +72,9 @@ Undo with --rollback DIR.`,
 	f.BoolVar(&o.skipInvalid, "skip-invalid", false, "migrate without the models whose tier annotation cannot be used (reported, annotation left as it is) instead of refusing")
 	f.StringVar(&o.rollback, "rollback", "", "undo the migration recorded in this backup directory")
 	f.StringVar(&o.endpoint, "endpoint", "", "MaaS base URL, e.g. https://maas.apps.example.com; validate checks that its tier lookup endpoint is gone (404)")
-	f.StringVar(&o.gatewayNS, "gateway-namespace", migrate.DefaultGatewayNamespace, "namespace of the MaaS Gateway")
-	f.StringVar(&o.gatewayName, "gateway-name", migrate.DefaultGatewayName, "name of the MaaS Gateway")
-	f.StringVar(&o.maasNS, "maas-namespace", migrate.DefaultMaaSNamespace, "namespace for the MaaSAuthPolicy and MaaSSubscription objects")
+	f.StringVar(&o.gatewayNS, "gateway-namespace", session.DefaultGatewayNamespace, "namespace of the MaaS Gateway")
+	f.StringVar(&o.gatewayName, "gateway-name", session.DefaultGatewayName, "name of the MaaS Gateway")
+	f.StringVar(&o.maasNS, "maas-namespace", session.DefaultMaaSNamespace, "namespace for the MaaSAuthPolicy and MaaSSubscription objects")
 	return c
 }
 
@@ -87,14 +86,14 @@ func runMigrateTiers(c *cobra.Command, g *globalOptions, o *migrateTiersOptions)
 	if o.timeout < time.Second {
 		return &usageError{fmt.Errorf("--timeout %s is under a second; give a duration such as 90s or 10m", o.timeout)}
 	}
-	clients, err := migrateClients(c, g)
+	s, err := migrateSession(c, g)
 	if err != nil {
 		return err
 	}
 	out := c.OutOrStdout()
 	if o.rollback != "" {
 		fmt.Fprintf(out, "== Rollback from %s\n", o.rollback)
-		res, err := migrate.Rollback(c.Context(), clients, migrate.RollbackOptions{Dir: o.rollback, Timeout: o.timeout, Out: out})
+		res, err := s.MigrateRollback(c.Context(), session.RollbackOptions{Dir: o.rollback, Timeout: o.timeout, Out: out})
 		if err != nil {
 			return err
 		}
@@ -106,7 +105,7 @@ func runMigrateTiers(c *cobra.Command, g *globalOptions, o *migrateTiersOptions)
 	if dir == "" {
 		dir = filepath.Join(".", "maasctl-backup-"+time.Now().UTC().Format("20060102T150405Z"))
 	}
-	_, err = migrate.MigrateTiers(c.Context(), clients, migrate.TiersOptions{
+	_, err = s.MigrateTiers(c.Context(), session.TiersOptions{
 		BackupDir: dir, DryRun: o.dryRun, SkipInvalid: o.skipInvalid, Timeout: o.timeout, Endpoint: o.endpoint,
 		Gateway:       types.NamespacedName{Namespace: o.gatewayNS, Name: o.gatewayName},
 		MaaSNamespace: o.maasNS,
@@ -140,24 +139,24 @@ nothing is written unless --overwrite is given.`,
 	f.StringVar(&o.fromFile, "from-file", "", "read the old ModelsAsService from this backup file instead of the cluster")
 	f.BoolVar(&o.dryRun, "dry-run", false, "report and check with a server-side dry run; write nothing")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace custom values already set on the new owners")
-	f.StringVar(&o.aitenantNS, "aitenant-namespace", migrate.DefaultAITenantNamespace, "namespace of the AITenant")
-	f.StringVar(&o.aitenantName, "aitenant-name", migrate.DefaultAITenantName, "name of the AITenant")
-	f.StringVar(&o.tenantNS, "tenant-namespace", migrate.DefaultMaaSNamespace, "namespace of the tenant configuration default-tenant")
+	f.StringVar(&o.aitenantNS, "aitenant-namespace", session.DefaultAITenantNamespace, "namespace of the AITenant")
+	f.StringVar(&o.aitenantName, "aitenant-name", session.DefaultAITenantName, "name of the AITenant")
+	f.StringVar(&o.tenantNS, "tenant-namespace", session.DefaultMaaSNamespace, "namespace of the tenant configuration default-tenant")
 	return c
 }
 
 func runMigratePlatform(c *cobra.Command, g *globalOptions, o *migratePlatformOptions) error {
-	clients, err := migrateClients(c, g)
+	s, err := migrateSession(c, g)
 	if err != nil {
 		return err
 	}
-	rep, err := migrate.MigratePlatformConfig(c.Context(), clients, migrate.PlatformOptions{
+	rep, err := s.MigratePlatformConfig(c.Context(), session.PlatformOptions{
 		FromFile: o.fromFile, DryRun: o.dryRun, Overwrite: o.overwrite,
 		AITenant:        types.NamespacedName{Namespace: o.aitenantNS, Name: o.aitenantName},
 		TenantNamespace: o.tenantNS,
 	})
 	if rep != nil {
-		migrate.WritePlatformReport(c.OutOrStdout(), rep)
+		session.WritePlatformReport(c.OutOrStdout(), rep)
 	}
 	if err != nil {
 		return err
@@ -174,13 +173,16 @@ func runMigratePlatform(c *cobra.Command, g *globalOptions, o *migratePlatformOp
 	return nil
 }
 
-// migrateClients opens the session of the global flags and builds the
-// Kubernetes clients, so the cluster token may come from Vault
-// (--kube-token-from-vault) as for every command.
-func migrateClients(c *cobra.Command, g *globalOptions) (*kube.Clients, error) {
-	s, err := g.open()
+// migrateSession opens the session of the global flags and connects, so
+// the cluster token may come from Vault (--kube-token-from-vault) as for
+// every command.
+func migrateSession(c *cobra.Command, g *globalOptions) (*session.Session, error) {
+	s, err := g.open(c)
 	if err != nil {
 		return nil, err
 	}
-	return s.Clients(c.Context())
+	if err := s.Connect(c.Context()); err != nil {
+		return nil, err
+	}
+	return s, nil
 }

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -26,29 +25,8 @@ func (s *selectionFlags) addFlags(c *cobra.Command) {
 	f.StringVar(&s.from, "from", "", "start at this step: it and every later step run, earlier ones must be done")
 }
 
-func (s *selectionFlags) selection() steps.Selection {
-	return steps.Selection{Only: s.only, Skip: s.skip, From: s.from}
-}
-
-// check validates the step IDs against the registry of the inventory
-// before anything talks to the cluster: an unknown ID is a usage error
-// (exit 2) listing the valid ones.
-func (s *selectionFlags) check(reg *steps.Registry) error {
-	if _, err := s.selection().Resolve(reg); err != nil {
-		return &usageError{err}
-	}
-	return nil
-}
-
-// selectionError turns a dependency problem of --only/--skip/--from into a
-// usage error (exit 2: nothing was changed).
-func selectionError(err error) error {
-	var de *steps.DependencyError
-	var ue *steps.UnknownStepError
-	if errors.As(err, &de) || errors.As(err, &ue) {
-		return &usageError{err}
-	}
-	return err
+func (s *selectionFlags) selection() session.Selection {
+	return session.Selection{Only: s.only, Skip: s.skip, From: s.from}
 }
 
 func newPlanCmd(g *globalOptions) *cobra.Command {
@@ -66,13 +44,13 @@ compares against the inventory the cluster was installed from (maasctl
 inventory show) and says so on its first line.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			po, err := o.selectedPlanOptions(c, g, sel)
+			s, err := o.selectedSession(c, g, sel)
 			if err != nil {
 				return err
 			}
-			rep, err := steps.Plan(c.Context(), po)
+			rep, err := s.Plan(c.Context(), sel.selection())
 			if err != nil {
-				return selectionError(err)
+				return err
 			}
 			if o.output == "json" {
 				return writeJSON(c.OutOrStdout(), rep)
@@ -85,7 +63,7 @@ inventory show) and says so on its first line.`,
 	return c
 }
 
-func writePlan(w io.Writer, rep *steps.PlanReport) error {
+func writePlan(w io.Writer, rep *session.PlanReport) error {
 	writeAgainst(w, rep.Against)
 	run := rep.Run()
 	if len(run) == 0 {
@@ -112,20 +90,16 @@ func writePlan(w io.Writer, rep *steps.PlanReport) error {
 	return nil
 }
 
-// selectedPlanOptions builds the plan options of plan and diff with the
-// --only/--skip/--from selection checked against the registry.
-func (o *readOptions) selectedPlanOptions(c *cobra.Command, g *globalOptions, sel *selectionFlags) (steps.PlanOptions, error) {
-	po, err := o.planOptions(c, g)
+// selectedSession is readSession for plan and diff, with the
+// --only/--skip/--from selection checked against the registry: an
+// unknown step ID is a usage error (exit 2) listing the valid ones.
+func (o *readOptions) selectedSession(c *cobra.Command, g *globalOptions, sel *selectionFlags) (*session.Session, error) {
+	s, _, err := o.readSession(c, g)
 	if err != nil {
-		return po, err
+		return nil, err
 	}
-	reg, err := steps.NewRegistry(po.Inventory)
-	if err != nil {
-		return po, err
+	if err := s.CheckSelection(sel.selection()); err != nil {
+		return nil, err
 	}
-	if err := sel.check(reg); err != nil {
-		return po, err
-	}
-	po.Selection = sel.selection()
-	return po, nil
+	return s, nil
 }

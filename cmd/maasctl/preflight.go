@@ -8,8 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newPreflightCmd) }
@@ -37,7 +36,7 @@ subscription/auth-policy pairing, Vault, and the permissions the install
 needs. It only reads. Exit code 1 when a check fails; a finding with a
 code (e.g. DEPENDENCY_VERSION_DENIED) carries it in -o json.
 
-Checks: ` + fmt.Sprint(steps.PreflightCheckNames()),
+Checks: ` + fmt.Sprint(session.PreflightCheckNames()),
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runPreflight(c, g, o) },
 	}
@@ -52,29 +51,16 @@ func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error
 	if o.output != "text" && o.output != "json" {
 		return &usageError{fmt.Errorf("--output %q: use text or json", o.output)}
 	}
-	if err := steps.ValidateIgnore(o.ignore); err != nil {
+	if err := session.ValidateIgnore(o.ignore); err != nil {
 		return &usageError{err}
 	}
 	// The same Vault client and cluster credentials as install; without a
 	// Vault client the vault check reports why.
-	s, err := g.open()
+	s, err := g.open(c)
 	if err != nil {
 		return err
 	}
-	inv := s.Inventory
-	var secrets steps.Secrets
-	vc, verr := s.Vault()
-	if verr != nil {
-		secrets = steps.UnavailableSecrets(verr)
-	} else {
-		secrets = &steps.VaultSecrets{Client: vc, Inv: inv}
-	}
-	cfg, err := s.Config(c.Context())
-	if err != nil {
-		return err
-	}
-	clients, err := kube.New(cfg)
-	if err != nil {
+	if err := s.Connect(c.Context()); err != nil {
 		return err
 	}
 	log, sync, err := g.logger()
@@ -82,12 +68,12 @@ func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error
 		return err
 	}
 	defer sync()
-	env, err := steps.NewEnv(c.Context(), clients, inv, secrets, log)
+	rep, err := s.Preflight(c.Context(), session.PreflightOptions{
+		Policy: session.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve}, Log: log,
+	})
 	if err != nil {
 		return err
 	}
-	env.Policy = steps.Policy{IgnorePreflight: o.ignore, ApproveInstallPlans: o.approve}
-	rep := steps.Preflight(c.Context(), env)
 	if o.output == "json" {
 		enc := json.NewEncoder(c.OutOrStdout())
 		enc.SetIndent("", "  ")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newRenderCmd) }
@@ -51,7 +51,7 @@ install with the in-cluster config (--image).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dir = cmp.Or(dir, oldDir)
-			ro := steps.RenderOptions{Secrets: secrets, SecretStore: store}
+			ro := session.RenderOptions{Secrets: secrets, SecretStore: store}
 			if err := ro.Validate(); err != nil {
 				return &usageError{err}
 			}
@@ -62,37 +62,12 @@ install with the in-cluster config (--image).`,
 			if err != nil {
 				return err
 			}
-			facts, err := steps.OfflineFacts(inv)
-			if err != nil {
-				return &usageError{err}
-			}
-			var out []steps.ManifestFile
-			if inCluster {
-				out, err = steps.RenderInCluster(inv, facts, steps.InClusterOptions{Image: image, Version: version})
-			} else {
-				out, err = steps.RenderManifestsWith(nil, inv, facts, ro)
-			}
+			out, err := session.Render(inv, session.RenderRequest{Options: ro, InCluster: inCluster, Image: image, Version: version})
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", dir, err)
-			}
-			old, err := os.ReadDir(dir)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", dir, err)
-			}
-			for _, e := range old {
-				if !e.IsDir() && renderedName.MatchString(e.Name()) {
-					if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-						return fmt.Errorf("remove the earlier render's %s: %w", e.Name(), err)
-					}
-				}
-			}
-			for _, f := range out {
-				if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", f.Name, err)
-				}
+			if err := writeRender(dir, out); err != nil {
+				return err
 			}
 			fmt.Fprintf(c.OutOrStdout(), "wrote %d files to %s (see %s)\n", len(out), dir, filepath.Join(dir, "README.md"))
 			return nil
@@ -102,9 +77,34 @@ install with the in-cluster config (--image).`,
 	f.StringVar(&dir, "dir", "", "directory to write the manifests to")
 	f.BoolVar(&inCluster, "in-cluster", false, "instead of the manifests, render a least-privilege in-cluster run: a ServiceAccount with exactly the permissions preflight checks (ClusterRole and Roles), their bindings and a Job that runs maasctl install")
 	f.StringVar(&secrets, "secrets", "", "how the Secrets that carry the database password are rendered: leave out to only describe them, or external-secrets for External Secrets Operator ExternalSecrets that read them from Vault")
-	f.StringVar(&store, "secret-store", steps.DefaultSecretStore, "with --secrets external-secrets: the ClusterSecretStore that reads Vault")
-	f.StringVar(&image, "image", steps.DefaultInstallerImage, "with --in-cluster: the maasctl image the Job runs (built from the Containerfile)")
+	f.StringVar(&store, "secret-store", session.DefaultSecretStore, "with --secrets external-secrets: the ClusterSecretStore that reads Vault")
+	f.StringVar(&image, "image", session.DefaultInstallerImage, "with --in-cluster: the maasctl image the Job runs (built from the Containerfile)")
 	f.StringVarP(&oldDir, "output", "o", "", "directory to write the manifests to")
 	_ = f.MarkDeprecated("output", "use --dir; -o/--output names an output format in every other command")
 	return c
+}
+
+// writeRender writes the rendered files to dir, replacing the files of an
+// earlier render there.
+func writeRender(dir string, out []session.ManifestFile) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	old, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	for _, e := range old {
+		if !e.IsDir() && renderedName.MatchString(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("remove the earlier render's %s: %w", e.Name(), err)
+			}
+		}
+	}
+	for _, f := range out {
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", f.Name, err)
+		}
+	}
+	return nil
 }

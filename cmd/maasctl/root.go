@@ -39,11 +39,13 @@ type inputs struct {
 	timeout time.Duration
 }
 
-// open opens the front door with the global flags (session.Open).
-func (g *globalOptions) open() (*session.Session, error) {
+// open opens the front door with the global flags (session.Open); the
+// session's warnings go to the command's stderr.
+func (g *globalOptions) open(c *cobra.Command) (*session.Session, error) {
 	return session.Open(session.Options{
 		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
 		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault, Timeout: g.in.timeout,
+		ToolVersion: version, Stderr: c.ErrOrStderr(),
 	})
 }
 

@@ -9,11 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 
-	"github.com/maasctl/maasctl/inventory"
-	"github.com/maasctl/maasctl/steps"
-	"github.com/maasctl/maasctl/vault"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newStatusCmd) }
@@ -29,68 +26,31 @@ func (o *readOptions) addFlags(c *cobra.Command, outputHelp string) {
 	c.Flags().StringVarP(&o.output, "output", "o", "table", outputHelp)
 }
 
-// clusterAccess is the inventory, the cluster config and, when Vault is
-// configured, a Vault client (vaultErr says why there is none).
-type clusterAccess struct {
-	inv *inventory.Inventory
-	// src is where inv came from; against says which inventory inv is
-	// (readAccess only).
-	src     steps.InventorySource
-	against string
-	// installCmd is the install command that re-applies inv
-	// (session.InstallCommand).
-	installCmd string
-	cfg        *rest.Config
-	vault      *vault.Client
-	vaultErr   error
-}
-
-// access opens the session of the global flags and connects. Vault is
-// optional for the commands that use it only for the password (status,
-// plan, diff, uninstall without --delete-data) unless the cluster token
-// itself comes from Vault.
-func access(c *cobra.Command, g *globalOptions) (*clusterAccess, error) {
-	return openAccess(c, g, false)
-}
-
-// readAccess is access for plan, status and diff: without -f, --set or
-// --defaults they use the inventory the cluster was installed from
-// (session.UseInstalled).
-func readAccess(c *cobra.Command, g *globalOptions) (*clusterAccess, error) {
-	return openAccess(c, g, true)
-}
-
-func openAccess(c *cobra.Command, g *globalOptions, installed bool) (*clusterAccess, error) {
-	s, err := g.open()
-	if err != nil {
-		return nil, err
-	}
-	var against string
-	if installed {
-		if against, err = s.UseInstalled(c.Context()); err != nil {
-			return nil, err
-		}
-	}
-	a := &clusterAccess{inv: s.Inventory, src: s.Source(), against: against, installCmd: s.InstallCommand()}
-	a.vault, a.vaultErr = s.Vault()
-	if a.cfg, err = s.Config(c.Context()); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-func (o *readOptions) planOptions(c *cobra.Command, g *globalOptions) (steps.PlanOptions, error) {
+// readSession opens the session of the global flags for plan, status
+// and diff (and verify, doctor, gather): with --output checked first,
+// and without -f, --set or --defaults on the inventory the cluster was
+// installed from (session.UseInstalled). It returns which inventory that
+// is, and connects.
+func (o *readOptions) readSession(c *cobra.Command, g *globalOptions) (*session.Session, string, error) {
 	if err := checkOutput(o.output); err != nil { // text is table
-		return steps.PlanOptions{}, err
+		return nil, "", err
 	}
-	a, err := readAccess(c, g)
+	return readSession(c, g)
+}
+
+func readSession(c *cobra.Command, g *globalOptions) (*session.Session, string, error) {
+	s, err := g.open(c)
 	if err != nil {
-		return steps.PlanOptions{}, err
+		return nil, "", err
 	}
-	return steps.PlanOptions{
-		Config: a.cfg, Inventory: a.inv, ToolVersion: version, Against: a.against,
-		Secrets: &steps.ReadOnlySecrets{Client: a.vault, Inv: a.inv, Err: a.vaultErr},
-	}, nil
+	against, err := s.UseInstalled(c.Context())
+	if err != nil {
+		return nil, "", err
+	}
+	if err := s.Connect(c.Context()); err != nil {
+		return nil, "", err
+	}
+	return s, against, nil
 }
 
 func newStatusCmd(g *globalOptions) *cobra.Command {
@@ -112,11 +72,11 @@ cluster was installed from (maasctl inventory show) and says so on its
 first line. It changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			po, err := o.planOptions(c, g)
+			s, _, err := o.readSession(c, g)
 			if err != nil {
 				return err
 			}
-			rep, err := steps.Status(c.Context(), po)
+			rep, err := s.Status(c.Context())
 			if err != nil {
 				return err
 			}
@@ -144,7 +104,7 @@ func shortDur(d time.Duration) string {
 }
 
 // writeStatus prints the status report as tables.
-func writeStatus(w io.Writer, rep *steps.StatusReport) error {
+func writeStatus(w io.Writer, rep *session.StatusReport) error {
 	writeAgainst(w, rep.Against)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tSTATE\tLAST RUN\tTOOK\tDETAIL")

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func newStepsCmd(g *globalOptions) *cobra.Command {
@@ -20,11 +20,7 @@ func newStepsCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg, err := steps.NewRegistry(inv)
-			if err != nil {
-				return err
-			}
-			order, err := reg.TopoOrder()
+			order, err := session.Steps(inv)
 			if err != nil {
 				return err
 			}

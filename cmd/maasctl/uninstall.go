@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/maasctl/maasctl/internal/output"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newUninstallCmd) }
@@ -88,33 +88,32 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 			return err
 		}
 	}
-	a, err := access(c, g)
+	s, err := g.open(c)
 	if err != nil {
 		return err
 	}
-	if o.deleteData && a.vault == nil && !o.dryRun {
-		return &usageError{fmt.Errorf("--delete-data deletes the password in Vault too, but Vault is not configured: %w", a.vaultErr)}
+	if err := s.Connect(c.Context()); err != nil {
+		return err
+	}
+	if verr := s.RequireVault(); o.deleteData && verr != nil && !o.dryRun {
+		return &usageError{fmt.Errorf("--delete-data deletes the password in Vault too, but Vault is not configured: %w", verr)}
 	}
 	log, sync, err := g.logger()
 	if err != nil {
 		return err
 	}
 	defer sync()
-	opts := steps.UninstallOptions{
-		Config: a.cfg, Inventory: a.inv, Log: log,
+	opts := session.UninstallOptions{
+		Log:        log,
 		DeleteData: o.deleteData, PurgeCRDs: o.purgeCRDs, ForceRemoveFinalizers: o.forceFinal,
 		DryRun: o.dryRun, WaitTimeout: cmp.Or(o.waitTimeout, g.in.timeout), LeaseDuration: o.lease,
-		Source: a.src, // a plain run stops when the installed inventory differs
-	}
-	if a.vault != nil {
-		opts.Vault = a.vault
 	}
 	if !o.dryRun {
 		emit, end := output.New(format, c.OutOrStdout())
 		defer end() // the live view ends before the error is printed
 		opts.Emit = emit
 	}
-	rep, err := steps.Uninstall(c.Context(), opts)
+	rep, err := s.Uninstall(c.Context(), opts)
 	if err != nil {
 		if rep == nil {
 			return err
@@ -150,7 +149,7 @@ func confirmDeleteData(in io.Reader, errw io.Writer) error {
 	return nil
 }
 
-func writeUninstallPlan(w io.Writer, rep *steps.UninstallReport, deleteData bool) error {
+func writeUninstallPlan(w io.Writer, rep *session.UninstallReport, deleteData bool) error {
 	fmt.Fprintln(w, "maasctl uninstall would run these steps in this order (dry run: nothing changed):")
 	n := 0
 	for _, st := range rep.Steps {
@@ -173,7 +172,7 @@ func writeUninstallPlan(w io.Writer, rep *steps.UninstallReport, deleteData bool
 	return nil
 }
 
-func writeLeftovers(w io.Writer, rep *steps.UninstallReport) {
+func writeLeftovers(w io.Writer, rep *session.UninstallReport) {
 	if len(rep.Kept) > 0 {
 		fmt.Fprintln(w, "Kept on purpose:")
 		for _, k := range rep.Kept {

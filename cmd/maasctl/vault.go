@@ -1,36 +1,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
-	"github.com/maasctl/maasctl/inventory"
-	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
-	"github.com/maasctl/maasctl/vault"
 )
 
 func init() { commands = append(commands, newVaultCmd) }
-
-// keepVaultAlive renews the Vault token (or logs in again) in the background
-// until the returned function is called. Renewals go to the debug log;
-// a token that can no longer be extended is also a warning on stderr.
-func keepVaultAlive(ctx context.Context, vc *vault.Client, log *zap.Logger, stderr io.Writer) (stop func()) {
-	return vc.KeepAlive(ctx, func(ev vault.KeepAliveEvent) {
-		switch ev.Kind {
-		case vault.KeepAliveExpiring, vault.KeepAliveFailed:
-			log.Warn("vault token", zap.String("event", ev.Kind), zap.String("message", ev.Message))
-			fmt.Fprintln(stderr, "maasctl: warning:", ev.Message)
-		default:
-			log.Info("vault token", zap.String("event", ev.Kind), zap.String("message", ev.Message))
-		}
-	})
-}
 
 type vaultOptions struct {
 	kvVersion string
@@ -80,40 +58,13 @@ func runVaultPolicy(c *cobra.Command, g *globalOptions, o *vaultOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Context()
-	var locate func(string) (vault.Location, error)
-	how := ""
-	switch o.kvVersion {
-	case "1", "2":
-		n, _ := strconv.Atoi(o.kvVersion)
-		locate = func(p string) (vault.Location, error) { return vault.LocationFor(p, n) }
-		how = "KV v" + o.kvVersion + " (--kv-version)"
-	case "auto":
-		vc, cerr := session.VaultClient(inv)
-		if cerr == nil {
-			how = "as reported by Vault at " + vc.Address()
-		}
-		locate = func(p string) (vault.Location, error) {
-			if cerr == nil {
-				loc, err := vc.Resolve(ctx, p)
-				if err == nil {
-					return loc, nil
-				}
-				cerr = err
-			}
-			fmt.Fprintf(c.ErrOrStderr(), "maasctl: note: cannot ask Vault for the KV version of %s (%v); assuming KV v2, pass --kv-version 1 for a KV v1 mount\n", p, cerr)
-			how = "KV v2 assumed (Vault could not be asked)"
-			return vault.LocationFor(p, 2)
-		}
-	default:
-		return &usageError{fmt.Errorf("--kv-version %q: want auto, 1 or 2", o.kvVersion)}
-	}
-	p, err := steps.VaultPolicy(inv, steps.VaultPolicyOptions{KubeTokenPath: g.kubeAuth.tokenFromVault, Locate: locate, RotatePassword: o.rotate})
+	hcl, err := session.VaultPolicy(c.Context(), inv, session.VaultPolicyRequest{
+		KVVersion: o.kvVersion, KubeTokenPath: g.kubeAuth.tokenFromVault, RotatePassword: o.rotate, Notes: c.ErrOrStderr(),
+	})
 	if err != nil {
 		return err
 	}
-	p.Header += "\nKV versions: " + how + "."
-	_, err = io.WriteString(c.OutOrStdout(), p.HCL())
+	_, err = io.WriteString(c.OutOrStdout(), hcl)
 	return err
 }
 
@@ -127,53 +78,8 @@ func newVaultStatusCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runVaultStatus(c.Context(), c.OutOrStdout(), g, inv)
+			return session.VaultStatus(c.Context(), c.OutOrStdout(), inv, g.kubeAuth.tokenFromVault)
 		},
 	}
 	return c
-}
-
-func runVaultStatus(ctx context.Context, out io.Writer, g *globalOptions, inv *inventory.Inventory) error {
-	vc, err := session.VaultClient(inv)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Vault:          %s\n", vc.Address())
-	info, err := vc.LookupSelf(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Token:          %s\n", info)
-	loc, err := vc.Resolve(ctx, inv.Database.VaultPath)
-	if err != nil {
-		return err
-	}
-	_, found, err := vc.ReadSecret(ctx, inv.Database.VaultPath)
-	if err != nil {
-		return err
-	}
-	state := "exists"
-	if !found {
-		state = "absent: the first install generates it (needs \"create\" on " + loc.DataPath() + ")"
-	}
-	fmt.Fprintf(out, "Database:       %s -> %s (KV v%d): %s\n", inv.Database.VaultPath, loc.DataPath(), loc.KVVersion, state)
-	spec := g.kubeAuth.tokenFromVault
-	if spec == "" {
-		spec = inv.Vault.KubeTokenPath
-	}
-	if spec != "" {
-		path, key, err := vault.ParseKeyPath(spec)
-		if err != nil {
-			return &usageError{err}
-		}
-		kl, err := vc.Resolve(ctx, path)
-		if err != nil {
-			return err
-		}
-		if _, err := vc.ReadKey(ctx, path, key); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "Cluster token:  %s -> %s (KV v%d): key %q present\n", spec, kl.DataPath(), kl.KVVersion, key)
-	}
-	return nil
 }

@@ -2,55 +2,32 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/rest"
 
-	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/internal/verify"
-	"github.com/maasctl/maasctl/inventory"
-	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 func init() { commands = append(commands, newVerifyCmd) }
 
-// connect opens the session of the global flags (access, status.go, so
-// --kube-token-from-vault and Ansible vars files work as for every
-// command) and returns it with the cluster clients. Without -f, --set or
-// --defaults the inventory is the one the cluster was installed from
-// (readAccess), and stderr says so: verify, doctor and gather judge the
-// cluster against what it was installed from.
-func connect(c *cobra.Command, g *globalOptions) (*clusterAccess, *kube.Clients, error) {
-	a, err := readAccess(c, g)
+// connect opens the session of the global flags (readSession, status.go,
+// so --kube-token-from-vault and Ansible vars files work as for every
+// command) and connects. Without -f, --set or --defaults the inventory is
+// the one the cluster was installed from, and stderr says so: verify,
+// doctor and gather judge the cluster against what it was installed from.
+func connect(c *cobra.Command, g *globalOptions) (*session.Session, error) {
+	s, against, err := readSession(c, g)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if strings.HasPrefix(a.against, "the inventory installed from") {
-		fmt.Fprintf(c.ErrOrStderr(), "maasctl: judging the cluster against %s\n", a.against)
+	if strings.HasPrefix(against, "the inventory installed from") {
+		fmt.Fprintf(c.ErrOrStderr(), "maasctl: judging the cluster against %s\n", against)
 	}
-	clients, err := kube.New(a.cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return a, clients, nil
-}
-
-// release detects the installed RHOAI release layout and the live
-// DataScienceCluster name (steps.DetectRelease). A cluster that cannot be
-// read for it is read as RHOAI 3.5 with the inventory's names, with a
-// warning: verify, doctor and gather must still report on a broken cluster.
-func release(c *cobra.Command, clients *kube.Clients, inv *inventory.Inventory) verify.Release {
-	r, err := steps.DetectRelease(c.Context(), clients, inv)
-	if err != nil {
-		fmt.Fprintf(c.ErrOrStderr(), "maasctl: warning: reading the RHOAI release layout: %v; checking the RHOAI 3.5 layout\n", err)
-		return verify.Release{}
-	}
-	return r
+	return s, nil
 }
 
 // checkOutput accepts text (alias table) or json.
@@ -78,29 +55,14 @@ func (f *dataPathFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "request-timeout", 60*time.Second, "timeout of each request to the endpoint")
 }
 
-// options builds the data-path options; the token comes from --token or
-// the kubeconfig (token or token file) and is never printed.
-func (f *dataPathFlags) options(cfg *rest.Config) (verify.DataPathOptions, error) {
-	tok := f.token
-	if tok == "" {
-		tok = cfg.BearerToken
-	}
-	if tok == "" && cfg.BearerTokenFile != "" {
-		b, err := os.ReadFile(cfg.BearerTokenFile)
-		if err != nil {
-			return verify.DataPathOptions{}, fmt.Errorf("read the kubeconfig token file: %w", err)
-		}
-		tok = strings.TrimSpace(string(b))
-	}
-	if f.caFile != "" {
-		if _, err := os.Stat(f.caFile); err != nil {
-			return verify.DataPathOptions{}, &usageError{fmt.Errorf("--ca-file: %w", err)}
-		}
-	}
-	return verify.DataPathOptions{
-		Endpoint: f.endpoint, Token: tok, CAFile: f.caFile, InsecureSkipTLSVerify: f.insecure,
+// options are the data-path options of the flags; the session fills the
+// token from the kubeconfig when --token is not given (it is never
+// printed).
+func (f *dataPathFlags) options() *session.DataPathOptions {
+	return &session.DataPathOptions{
+		Endpoint: f.endpoint, Token: f.token, CAFile: f.caFile, InsecureSkipTLSVerify: f.insecure,
 		Subscription: f.subscription, RequestTimeout: f.timeout,
-	}, nil
+	}
 }
 
 type verifyOptions struct {
@@ -150,31 +112,25 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil || size.Sign() < 0 {
 		return &usageError{fmt.Errorf("--probe-body-size %q: want a size such as 256Ki", o.bodySize)}
 	}
-	a, clients, err := connect(c, g)
+	s, err := connect(c, g)
 	if err != nil {
 		return err
 	}
-	inv, cfg := a.inv, a.cfg
-	vo := verify.Options{Inventory: inv, Reader: verify.NewReader(clients), Release: release(c, clients, inv)}
-	if o.database {
-		vo.Schema = verify.JobSchemaProber{Clients: clients}
+	vr := session.VerifyRequest{Database: o.database}
+	if !o.liveOnly {
+		vr.DataPath = o.dp.options()
+		vr.DataPath.ProbeQuota, vr.DataPath.ProbeBodySize = o.probeQuota, int(size.Value())
 	}
+	rep, err := s.Verify(c.Context(), vr)
 	if o.liveOnly {
+		// After the release layout's warning, as verify prints nothing
+		// else on stderr while it checks.
 		for _, name := range []string{"endpoint", "token", "ca-file", "insecure-skip-tls-verify", "subscription", "probe-quota", "probe-body-size"} {
 			if c.Flags().Changed(name) {
 				fmt.Fprintf(c.ErrOrStderr(), "maasctl: --live-only checks no data path: --%s is ignored\n", name)
 			}
 		}
-	} else {
-		dp, err := o.dp.options(cfg)
-		if err != nil {
-			return err
-		}
-		dp.ProbeQuota, dp.ProbeBodySize = o.probeQuota, int(size.Value())
-		dp.Probes = verify.ClusterProbes{Clients: clients}
-		vo.DataPath = &dp
 	}
-	rep, _, err := verify.Run(c.Context(), vo)
 	if err != nil {
 		return err
 	}

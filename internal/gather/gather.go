@@ -221,47 +221,9 @@ func Gather(ctx context.Context, o Options) (*Result, error) {
 		o.Output = "maasctl-gather-" + now.Format("20060102T150405Z") + ".tar.gz"
 	}
 	a := &archive{files: map[string][]byte{}, secrets: o.Secrets}
-	var all []*unstructured.Unstructured
-	for _, k := range kinds(o.Inventory) {
-		nss := k.ns
-		if nss == nil {
-			nss = []string{""}
-		}
-		for _, ns := range nss {
-			l, err := o.Reader.List(ctx, k.gvk, ns, "")
-			if err != nil {
-				if kube.IsNotServed(err) {
-					a.problem("%s: not served by the API server (skipped)", k.gvk.Kind)
-					break
-				}
-				a.problem("list %s in %q: %v", k.gvk.Kind, ns, err)
-				continue
-			}
-			for _, u := range l {
-				if len(k.names) > 0 && !contains(k.names, u.GetName()) {
-					continue
-				}
-				all = append(all, u)
-				b, err := yaml.Marshal(Redact(u).Object)
-				if err != nil {
-					a.problem("encode %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-					continue
-				}
-				a.add(objectPath(u), b)
-			}
-		}
-	}
+	all := gatherObjects(ctx, a, o)
 	a.add("conditions.txt", conditionsTable(all))
-	for _, ns := range namespaces(o.Inventory) {
-		evs, err := o.Reader.List(ctx, gvk("", "v1", "Event"), ns, "")
-		if err != nil {
-			a.problem("events in %s: %v", ns, err)
-			continue
-		}
-		if len(evs) > 0 {
-			a.add("events/"+ns+".txt", eventsText(evs))
-		}
-	}
+	gatherEvents(ctx, a, o)
 	if cm := find(all, "ConfigMap", StateNamespace, CheckpointsConfigMap); cm != nil {
 		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
 		b, _ := yaml.Marshal(data)
@@ -457,4 +419,54 @@ func Scrub(s string, secrets ...string) string {
 	s = dbURLPassword.ReplaceAllString(s, "${1}<redacted>@")
 	s = vaultToken.ReplaceAllString(s, "<redacted-vault-token>")
 	return tokenField.ReplaceAllString(s, "${1}<redacted>")
+}
+
+// gatherObjects adds the deployment's objects as redacted YAML and
+// returns them.
+func gatherObjects(ctx context.Context, a *archive, o Options) []*unstructured.Unstructured {
+	var all []*unstructured.Unstructured
+	for _, k := range kinds(o.Inventory) {
+		nss := k.ns
+		if nss == nil {
+			nss = []string{""}
+		}
+		for _, ns := range nss {
+			l, err := o.Reader.List(ctx, k.gvk, ns, "")
+			if err != nil {
+				if kube.IsNotServed(err) {
+					a.problem("%s: not served by the API server (skipped)", k.gvk.Kind)
+					break
+				}
+				a.problem("list %s in %q: %v", k.gvk.Kind, ns, err)
+				continue
+			}
+			for _, u := range l {
+				if len(k.names) > 0 && !contains(k.names, u.GetName()) {
+					continue
+				}
+				all = append(all, u)
+				b, err := yaml.Marshal(Redact(u).Object)
+				if err != nil {
+					a.problem("encode %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+					continue
+				}
+				a.add(objectPath(u), b)
+			}
+		}
+	}
+	return all
+}
+
+// gatherEvents adds the events of the namespaces involved.
+func gatherEvents(ctx context.Context, a *archive, o Options) {
+	for _, ns := range namespaces(o.Inventory) {
+		evs, err := o.Reader.List(ctx, gvk("", "v1", "Event"), ns, "")
+		if err != nil {
+			a.problem("events in %s: %v", ns, err)
+			continue
+		}
+		if len(evs) > 0 {
+			a.add("events/"+ns+".txt", eventsText(evs))
+		}
+	}
 }

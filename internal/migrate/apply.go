@@ -69,19 +69,7 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	fmt.Fprintf(out, "  waiting up to %s for the new objects to be Ready/Active...\n", timeout)
-	var targets []waiters.Target
-	for _, o := range p.Objects() {
-		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: routeWaitTransient(waiters.Readiness(o))})
-	}
-	for _, r := range p.Reused {
-		gv, _ := schema.ParseGroupVersion(r.APIVersion)
-		stub := &unstructured.Unstructured{}
-		stub.SetGroupVersionKind(gv.WithKind(r.Kind))
-		stub.SetNamespace(r.Namespace)
-		stub.SetName(r.Name)
-		targets = append(targets, waiters.Target{GVK: gv.WithKind(r.Kind), Namespace: r.Namespace, Name: r.Name, Cond: waiters.Readiness(stub)})
-	}
-	if err := waiters.All(wctx, c, targets...); err != nil {
+	if err := waiters.All(wctx, c, readinessTargets(p)...); err != nil {
 		return &NotReadyError{BackupDir: b.Dir, Err: err}
 	}
 	generated, err := generatedPolicies(wctx, c, p)
@@ -428,4 +416,23 @@ func routeWaitTransient(base waiters.Condition) waiters.Condition {
 		}
 		return waiters.Result{Status: r.Status + "; transient while a model's HTTPRoute does not exist yet (the MaaS controller retries once it does)"}
 	}
+}
+
+// readinessTargets are the waits for the plan's new objects and the
+// existing ones it reuses to be Ready/Active (readiness per kind from
+// waiters.Readiness).
+func readinessTargets(p *Plan) []waiters.Target {
+	var targets []waiters.Target
+	for _, o := range p.Objects() {
+		targets = append(targets, waiters.Target{GVK: o.GroupVersionKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Cond: routeWaitTransient(waiters.Readiness(o))})
+	}
+	for _, r := range p.Reused {
+		gv, _ := schema.ParseGroupVersion(r.APIVersion)
+		stub := &unstructured.Unstructured{}
+		stub.SetGroupVersionKind(gv.WithKind(r.Kind))
+		stub.SetNamespace(r.Namespace)
+		stub.SetName(r.Name)
+		targets = append(targets, waiters.Target{GVK: gv.WithKind(r.Kind), Namespace: r.Namespace, Name: r.Name, Cond: waiters.Readiness(stub)})
+	}
+	return targets
 }

@@ -161,16 +161,56 @@ func MigratePlatformConfig(ctx context.Context, c *kube.Clients, o PlatformOptio
 		return nil, err
 	}
 	rep := &PlatformReport{Source: source}
-
+	cands, needed := platformCandidates(rep, old, o)
 	targets := map[owner]*unstructured.Unstructured{}
 	names := map[owner]string{}
-	needed := map[owner]bool{}
-	type cand struct {
-		f     platformField
-		value any
-		idx   int
+	for ow := range needed {
+		t, name, err := loadOwner(ctx, c, ow, o)
+		if err != nil {
+			return rep, err
+		}
+		targets[ow], names[ow] = t, name
 	}
-	var cands []cand
+	patches, conflicts := platformPatches(rep, cands, targets, names, o)
+	if len(conflicts) > 0 {
+		for i := range rep.Moves {
+			if rep.Moves[i].Status == MoveMoved || rep.Moves[i].Status == MoveWouldMove {
+				rep.Moves[i].Status, rep.Moves[i].Note = MoveConflict, "not written: another field conflicts"
+			}
+		}
+		return rep, &ConflictError{Moves: conflicts}
+	}
+	completeOIDC(patches[ownerAITenant], old)
+	for _, ow := range []owner{ownerAITenant, ownerTenantConfig} {
+		p := patches[ow]
+		if p == nil {
+			continue
+		}
+		apply := c.Apply
+		if o.DryRun {
+			apply = c.DryRunApply
+		}
+		if _, err := apply(ctx, p); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// platformCandidate is a field of the old CR with a custom value to move;
+// idx is its FieldMove in the report.
+type platformCandidate struct {
+	f     platformField
+	value any
+	idx   int
+}
+
+// platformCandidates adds a FieldMove per field of the old CR to rep
+// (unset, default, or to move) and returns the fields to move and the
+// owners they move to.
+func platformCandidates(rep *PlatformReport, old *unstructured.Unstructured, o PlatformOptions) ([]platformCandidate, map[owner]bool) {
+	needed := map[owner]bool{}
+	var cands []platformCandidate
 	for _, f := range platformFields {
 		m := FieldMove{From: strings.Join(f.old, "."), To: nominal(f.owner, o) + " " + strings.Join(f.new, ".")}
 		v, found, _ := unstructured.NestedFieldCopy(old.Object, f.old...)
@@ -182,7 +222,7 @@ func MigratePlatformConfig(ctx context.Context, c *kube.Clients, o PlatformOptio
 		default:
 			m.Value = v
 			needed[f.owner] = true
-			cands = append(cands, cand{f: f, value: v, idx: len(rep.Moves)})
+			cands = append(cands, platformCandidate{f: f, value: v, idx: len(rep.Moves)})
 		}
 		rep.Moves = append(rep.Moves, m)
 	}
@@ -190,14 +230,13 @@ func MigratePlatformConfig(ctx context.Context, c *kube.Clients, o PlatformOptio
 		rep.Moves = append(rep.Moves, FieldMove{From: "spec.gatewayRef.namespace", Value: ns, Status: MoveManual,
 			Note: "controller configuration, not an AITenant field: run maas-controller with --gateway-namespace=" + ns})
 	}
-	for ow := range needed {
-		t, name, err := loadOwner(ctx, c, ow, o)
-		if err != nil {
-			return rep, err
-		}
-		targets[ow], names[ow] = t, name
-	}
+	return cands, needed
+}
 
+// platformPatches compares each candidate with its new owner's value and
+// builds one apply patch per owner; a custom value already there is a
+// conflict unless o.Overwrite.
+func platformPatches(rep *PlatformReport, cands []platformCandidate, targets map[owner]*unstructured.Unstructured, names map[owner]string, o PlatformOptions) (map[owner]*unstructured.Unstructured, []FieldMove) {
 	patches := map[owner]*unstructured.Unstructured{}
 	var conflicts []FieldMove
 	for _, cd := range cands {
@@ -229,41 +268,26 @@ func MigratePlatformConfig(ctx context.Context, c *kube.Clients, o PlatformOptio
 			m.Status = MoveWouldMove
 		}
 	}
-	if len(conflicts) > 0 {
-		for i := range rep.Moves {
-			if rep.Moves[i].Status == MoveMoved || rep.Moves[i].Status == MoveWouldMove {
-				rep.Moves[i].Status, rep.Moves[i].Note = MoveConflict, "not written: another field conflicts"
+	return patches, conflicts
+}
+
+// completeOIDC: AITenant.spec.oidc requires issuerUrl and clientId
+// together; a partial apply would fail validation when only one of them
+// moves, so the other is taken from the old CR too.
+func completeOIDC(p, old *unstructured.Unstructured) {
+	if p == nil {
+		return
+	}
+	if _, ok, _ := unstructured.NestedMap(p.Object, "spec", "oidc"); !ok {
+		return
+	}
+	for _, f := range []string{"issuerUrl", "clientId"} {
+		if _, set, _ := unstructured.NestedFieldNoCopy(p.Object, "spec", "oidc", f); !set {
+			if v, found, _ := unstructured.NestedFieldCopy(old.Object, "spec", "externalOIDC", f); found {
+				_ = unstructured.SetNestedField(p.Object, v, "spec", "oidc", f)
 			}
 		}
-		return rep, &ConflictError{Moves: conflicts}
 	}
-	// AITenant.spec.oidc requires issuerUrl and clientId together; a
-	// partial apply would fail validation when only one of them moves.
-	if p := patches[ownerAITenant]; p != nil {
-		if _, ok, _ := unstructured.NestedMap(p.Object, "spec", "oidc"); ok {
-			for _, f := range []string{"issuerUrl", "clientId"} {
-				if _, set, _ := unstructured.NestedFieldNoCopy(p.Object, "spec", "oidc", f); !set {
-					if v, found, _ := unstructured.NestedFieldCopy(old.Object, "spec", "externalOIDC", f); found {
-						_ = unstructured.SetNestedField(p.Object, v, "spec", "oidc", f)
-					}
-				}
-			}
-		}
-	}
-	for _, ow := range []owner{ownerAITenant, ownerTenantConfig} {
-		p := patches[ow]
-		if p == nil {
-			continue
-		}
-		apply := c.Apply
-		if o.DryRun {
-			apply = c.DryRunApply
-		}
-		if _, err := apply(ctx, p); err != nil {
-			return rep, err
-		}
-	}
-	return rep, nil
 }
 
 // loadModelsAsService reads the old CR from file (a single object or a

@@ -74,57 +74,13 @@ func Rollback(ctx context.Context, c *kube.Clients, o RollbackOptions) (*Rollbac
 	if err != nil {
 		return res, err
 	}
-	var created, found []ObjectRef
-	seen, createdHere := map[string]bool{}, map[string]bool{}
-	for _, e := range journal {
-		if e.Action == ActionApplied && e.Created {
-			createdHere[e.Object.String()] = true
-		}
-	}
-	for i := len(journal) - 1; i >= 0; i-- {
-		e := journal[i]
-		if e.Action != ActionApplied || seen[e.Object.String()] {
-			continue
-		}
-		seen[e.Object.String()] = true
-		if createdHere[e.Object.String()] {
-			created = append(created, e.Object)
-		} else {
-			found = append(found, e.Object)
-		}
-	}
+	created, found := journalObjects(journal)
 	if err := otherMigrations(ctx, c, b, found, res, o.Out); err != nil {
 		return res, err
 	}
-	var removed []ObjectRef
-	for _, r := range created {
-		live, found, err := get(ctx, c, r)
-		if err != nil {
-			return res, err
-		}
-		if !found {
-			continue
-		}
-		if live.GetLabels()[MigrationLabel] != MigrationLabelValue {
-			res.Skipped = append(res.Skipped, r.String())
-			fmt.Fprintf(o.Out, "  skipped %s: it no longer carries label %s=%s\n", r, MigrationLabel, MigrationLabelValue)
-			continue
-		}
-		m, _, err := mapping(c, r.GroupKind())
-		if err != nil {
-			return res, err
-		}
-		uid := live.GetUID()
-		err = resourceFor(c, m, r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return res, fmt.Errorf("delete %s: %w", r, err)
-		}
-		if err := b.Record(JournalEntry{Action: ActionRemoved, Object: r}); err != nil {
-			return res, err
-		}
-		res.Removed = append(res.Removed, r.String())
-		removed = append(removed, r)
-		fmt.Fprintf(o.Out, "  deleted %s\n", r)
+	removed, err := removeCreated(ctx, c, b, created, res, o.Out)
+	if err != nil {
+		return res, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -274,4 +230,64 @@ func restoreAnnotation(ctx context.Context, c *kube.Clients, b *Backup, e Backup
 		return fmt.Errorf("restore annotation on %s: %w", e.Ref, err)
 	}
 	return restored(b, e.Ref, "annotation "+TierAnnotation+"="+v, res, out)
+}
+
+// journalObjects splits the objects the journal applied, latest first,
+// into those the migration created and those it found.
+func journalObjects(journal []JournalEntry) (created, found []ObjectRef) {
+	seen, createdHere := map[string]bool{}, map[string]bool{}
+	for _, e := range journal {
+		if e.Action == ActionApplied && e.Created {
+			createdHere[e.Object.String()] = true
+		}
+	}
+	for i := len(journal) - 1; i >= 0; i-- {
+		e := journal[i]
+		if e.Action != ActionApplied || seen[e.Object.String()] {
+			continue
+		}
+		seen[e.Object.String()] = true
+		if createdHere[e.Object.String()] {
+			created = append(created, e.Object)
+		} else {
+			found = append(found, e.Object)
+		}
+	}
+	return created, found
+}
+
+// removeCreated deletes the objects the migration created that still
+// carry its label (by UID, journaled) and returns them.
+func removeCreated(ctx context.Context, c *kube.Clients, b *Backup, created []ObjectRef, res *RollbackResult, out io.Writer) ([]ObjectRef, error) {
+	var removed []ObjectRef
+	for _, r := range created {
+		live, found, err := get(ctx, c, r)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		if live.GetLabels()[MigrationLabel] != MigrationLabelValue {
+			res.Skipped = append(res.Skipped, r.String())
+			fmt.Fprintf(out, "  skipped %s: it no longer carries label %s=%s\n", r, MigrationLabel, MigrationLabelValue)
+			continue
+		}
+		m, _, err := mapping(c, r.GroupKind())
+		if err != nil {
+			return nil, err
+		}
+		uid := live.GetUID()
+		err = resourceFor(c, m, r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete %s: %w", r, err)
+		}
+		if err := b.Record(JournalEntry{Action: ActionRemoved, Object: r}); err != nil {
+			return nil, err
+		}
+		res.Removed = append(res.Removed, r.String())
+		removed = append(removed, r)
+		fmt.Fprintf(out, "  deleted %s\n", r)
+	}
+	return removed, nil
 }

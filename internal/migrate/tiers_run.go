@@ -70,15 +70,7 @@ type TiersResult struct {
 // (nothing old deleted; it wraps a *waiters.TimeoutError naming them);
 // *ValidationError when a final check failed.
 func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersResult, error) {
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Minute
-	}
+	o.setDefaults()
 	if o.BackupDir == "" {
 		return nil, fmt.Errorf("a backup directory is required")
 	}
@@ -117,18 +109,9 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		return res, nil
 	}
 
-	b := prior
-	if b != nil {
-		fmt.Fprintf(w, "== Backup (%s): resuming the migration started %s; its backup of the state before it is kept\n\n", o.BackupDir, b.Manifest.Created.Format(time.RFC3339))
-	} else {
-		fmt.Fprintf(w, "== Backup (%s)\n", o.BackupDir)
-		if b, err = WriteBackup(o.BackupDir, id, st, now); err != nil {
-			return res, err
-		}
-		for _, e := range b.Manifest.Entries {
-			fmt.Fprintf(w, "  %-10s %s -> %s\n", e.Role, e.Ref, e.File)
-		}
-		fmt.Fprintf(w, "  state summary -> %s\n\n", StateFile)
+	b, err := tiersBackup(w, o.BackupDir, prior, id, st, now)
+	if err != nil {
+		return res, err
 	}
 	res.BackupDir = b.Dir
 
@@ -145,16 +128,7 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 	}
 	fmt.Fprintf(w, "  plan written to %s\n\n", filepath.Join(b.Dir, PlanFile))
 	if o.DryRun {
-		// A server-side dry run checks every object against the CRD schemas
-		// and admission without storing anything.
-		for _, obj := range plan.Objects() {
-			if _, err := c.DryRunApply(ctx, obj); err != nil {
-				return res, fmt.Errorf("dry run: %w", err)
-			}
-		}
-		fmt.Fprintln(w, "Dry run: the objects passed a server-side dry run; nothing was changed in the cluster.")
-		writeSkipped(w, plan)
-		return res, nil
+		return res, tiersDryRun(ctx, c, w, plan)
 	}
 
 	fmt.Fprintln(w, "== Apply")
@@ -215,5 +189,51 @@ func writeSkipped(w io.Writer, p *Plan) {
 	fmt.Fprintf(w, "Skipped %d model(s) whose tier annotation cannot be used (%s); they were not migrated and keep their annotation:\n", len(p.Skipped), SkipInvalidFlag)
 	for _, s := range p.Skipped {
 		fmt.Fprintf(w, "  - %s\n", s)
+	}
+}
+
+// tiersBackup writes the backup of the state before the migration to dir
+// and lists it, or keeps the one of the earlier run it resumes (prior).
+func tiersBackup(w io.Writer, dir string, prior *Backup, id string, st *State, now time.Time) (*Backup, error) {
+	if prior != nil {
+		fmt.Fprintf(w, "== Backup (%s): resuming the migration started %s; its backup of the state before it is kept\n\n", dir, prior.Manifest.Created.Format(time.RFC3339))
+		return prior, nil
+	}
+	fmt.Fprintf(w, "== Backup (%s)\n", dir)
+	b, err := WriteBackup(dir, id, st, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range b.Manifest.Entries {
+		fmt.Fprintf(w, "  %-10s %s -> %s\n", e.Role, e.Ref, e.File)
+	}
+	fmt.Fprintf(w, "  state summary -> %s\n\n", StateFile)
+	return b, nil
+}
+
+// tiersDryRun checks every object of the plan with a server-side dry run
+// (the CRD schemas and admission, nothing stored).
+func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan) error {
+	for _, obj := range plan.Objects() {
+		if _, err := c.DryRunApply(ctx, obj); err != nil {
+			return fmt.Errorf("dry run: %w", err)
+		}
+	}
+	fmt.Fprintln(w, "Dry run: the objects passed a server-side dry run; nothing was changed in the cluster.")
+	writeSkipped(w, plan)
+	return nil
+}
+
+// setDefaults fills the options left zero: no output, the clock, a
+// 10-minute wait bound.
+func (o *TiersOptions) setDefaults() {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
 	}
 }

@@ -194,40 +194,83 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	}
 	// The reads are independent but for the generated Kuadrant policies,
 	// which the MaaS policies name: snapshotWorkers at a time, in two
-	// rounds. mu guards the maps and recordMissing.
-	var (
-		mu    sync.Mutex
-		reads errgroup.Group
-	)
-	reads.SetLimit(snapshotWorkers)
-	async := func(f func()) { reads.Go(func() error { f(); return nil }) }
-	get := func(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
-		o, err := r.Get(ctx, gvk, ns, name)
-		if err != nil {
-			mu.Lock()
-			s.recordMissing(gvk, ns, name, err)
-			mu.Unlock()
-			return nil
-		}
-		return o
+	// rounds.
+	sn := &snapshotter{ctx: ctx, r: r, s: s}
+	sn.reads.SetLimit(snapshotWorkers)
+	sn.platform(inv, rel)
+	providerSecret, secrets := sn.models(inv, rel)
+	sn.access(inv, rel)
+	_ = sn.reads.Wait()
+	for pk, sk := range providerSecret {
+		s.ProviderSecrets[pk] = *secrets[sk]
 	}
-	list := func(gvk schema.GroupVersionKind, ns, sel string) []*unstructured.Unstructured {
-		l, err := r.List(ctx, gvk, ns, sel)
-		if err != nil {
-			mu.Lock()
-			s.recordMissing(gvk, ns, "*", err)
-			mu.Unlock()
-			return nil
-		}
-		return l
+	sn.generated(rel)
+	_ = sn.reads.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	put := func(m map[string]*unstructured.Unstructured, k string, o *unstructured.Unstructured) {
-		mu.Lock()
-		m[k] = o
-		mu.Unlock()
+	return s, nil
+}
+
+// snapshotter runs Snapshot's reads; mu guards the maps of s and
+// recordMissing.
+type snapshotter struct {
+	ctx   context.Context
+	r     Reader
+	s     *State
+	mu    sync.Mutex
+	reads errgroup.Group
+}
+
+func (sn *snapshotter) async(f func()) { sn.reads.Go(func() error { f(); return nil }) }
+
+func (sn *snapshotter) get(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	o, err := sn.r.Get(sn.ctx, gvk, ns, name)
+	if err != nil {
+		sn.mu.Lock()
+		sn.s.recordMissing(gvk, ns, name, err)
+		sn.mu.Unlock()
+		return nil
 	}
+	return o
+}
+
+func (sn *snapshotter) list(gvk schema.GroupVersionKind, ns, sel string) []*unstructured.Unstructured {
+	l, err := sn.r.List(sn.ctx, gvk, ns, sel)
+	if err != nil {
+		sn.mu.Lock()
+		sn.s.recordMissing(gvk, ns, "*", err)
+		sn.mu.Unlock()
+		return nil
+	}
+	return l
+}
+
+func (sn *snapshotter) put(m map[string]*unstructured.Unstructured, k string, o *unstructured.Unstructured) {
+	sn.mu.Lock()
+	m[k] = o
+	sn.mu.Unlock()
+}
+
+// backend reads the Service of b, counts its ready endpoints and, with
+// none, names the workloads behind it.
+func (sn *snapshotter) backend(b *Backend) {
+	b.Service = sn.get(ServiceGVK, b.Namespace, b.Name)
+	for _, es := range sn.list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
+		countEndpoints(es, b)
+	}
+	if b.Service != nil && b.ReadyEndpoints == 0 {
+		b.Workloads = workloadsBehind(b.Service, sn.list(DeploymentGVK, b.Namespace, ""))
+	}
+}
+
+// platform starts the reads of the platform's objects: the caller, DSC,
+// DSCI, Kuadrant and Authorino, the Gateway and its Service, certificate
+// and Route, maas-api, maas-db-config and the monitoring config.
+func (sn *snapshotter) platform(inv *inventory.Inventory, rel Release) {
+	s, get, list, async := sn.s, sn.get, sn.list, sn.async
 	async(func() {
-		if id, err := r.WhoAmI(ctx); err != nil {
+		if id, err := sn.r.WhoAmI(sn.ctx); err != nil {
 			s.CallerErr = err.Error()
 		} else {
 			s.Caller = id
@@ -244,13 +287,7 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 	async(func() {
 		b := &Backend{Namespace: inv.Kuadrant.Namespace, Name: inv.Kuadrant.AuthorinoService}
 		b.Host = b.Name + "." + b.Namespace + ".svc"
-		b.Service = get(ServiceGVK, b.Namespace, b.Name)
-		for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
-			countEndpoints(es, b)
-		}
-		if b.Service != nil && b.ReadyEndpoints == 0 {
-			b.Workloads = workloadsBehind(b.Service, list(DeploymentGVK, b.Namespace, ""))
-		}
+		sn.backend(b)
 		s.AuthorinoService = b
 	})
 	async(func() {
@@ -275,89 +312,98 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace, inv.DBConfig.Name), rel.DBConfigNamespace, inv.DBConfig.Name)
 	})
 	async(func() { s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config") })
-	// Each distinct Secret and model server is read once, however many
-	// providers share it; a kind with many objects in one namespace is
-	// read by one LIST there (getMany): the reads do not grow with the
-	// square of the models, nor one request per object (issue 16).
+}
+
+// models starts the reads of the external models, their providers, API
+// key Secrets, model servers and MaaSModelRefs. Each distinct Secret and
+// model server is read once, however many providers share it; a kind with
+// many objects in one namespace is read by one LIST there (getMany): the
+// reads do not grow with the square of the models, nor one request per
+// object (issue 16). It returns each provider's Secret key and the
+// SecretInfo being read for each Secret key.
+func (sn *snapshotter) models(inv *inventory.Inventory, rel Release) (providerSecret map[string]string, secrets map[string]*SecretInfo) {
+	s := sn.s
 	providers := map[string]bool{}
-	secrets := map[string]*SecretInfo{}
+	secrets = map[string]*SecretInfo{}
 	backends := map[string]*Backend{}
 	byNS := func() map[string][]string { return map[string][]string{} }
 	providerNames, modelNames := byNS(), byNS()
-	providerSecret := map[string]string{} // provider key -> Secret key
+	providerSecret = map[string]string{} // provider key -> Secret key
 	for _, m := range inv.ExternalModels {
-		pk := Key(m.Namespace, m.ProviderName)
-		if !providers[pk] {
-			providers[pk] = true
-			if !rel.LegacyExternalModel {
-				// 3.3/3.4 have no ExternalProvider: the model names its
-				// Secret and endpoint itself.
-				providerNames[m.Namespace] = append(providerNames[m.Namespace], m.ProviderName)
-			}
-			sk := Key(m.Namespace, m.APIKeySecret)
-			providerSecret[pk] = sk
-			if secrets[sk] == nil {
-				si := &SecretInfo{}
-				secrets[sk] = si
-				async(func() { *si = secretInfo(get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret) })
-			}
-			if b, ok := backends[m.Endpoint]; ok {
-				if b != nil {
-					s.Backends[pk] = b
-				}
-			} else if b := backendFor(m.Endpoint); b != nil {
-				backends[m.Endpoint] = b
-				s.Backends[pk] = b
-				async(func() {
-					b.Service = get(ServiceGVK, b.Namespace, b.Name)
-					for _, es := range list(EndpointSliceGVK, b.Namespace, "kubernetes.io/service-name="+b.Name) {
-						countEndpoints(es, b)
-					}
-					if b.Service != nil && b.ReadyEndpoints == 0 {
-						b.Workloads = workloadsBehind(b.Service, list(DeploymentGVK, b.Namespace, ""))
-					}
-				})
-			} else {
-				backends[m.Endpoint] = nil
-			}
-		}
 		modelNames[m.Namespace] = append(modelNames[m.Namespace], m.Name)
-	}
-	// getMany reads the objects of gvk named names in ns into into: by one
-	// LIST from manyAtLeast objects on, else one GET each.
-	getMany := func(gvk schema.GroupVersionKind, ns string, names []string, into map[string]*unstructured.Unstructured) {
-		if len(names) < manyAtLeast {
-			for _, name := range names {
-				async(func() { put(into, Key(ns, name), get(gvk, ns, name)) })
-			}
-			return
+		pk := Key(m.Namespace, m.ProviderName)
+		if providers[pk] {
+			continue
 		}
-		async(func() {
-			l, err := r.List(ctx, gvk, ns, "")
-			found := map[string]*unstructured.Unstructured{}
-			for _, o := range l {
-				found[o.GetName()] = o
+		providers[pk] = true
+		if !rel.LegacyExternalModel {
+			// 3.3/3.4 have no ExternalProvider: the model names its
+			// Secret and endpoint itself.
+			providerNames[m.Namespace] = append(providerNames[m.Namespace], m.ProviderName)
+		}
+		sk := Key(m.Namespace, m.APIKeySecret)
+		providerSecret[pk] = sk
+		if secrets[sk] == nil {
+			si := &SecretInfo{}
+			secrets[sk] = si
+			sn.async(func() { *si = secretInfo(sn.get(SecretGVK, m.Namespace, m.APIKeySecret), m.Namespace, m.APIKeySecret) })
+		}
+		if b, ok := backends[m.Endpoint]; ok {
+			if b != nil {
+				s.Backends[pk] = b
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, name := range names {
-				switch o := found[name]; {
-				case err != nil:
-					s.recordMissing(gvk, ns, name, err)
-				case o == nil:
-					s.recordMissing(gvk, ns, name, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, name))
-				}
-				into[Key(ns, name)] = found[name]
-			}
-		})
+		} else if b := backendFor(m.Endpoint); b != nil {
+			backends[m.Endpoint] = b
+			s.Backends[pk] = b
+			sn.async(func() { sn.backend(b) })
+		} else {
+			backends[m.Endpoint] = nil
+		}
 	}
 	for ns, names := range providerNames {
-		getMany(ExternalProviderGVK, ns, names, s.Providers)
+		sn.getMany(ExternalProviderGVK, ns, names, s.Providers)
 	}
 	for ns, names := range modelNames {
-		getMany(rel.ExternalModelGVK(), ns, names, s.Models)
-		getMany(MaaSModelRefGVK, ns, names, s.ModelRefs)
+		sn.getMany(rel.ExternalModelGVK(), ns, names, s.Models)
+		sn.getMany(MaaSModelRefGVK, ns, names, s.ModelRefs)
 	}
+	return providerSecret, secrets
+}
+
+// getMany reads the objects of gvk named names in ns into into: by one
+// LIST from manyAtLeast objects on, else one GET each.
+func (sn *snapshotter) getMany(gvk schema.GroupVersionKind, ns string, names []string, into map[string]*unstructured.Unstructured) {
+	if len(names) < manyAtLeast {
+		for _, name := range names {
+			sn.async(func() { sn.put(into, Key(ns, name), sn.get(gvk, ns, name)) })
+		}
+		return
+	}
+	sn.async(func() {
+		l, err := sn.r.List(sn.ctx, gvk, ns, "")
+		found := map[string]*unstructured.Unstructured{}
+		for _, o := range l {
+			found[o.GetName()] = o
+		}
+		sn.mu.Lock()
+		defer sn.mu.Unlock()
+		for _, name := range names {
+			switch o := found[name]; {
+			case err != nil:
+				sn.s.recordMissing(gvk, ns, name, err)
+			case o == nil:
+				sn.s.recordMissing(gvk, ns, name, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, name))
+			}
+			into[Key(ns, name)] = found[name]
+		}
+	})
+}
+
+// access starts the reads of the access objects: MaaS auth policies and
+// subscriptions, the gateway AuthPolicy, and RHCL's CSVs and
+// Subscription.
+func (sn *snapshotter) access(inv *inventory.Inventory, rel Release) {
+	s, get, list, async := sn.s, sn.get, sn.list, sn.async
 	async(func() { s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "") })
 	async(func() {
 		s.GatewayAuthPolicy = get(AuthPolicyGVK, inv.Gateway.Namespace, rel.MaaSControllerFacts().GatewayAuthPolicy)
@@ -367,33 +413,27 @@ func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Relea
 		async(func() { s.CSVs = list(CSVGVK, op.Namespace, "") })
 		async(func() { s.RHCLSubscription = get(SubscriptionGVK, op.Namespace, op.Package) })
 	}
-	_ = reads.Wait()
-	for pk, sk := range providerSecret {
-		s.ProviderSecrets[pk] = *secrets[sk]
-	}
+}
+
+// generated starts the second round: the Kuadrant policies the
+// subscriptions name, and maas-api's pods.
+func (sn *snapshotter) generated(rel Release) {
+	s := sn.s
 	generated := map[string]bool{}
-	policies := func(owners []*unstructured.Unstructured, field, kind string, gvk schema.GroupVersionKind) {
-		for _, p := range owners {
-			for _, ref := range generatedPolicies(p, field) {
-				k := describe(kind, ref[0], ref[1])
-				if !generated[k] {
-					generated[k] = true
-					async(func() { put(s.KuadrantPolicies, k, get(gvk, ref[0], ref[1])) })
-				}
+	for _, p := range s.Subscriptions {
+		for _, ref := range generatedPolicies(p, "tokenRateLimitStatuses") {
+			k := describe("TokenRateLimitPolicy", ref[0], ref[1])
+			if !generated[k] {
+				generated[k] = true
+				sn.async(func() { sn.put(s.KuadrantPolicies, k, sn.get(TokenRateLimitPolicyGVK, ref[0], ref[1])) })
 			}
 		}
 	}
-	policies(s.Subscriptions, "tokenRateLimitStatuses", "TokenRateLimitPolicy", TokenRateLimitPolicyGVK)
 	if s.MaaSAPI != nil {
 		if sel, _, _ := unstructured.NestedStringMap(s.MaaSAPI.Object, "spec", "selector", "matchLabels"); len(sel) > 0 {
-			async(func() { s.MaaSAPIPods = list(PodGVK, rel.MaaSAPINamespace, labels.SelectorFromSet(sel).String()) })
+			sn.async(func() { s.MaaSAPIPods = sn.list(PodGVK, rel.MaaSAPINamespace, labels.SelectorFromSet(sel).String()) })
 		}
 	}
-	_ = reads.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	return s, nil
 }
 
 func (s *State) recordMissing(gvk schema.GroupVersionKind, ns, name string, err error) {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -53,6 +54,13 @@ type Options struct {
 	// seconds), which changes no object and is not part of the installed
 	// inventory (inventory.Deployed). Under a second is a FlagError.
 	Timeout time.Duration
+	// ToolVersion is maasctl's version, for the checkpoints, the run
+	// record and gather's archive.
+	ToolVersion string
+	// Stderr gets warnings that do not stop a command (a release layout
+	// that cannot be read, a Vault token that can no longer be extended);
+	// nil discards them.
+	Stderr io.Writer
 }
 
 // FlagError is a bad flag value (exit code 2, nothing changed).
@@ -76,6 +84,11 @@ type Session struct {
 	// installed is the installed inventory UseInstalled switched to (nil
 	// when the session uses its own).
 	installed *steps.InstalledInventory
+	// against says which inventory the session compares the cluster
+	// against (UseInstalled).
+	against string
+	// clients are Connect's clients of cfg.
+	clients *kube.Clients
 }
 
 // LoadInventory reads files (inventory YAML or Ansible vars) and sets,
@@ -113,6 +126,9 @@ func Open(o Options) (*Session, error) {
 	if o.Kube == nil {
 		o.Kube = genericclioptions.NewConfigFlags(true)
 	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
 	s := &Session{Inventory: inv, opts: o}
 	s.applyTimeout(inv)
 	s.vault, s.vaultErr = VaultClient(inv)
@@ -138,9 +154,6 @@ func VaultClient(inv *inventory.Inventory) (*vault.Client, error) {
 		},
 	})
 }
-
-// Vault returns the Vault client, or why there is none.
-func (s *Session) Vault() (*vault.Client, error) { return s.vault, s.vaultErr }
 
 func (s *Session) tokenSpec() string {
 	if s.opts.KubeTokenFromVault != "" {
@@ -221,13 +234,32 @@ func noCluster(f *genericclioptions.ConfigFlags) error {
 	return &FlagError{Flag: "--kubeconfig", Err: errors.New("no cluster to talk to: no kubeconfig names a cluster (KUBECONFIG, ~/.kube/config) and --server is not set; log in with 'oc login' or set KUBECONFIG")}
 }
 
-// Clients returns the Kubernetes clients of Config.
-func (s *Session) Clients(ctx context.Context) (*kube.Clients, error) {
+// RequireVault returns why there is no Vault client, for the commands
+// that cannot work without one (install, database rotate-password).
+func (s *Session) RequireVault() error { return s.vaultErr }
+
+// Connect builds the cluster configuration (Config) and its clients once;
+// the commands call it before anything they print, so that a cluster that
+// cannot be reached fails first. Nothing is sent to the cluster but the
+// SelfSubjectReview of a token from Vault.
+func (s *Session) Connect(ctx context.Context) error {
+	if s.clients != nil {
+		return nil
+	}
 	cfg, err := s.Config(ctx)
 	if err != nil {
+		return err
+	}
+	s.clients, err = kube.New(cfg)
+	return err
+}
+
+// connected is Connect's clients.
+func (s *Session) connected(ctx context.Context) (*kube.Clients, error) {
+	if err := s.Connect(ctx); err != nil {
 		return nil, err
 	}
-	return kube.New(cfg)
+	return s.clients, nil
 }
 
 // checkClusterToken asks the API server who the token is
@@ -256,7 +288,7 @@ func (s *Session) Source() steps.InventorySource {
 // Installed reads the inventory the cluster was installed from
 // (steps.InstalledInventoryConfigMap); none is (nil, nil).
 func (s *Session) Installed(ctx context.Context) (*steps.InstalledInventory, error) {
-	c, err := s.Clients(ctx)
+	c, err := s.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +304,12 @@ func (s *Session) Installed(ctx context.Context) (*steps.InstalledInventory, err
 // from site.yaml at ... (digest ...)", "the inventory from -f site.yaml",
 // "the default inventory (--defaults)", ...
 func (s *Session) UseInstalled(ctx context.Context) (string, error) {
+	against, err := s.useInstalled(ctx)
+	s.against = against
+	return against, err
+}
+
+func (s *Session) useInstalled(ctx context.Context) (string, error) {
 	src := s.Source()
 	switch {
 	case len(src.Files) > 0:

@@ -1,0 +1,233 @@
+package verify
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/waiters"
+)
+
+func checkProviders(s *State) []Check {
+	var out []Check
+	for _, k := range sortedKeys(s.Providers) {
+		ns, name, _ := strings.Cut(k, "/")
+		c := newCheck(CodeProviderReady, describe("ExternalProvider", ns, name))
+		p := s.Providers[k]
+		if p == nil {
+			out = append(out, c.fail(s.MissingReason("ExternalProvider", ns, name), "the ExternalProvider does not exist", "maasctl install"))
+			continue
+		}
+		phase := str(p, "status", "phase")
+		if phase == "Ready" {
+			out = append(out, c.pass("phase Ready"))
+			continue
+		}
+		detail := "phase " + orNone(phase)
+		if fc := falseConditions(p); fc != "" {
+			detail += "; " + fc
+		}
+		cause, fix := ProviderCause(s, k)
+		out = append(out, c.fail(detail, cause, fix))
+	}
+	return out
+}
+
+// ProviderCause explains an ExternalProvider that is not Ready from its
+// API-key Secret (deployment README troubleshooting: the Secret must exist
+// with key api-key and carry the inference.llm-d.ai/ipp-managed label).
+func ProviderCause(s *State, key string) (cause, fix string) {
+	sec := s.ProviderSecrets[key]
+	ns := sec.Namespace
+	switch {
+	case !sec.Exists:
+		return fmt.Sprintf("the API-key Secret %s/%s does not exist", ns, sec.Name),
+			fmt.Sprintf("oc create secret generic %s -n %s --from-literal=api-key=<provider key>; maasctl install", sec.Name, ns)
+	case !sec.HasKey("api-key"):
+		return fmt.Sprintf("Secret %s/%s has no key api-key (keys: %s)", ns, sec.Name, orNone(strings.Join(sec.Keys, ","))),
+			fmt.Sprintf("store the provider key under api-key: oc create secret generic %s -n %s --from-literal=api-key=<provider key> --dry-run=client -o yaml | oc apply -f -", sec.Name, ns)
+	case sec.Labels[IPPManagedLabel] != "true":
+		return fmt.Sprintf("Secret %s/%s lacks label %s=true, so the MaaS controller ignores it", ns, sec.Name, IPPManagedLabel),
+			fmt.Sprintf("oc label secret %s -n %s %s=true", sec.Name, ns, IPPManagedLabel)
+	}
+	return "the MaaS controller has not made the provider's Service, ServiceEntry and DestinationRule",
+		fmt.Sprintf("maasctl install   (re-applies the ExternalProvider and waits for it to be Ready); if it stays so: oc get service,serviceentry,destinationrule -n %s", ns)
+}
+
+// IPPManagedLabel marks model namespaces and provider key Secrets the MaaS
+// controller manages (deployment README, "Models").
+const IPPManagedLabel = "inference.llm-d.ai/ipp-managed"
+
+func checkModels(s *State) []Check {
+	var out []Check
+	for _, m := range s.Inv.ExternalModels {
+		k := Key(m.Namespace, m.Name)
+		c := newCheck(CodeModelReady, describe("ExternalModel", m.Namespace, m.Name))
+		if em := s.Models[k]; em == nil {
+			out = append(out, c.fail(s.MissingReason("ExternalModel", m.Namespace, m.Name), "the ExternalModel does not exist", "maasctl install"))
+		} else if phase := str(em, "status", "phase"); phase == "Ready" {
+			out = append(out, c.pass("phase Ready"))
+		} else {
+			detail := "phase " + orNone(phase)
+			if fc := falseConditions(em); fc != "" {
+				detail += "; " + fc
+			}
+			out = append(out, c.fail(detail, "ExternalProvider "+m.ProviderName+" is not Ready or the model's HTTPRoute was not created",
+				"oc describe externalmodel "+m.Name+" -n "+m.Namespace))
+		}
+	}
+	for _, m := range s.Inv.ExternalModels {
+		k := Key(m.Namespace, m.Name)
+		c := newCheck(CodeModelRefReady, describe("MaaSModelRef", m.Namespace, m.Name))
+		ref := s.ModelRefs[k]
+		if ref == nil {
+			out = append(out, c.fail(s.MissingReason("MaaSModelRef", m.Namespace, m.Name), "the MaaSModelRef does not exist", "maasctl install"))
+			continue
+		}
+		phase := str(ref, "status", "phase")
+		if phase == "Ready" {
+			out = append(out, c.pass("phase Ready; endpoint "+orNone(str(ref, "status", "endpoint"))))
+			continue
+		}
+		detail := "phase " + orNone(phase)
+		if fc := falseConditions(ref); fc != "" {
+			detail += "; " + fc
+		}
+		cause, fix := "the model's backend is not ready", "oc describe maasmodelref "+m.Name+" -n "+m.Namespace
+		if g, ok := cond(ref, "GovernanceAttached"); ok && g.Status != "True" {
+			// Case B17: a model needs both an Active MaaSAuthPolicy and an
+			// Active MaaSSubscription ("governance pairing").
+			cause = "no Active MaaSAuthPolicy and MaaSSubscription pair references this model (governance pairing)"
+			fix = "reference " + m.Namespace + "/" + m.Name + " from both an authPolicies and a subscriptions entry of the inventory, then maasctl install"
+		}
+		out = append(out, c.fail(detail, cause, fix))
+	}
+	return out
+}
+
+// checkPolicies checks MaaSAuthPolicy / MaaSSubscription phases and, when
+// enfCode is set, the Kuadrant policies the MaaS controller lists in status
+// field of each (the TokenRateLimitPolicies of a MaaSSubscription; a
+// MaaSAuthPolicy generates none of its own, see checkGatewayAuth).
+func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, kind, genKind, field string) []Check {
+	var out []Check
+	ns := s.Inv.RHOAI.MaaSNamespace
+	var names []string
+	if kind == "MaaSAuthPolicy" {
+		for _, p := range s.Inv.AuthPolicies {
+			names = append(names, p.Name)
+		}
+	} else {
+		for _, p := range s.Inv.Subscriptions {
+			names = append(names, p.Name)
+		}
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, p := range list {
+		byName[p.GetName()] = p
+	}
+	for _, name := range names {
+		c := newCheck(code, describe(kind, ns, name))
+		p := byName[name]
+		if p == nil {
+			out = append(out, c.fail(s.MissingReason(kind, ns, "*"), "the "+kind+" does not exist", "maasctl install"))
+			continue
+		}
+		phase := str(p, "status", "phase")
+		if phase == "Active" {
+			out = append(out, c.pass("phase Active"))
+		} else {
+			detail := "phase " + orNone(phase)
+			if why := waiters.MaaSReason(p); why != "" {
+				detail += "; " + why
+			}
+			out = append(out, c.fail(detail, "the MaaS controller could not reconcile it: a referenced MaaSModelRef or its HTTPRoute is missing, or its Kuadrant policy is not accepted",
+				"oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+		}
+		if enfCode == "" {
+			continue
+		}
+		refs := generatedPolicies(p, field)
+		if len(refs) == 0 {
+			out = append(out, newCheck(enfCode, describe(kind, ns, name)).fail("status lists no generated "+genKind,
+				"the MaaS controller has not generated the Kuadrant policy", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+			continue
+		}
+		for _, ref := range refs {
+			ec := newCheck(enfCode, describe(genKind, ref[0], ref[1]))
+			gp := s.KuadrantPolicies[describe(genKind, ref[0], ref[1])]
+			if gp == nil {
+				out = append(out, ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+				continue
+			}
+			e, ok := cond(gp, "Enforced")
+			if ok && e.Status == "True" {
+				out = append(out, ec.pass(e.String()))
+				continue
+			}
+			detail := "no Enforced condition"
+			if ok {
+				detail = e.String()
+			}
+			out = append(out, ec.fail(detail, "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)",
+				"oc describe "+strings.ToLower(genKind)+" "+ref[1]+" -n "+ref[0]))
+		}
+	}
+	return out
+}
+
+// checkGatewayAuth (MAAS-V010): the one Gateway-level AuthPolicy the MaaS
+// controller makes for every MaaSAuthPolicy
+// (Release.MaaSControllerFacts().GatewayAuthPolicy, maas-controller v0.2.1
+// maasauthpolicy_controller.go) exists, targets the MaaS Gateway and is
+// Accepted and Enforced by Kuadrant. The MaaSAuthPolicy turns Active before
+// that (issue 18), so its phase proves nothing about enforcement.
+func checkGatewayAuth(s *State) Check {
+	f := s.Release.MaaSControllerFacts()
+	ns, name := s.Inv.Gateway.Namespace, f.GatewayAuthPolicy
+	c := newCheck(CodeAuthEnforced, describe("AuthPolicy", ns, name))
+	p := s.GatewayAuthPolicy
+	if p == nil {
+		return c.fail(s.MissingReason("AuthPolicy", ns, name),
+			"the MaaS controller has not created its Gateway-level AuthPolicy (it is not running, or no MaaSAuthPolicy was reconciled), so model requests are not authenticated by MaaS",
+			"oc describe maasauthpolicy -n "+s.Inv.RHOAI.MaaSNamespace+"; oc get pods -n "+s.Release.MaaSAPINamespace)
+	}
+	if kind, target := str(p, "spec", "targetRef", "kind"), str(p, "spec", "targetRef", "name"); kind != "Gateway" || target != s.Inv.Gateway.Name {
+		return c.fail(fmt.Sprintf("targets %s %s, not Gateway %s", orNone(kind), orNone(target), s.Inv.Gateway.Name),
+			"the AuthPolicy does not protect the MaaS Gateway (the MaaS controller's own policy targets it)",
+			fmt.Sprintf("oc get authpolicy %s -n %s -o yaml", name, ns))
+	}
+	var parts []string
+	ok := true
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		k, found := cond(p, typ)
+		if !found {
+			parts, ok = append(parts, "no "+typ+" condition"), false
+			continue
+		}
+		parts = append(parts, k.String())
+		ok = ok && k.Status == "True"
+	}
+	detail := strings.Join(parts, "; ")
+	if ok {
+		return c.pass(detail)
+	}
+	return c.fail(detail, GatewayAuthCause(p),
+		fmt.Sprintf("%s; oc describe authpolicy %s -n %s", KuadrantRestartCommand(s.Inv.Kuadrant.OperatorNamespace, s.Inv.Kuadrant.OperatorSelector), name, ns))
+}
+
+// GatewayAuthCause explains a Gateway-level MaaS AuthPolicy that Kuadrant
+// does not accept or enforce: without it Kuadrant writes no AuthConfig, so
+// Authorino enforces nothing on model requests and API-key calls fail
+// (field report: "[Gateway API provider ...] is not installed, please
+// restart Kuadrant Operator pod" on AuthPolicy/maas-gateway-auth while
+// istiod ran).
+func GatewayAuthCause(p *unstructured.Unstructured) string {
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		if k, ok := cond(p, typ); ok && k.Status != "True" && strings.Contains(k.Message, "restart Kuadrant Operator pod") {
+			return "the Kuadrant operator started before its Gateway API provider and does not enforce the MaaS Gateway AuthPolicy: no AuthConfig exists, so Authorino checks nothing on model requests (restart the operator pod)"
+		}
+	}
+	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests"
+}

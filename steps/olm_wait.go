@@ -1,0 +1,363 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// waitOperator waits for the Subscription to install its CSV, the CSV to
+// succeed, and the CSV's owned CRDs to be Established. "Not found yet" is
+// progress, not an error (case B02 a). A Manual InstallPlan is approved only
+// under Policy.ApproveInstallPlans and only when it installs the expected
+// CSV; otherwise the step stops naming the plan and the command that
+// approves it (case B02 b).
+//
+// A ResolutionFailed condition with reason ConstraintsNotSatisfiable (a
+// channel without the package, a missing dependency, a conflict) fails the
+// wait at once with OLM's message: OLM treats it as terminal and does not
+// retry until something changes (operator-lifecycle-manager v0.46.0
+// pkg/controller/operators/catalog/operator.go syncResolvingNamespace).
+// stale is the message of a condition written for the Subscription's
+// previous spec (staleResolution), which does not count. Reason
+// ErrorPreventedResolution (a catalog that cannot be read right now) is
+// retried by OLM and only shown.
+func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// As soon as the Subscription names the CSV it resolved
+	// (status.currentCSV, written with the InstallPlan, long before the CSV
+	// succeeds), that CSV and its CRDs are waited for beside the
+	// Subscription: after OLM's last status write the step then ends on
+	// one watch event instead of three waits set up one after another.
+	var (
+		mu   sync.Mutex
+		spec *csvWait
+	)
+	speculate := func(obj *unstructured.Unstructured) {
+		name, _, _ := unstructured.NestedString(obj.Object, "status", "currentCSV")
+		mu.Lock()
+		defer mu.Unlock()
+		if name == "" || spec != nil {
+			return
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		w := startCSVWait(wctx, e, stepID, op, name)
+		w.cancel = wcancel
+		spec = w
+		go func() {
+			// A CSV that fails (phase Failed, below minVersion) ends the
+			// step at once, even while the Subscription still waits;
+			// unless the wait was dropped for another CSV.
+			<-w.done
+			if w.err != nil && wctx.Err() == nil {
+				cancel(w.err)
+			}
+		}()
+	}
+	sub, err := waitSubscription(ctx, e, stepID, op, stale, speculate)
+	if err != nil {
+		return err
+	}
+	csvName, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
+	mu.Lock()
+	w := spec
+	mu.Unlock()
+	if w == nil || w.name != csvName {
+		// Nothing resolved early, or OLM installed another CSV than the
+		// one it first named (an upgrade in flight): wait for this one.
+		if w != nil {
+			w.cancel()
+		}
+		w = startCSVWait(ctx, e, stepID, op, csvName)
+	}
+	<-w.done
+	if w.err != nil {
+		return w.err
+	}
+	e.Clients.ResetMapper()
+	e.progress(stepID, "%s installed", csvName)
+	return nil
+}
+
+// csvWait is a wait, started by startCSVWait, for a CSV to succeed (at
+// least op's minVersion) and for the CRDs it owns to be Established.
+type csvWait struct {
+	name   string
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc // of a speculative wait
+}
+
+// startCSVWait waits in the background for CSV name to succeed and for its
+// owned CRDs to be Established; the CRD waits start as soon as the CSV is
+// seen (its spec lists them), beside the wait for its phase.
+func startCSVWait(ctx context.Context, e *Env, stepID string, op inventory.Operator, name string) *csvWait {
+	w := &csvWait{name: name, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		var (
+			once   sync.Once
+			crdErr = make(chan error, 1)
+		)
+		crds := func(csv *unstructured.Unstructured) {
+			var ts []waiters.Target
+			for _, n := range ownedCRDs(csv) {
+				ts = append(ts, waiters.CRDEstablished(n))
+			}
+			if len(ts) > 0 {
+				e.progress(stepID, "waiting for %d CRDs of %s to be Established", len(ts), name)
+			}
+			go func() { crdErr <- waiters.All(ctx, e.Clients, ts...) }()
+		}
+		csvT := waiters.Target{
+			GVK: csvGVK, Namespace: op.Namespace, Name: name,
+			Cond: func(obj *unstructured.Unstructured) waiters.Result {
+				once.Do(func() { crds(obj) })
+				return csvSucceeded(obj)
+			},
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(stepID, "waiting for CSV %s: %s", name, r.Status)
+				}
+			},
+		}
+		csv, err := waiters.For(ctx, e.Clients, csvT)
+		if err != nil {
+			w.err = err
+			return
+		}
+		if err := checkMinVersion(csv, op); err != nil {
+			w.err = err
+			return
+		}
+		once.Do(func() { crds(csv) })
+		w.err = <-crdErr
+	}()
+	return w
+}
+
+// subscriptionProgress is done when the Subscription installed its CSV, or
+// when it waits for the approval of an InstallPlan not handled yet (the
+// caller then decides). It fails when the referenced InstallPlan is gone
+// (OLM does not replace it, operator-lifecycle-manager PR #1894) or failed.
+// It judges by condition type and reason, never by message text.
+//
+// It fails at once on ResolutionFailed=True with reason
+// ConstraintsNotSatisfiable unless its message is stale (see waitOperator).
+func subscriptionProgress(handled map[string]bool, stale string) waiters.Condition {
+	return func(obj *unstructured.Unstructured) waiters.Result {
+		if c, ok := waiters.GetCondition(obj, "ResolutionFailed"); ok && c.Status == "True" && c.Reason == "ConstraintsNotSatisfiable" && (stale == "" || c.Message != stale) {
+			ch, _, _ := unstructured.NestedString(obj.Object, "spec", "channel")
+			pkg, _, _ := unstructured.NestedString(obj.Object, "spec", "name")
+			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("OLM cannot resolve Subscription %s/%s (package %s, channel %s): ResolutionFailed (%s): %s; fix operators[].channel or the catalog (oc get subscription %s -n %s -o yaml), then re-run",
+				obj.GetNamespace(), obj.GetName(), pkg, ch, c.Reason, c.Message, obj.GetName(), obj.GetNamespace())}
+		}
+		r := subscriptionInstalled(obj)
+		if r.Done {
+			return r
+		}
+		plan, _, _ := unstructured.NestedString(obj.Object, "status", "installPlanRef", "name")
+		if c, ok := waiters.GetCondition(obj, "InstallPlanMissing"); ok && c.Status == "True" {
+			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("the InstallPlan %s the Subscription references is gone (%s) and OLM will not create another: delete the Subscription (oc delete subscription %s -n %s) and re-run",
+				plan, c, obj.GetName(), obj.GetNamespace())}
+		}
+		if c, ok := waiters.GetCondition(obj, "InstallPlanFailed"); ok && c.Status == "True" {
+			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("InstallPlan %s failed (%s): inspect it with 'oc get installplan %s -n %s -o yaml'", plan, c, plan, obj.GetNamespace())}
+		}
+		if c, ok := waiters.GetCondition(obj, "InstallPlanPending"); ok && c.Status == "True" && c.Reason == "RequiresApproval" && plan != "" && !handled[plan] {
+			return waiters.Result{Done: true, Status: fmt.Sprintf("InstallPlan %s requires approval", plan)}
+		}
+		return r
+	}
+}
+
+// approveInstallPlan handles the InstallPlan sub waits for: it approves it
+// when the policy allows and its CSVs are exactly the expected CSV,
+// otherwise it returns an error naming the plan, its CSVs and the fix.
+func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory.Operator, sub *unstructured.Unstructured, handled map[string]bool) error {
+	name, _, _ := unstructured.NestedString(sub.Object, "status", "installPlanRef", "name")
+	handled[name] = true
+	ri, _, err := e.Clients.Resource(installPlanGVK, op.Namespace)
+	if err != nil {
+		return err
+	}
+	ip, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("Subscription %s/%s waits for InstallPlan %s, which does not exist: delete the Subscription and re-run", op.Namespace, op.Package, name)
+	}
+	if err != nil {
+		return fmt.Errorf("get InstallPlan %s/%s: %w", op.Namespace, name, err)
+	}
+	if approved, _, _ := unstructured.NestedBool(ip.Object, "spec", "approved"); approved {
+		return nil
+	}
+	csvs, _, _ := unstructured.NestedStringSlice(ip.Object, "spec", "clusterServiceVersionNames")
+	want, source := expectedCSV(ctx, e, op, sub)
+	approveCmd := fmt.Sprintf(`oc patch installplan %s -n %s --type merge -p '{"spec":{"approved":true}}'`, name, op.Namespace)
+	// The version policy first, on every CSV of the plan (a namespace's
+	// plan may carry other Subscriptions' CSVs too): a denied version is
+	// never approved, whoever expects it (case N04).
+	problem := deniedInPlan(ctx, e, op, csvs)
+	var own []string
+	if problem == "" {
+		own, problem = siblingCSVs(ctx, e, op, name, csvs)
+	}
+	if problem == "" {
+		problem = installPlanProblem(own, want, source, op)
+	}
+	if problem != "" {
+		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval, and maasctl will not approve it: %s; inspect it with 'oc get installplan %s -n %s -o yaml' and approve it by hand only if it is right (%s)",
+			op.Namespace, name, strings.Join(csvs, ", "), problem, name, op.Namespace, approveCmd)
+	}
+	if !e.Policy.ApproveInstallPlans {
+		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval (installPlanApproval Manual on this or another Subscription of namespace %s): run %s, or re-run with --approve-installplans",
+			op.Namespace, name, strings.Join(csvs, ", "), op.Namespace, approveCmd)
+	}
+	patch := []byte(`{"spec":{"approved":true}}`)
+	if _, err := ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+		return fmt.Errorf("approve InstallPlan %s/%s: %w", op.Namespace, name, err)
+	}
+	e.progress(stepID, "approved InstallPlan %s (CSV %s, the expected CSV from %s)", name, strings.Join(csvs, ", "), source)
+	return nil
+}
+
+// deniedInPlan says why an InstallPlan installing csvs must not be
+// approved under dependencyPolicy and the planned operators' minVersion
+// (CodeDependencyVersionDenied), or "" when none of its CSVs is denied.
+func deniedInPlan(ctx context.Context, e *Env, op inventory.Operator, csvs []string) string {
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		ops = slices.Clone(e.Inv.Operators)
+	}
+	ops = append([]inventory.Operator{op}, ops...)
+	for _, c := range csvs {
+		if p, fixTo := csvVersionProblem(c, ops); p != "" {
+			return fmt.Sprintf("%s: it would install %s, and %s; upgrade to >= %s", CodeDependencyVersionDenied, c, p, fixTo)
+		}
+	}
+	return ""
+}
+
+// siblingCSVs splits a namespace-wide InstallPlan: OLM resolves all
+// Subscriptions of a namespace together, so one plan installs the CSVs of
+// several of them (seen on the real catalog operator v0.46.0: CNPG and RHCL
+// in openshift-operators, both Manual, share one plan). It returns the CSVs
+// of plan that are op's own, and a problem when another CSV is not the
+// expected CSV of another planned operator of the namespace whose
+// Subscription references the same plan.
+func siblingCSVs(ctx context.Context, e *Env, op inventory.Operator, plan string, csvs []string) ([]string, string) {
+	if len(csvs) < 2 {
+		return csvs, ""
+	}
+	ops, err := plannedOperators(ctx, e)
+	if err != nil {
+		return csvs, ""
+	}
+	sibling := map[string]bool{}
+	for _, o := range ops {
+		if o.Namespace != op.Namespace || o.Package == op.Package {
+			continue
+		}
+		sub, err := operatorInstalled(ctx, e, o)
+		if err != nil || sub == nil {
+			continue
+		}
+		if ref, _, _ := unstructured.NestedString(sub.Object, "status", "installPlanRef", "name"); ref != plan {
+			continue
+		}
+		want, source := expectedCSV(ctx, e, o, sub)
+		for _, c := range csvs {
+			if c == want {
+				if p := installPlanProblem([]string{c}, want, source, o); p != "" {
+					return csvs, p
+				}
+				sibling[c] = true
+			}
+		}
+	}
+	var own []string
+	for _, c := range csvs {
+		if !sibling[c] {
+			own = append(own, c)
+		}
+	}
+	return own, ""
+}
+
+// installPlanProblem says why an InstallPlan for csvs must not be
+// approved: it installs anything but the expected CSV, or a version below
+// the operator's minimum. Empty means it may be approved.
+func installPlanProblem(csvs []string, want, source string, op inventory.Operator) string {
+	if len(csvs) != 1 || csvs[0] != want {
+		return fmt.Sprintf("the expected CSV is %s (%s)", want, source)
+	}
+	if p, fixTo := versionProblem(op.Package, versionFromCSVName(csvs[0]), op.MinVersion); p != "" {
+		return fmt.Sprintf("%s: %s is not allowed: %s; upgrade to >= %s", CodeDependencyVersionDenied, csvs[0], p, fixTo)
+	}
+	return ""
+}
+
+// expectedCSV is the CSV an InstallPlan of op may install: the inventory's
+// startingCSV, else the head of the pinned channel in the PackageManifest
+// where that API is served, else the currentCSV OLM resolved from the
+// channel. The second result names the source.
+func expectedCSV(ctx context.Context, e *Env, op inventory.Operator, sub *unstructured.Unstructured) (string, string) {
+	if op.StartingCSV != "" {
+		return op.StartingCSV, "operators[" + op.ID + "].startingCSV"
+	}
+	if pm, err := getOptional(ctx, e.Clients, packageManifestGVK, op.SourceNamespace, op.Package); err == nil && pm != nil {
+		if head := channelHead(pm, op.Channel); head != "" {
+			return head, "the head of channel " + op.Channel
+		}
+	}
+	cur, _, _ := unstructured.NestedString(sub.Object, "status", "currentCSV")
+	return cur, "channel " + op.Channel + " as resolved by OLM"
+}
+
+// waitSubscription waits until the Subscription of op has installed its
+// CSV, approving an InstallPlan on the way when the policy allows it;
+// speculate sees every state of the Subscription. A CSV wait that failed
+// (the cause of ctx) ends it.
+func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string, speculate func(*unstructured.Unstructured)) (*unstructured.Unstructured, error) {
+	handled := map[string]bool{} // InstallPlans already approved or inspected
+	for {
+		progress := subscriptionProgress(handled, stale)
+		subT := waiters.Target{
+			GVK: subscriptionGVK, Namespace: op.Namespace, Name: op.Package,
+			Cond: func(obj *unstructured.Unstructured) waiters.Result {
+				speculate(obj)
+				return progress(obj)
+			},
+			OnChange: func(r waiters.Result) {
+				if !r.Done {
+					e.progress(stepID, "waiting for Subscription %s/%s: %s", op.Namespace, op.Package, r.Status)
+				}
+			},
+		}
+		s, err := waiters.For(ctx, e.Clients, subT)
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
+				return nil, cause // the CSV's failure ended the wait
+			}
+			return nil, err
+		}
+		if subscriptionInstalled(s).Done {
+			return s, nil
+		}
+		if err := approveInstallPlan(ctx, e, stepID, op, s, handled); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/maasctl/maasctl/internal/doctor"
+	"github.com/maasctl/maasctl/internal/gather"
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/steps"
+)
+
+// release detects the installed RHOAI release layout and the live
+// DataScienceCluster name (steps.DetectRelease). A cluster that cannot be
+// read for it is read as RHOAI 3.5 with the inventory's names, with a
+// warning: verify, doctor and gather must still report on a broken cluster.
+func (s *Session) release(ctx context.Context, clients *kube.Clients) verify.Release {
+	r, err := steps.DetectRelease(ctx, clients, s.Inventory)
+	if err != nil {
+		fmt.Fprintf(s.opts.Stderr, "maasctl: warning: reading the RHOAI release layout: %v; checking the RHOAI 3.5 layout\n", err)
+		return verify.Release{}
+	}
+	return r
+}
+
+// dataPath completes the data-path options: the token comes from
+// o.Token or the cluster configuration (token or token file) and is never
+// printed; a --ca-file that cannot be read is a *UsageError.
+func (s *Session) dataPath(ctx context.Context, o DataPathOptions) (DataPathOptions, error) {
+	cfg, err := s.Config(ctx)
+	if err != nil {
+		return o, err
+	}
+	if o.Token == "" {
+		o.Token = cfg.BearerToken
+	}
+	if o.Token == "" && cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return DataPathOptions{}, fmt.Errorf("read the kubeconfig token file: %w", err)
+		}
+		o.Token = strings.TrimSpace(string(b))
+	}
+	if o.CAFile != "" {
+		if _, err := os.Stat(o.CAFile); err != nil {
+			return DataPathOptions{}, &UsageError{fmt.Errorf("--ca-file: %w", err)}
+		}
+	}
+	return o, nil
+}
+
+// VerifyRequest are verify's inputs beside the session's.
+type VerifyRequest struct {
+	// Database also asks the database about maas-api's schema.
+	Database bool
+	// DataPath, when set, also proves the request path; Token may be
+	// empty (the cluster configuration's token is used then).
+	DataPath *DataPathOptions
+}
+
+// Verify runs the read-only checks and, with DataPath, the request path.
+func (s *Session) Verify(ctx context.Context, o VerifyRequest) (*VerifyReport, error) {
+	clients, err := s.connected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vo := verify.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients)}
+	if o.Database {
+		vo.Schema = verify.JobSchemaProber{Clients: clients}
+	}
+	if o.DataPath != nil {
+		dp, err := s.dataPath(ctx, *o.DataPath)
+		if err != nil {
+			return nil, err
+		}
+		dp.Probes = verify.ClusterProbes{Clients: clients}
+		vo.DataPath = &dp
+	}
+	rep, _, err := verify.Run(ctx, vo)
+	return rep, err
+}
+
+// DoctorRequest are doctor's inputs beside the session's.
+type DoctorRequest struct {
+	// APIKey is the user's own MaaS key to test too (never printed).
+	APIKey   string
+	Database bool
+	// DataPath, when set, also probes the endpoint.
+	DataPath *DataPathOptions
+}
+
+// Doctor computes the coded findings; its fixes name the install command
+// that re-applies the session's inventory.
+func (s *Session) Doctor(ctx context.Context, o DoctorRequest) (*DoctorReport, error) {
+	clients, err := s.connected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	do := doctor.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), APIKey: o.APIKey, InstallCommand: s.InstallCommand()}
+	if o.Database {
+		do.Schema = verify.JobSchemaProber{Clients: clients}
+	}
+	if o.DataPath != nil {
+		dp, err := s.dataPath(ctx, *o.DataPath)
+		if err != nil {
+			return nil, err
+		}
+		do.DataPath = &dp
+	}
+	do.Steps, do.StepsErr = s.stepStates(ctx)
+	return doctor.Run(ctx, do)
+}
+
+// stepStates is every install step's state as Status computes it, for
+// doctor's step findings (MAAS-D030/D031).
+func (s *Session) stepStates(ctx context.Context) ([]doctor.StepState, error) {
+	rep, err := s.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]doctor.StepState, 0, len(rep.Steps))
+	for _, st := range rep.Steps {
+		out = append(out, doctor.StepState{ID: st.ID, Title: st.Title, State: string(st.State), Detail: st.Detail, Reason: st.Reason, Ran: st.LastRun != nil})
+	}
+	return out, nil
+}
+
+// GatherRequest are gather's inputs beside the session's.
+type GatherRequest struct {
+	// Archive is the archive path ("" is ./maasctl-gather-<UTC time>.tar.gz).
+	Archive   string
+	DebugLogs []string
+	TailLines int64
+}
+
+// Gather writes the support archive.
+func (s *Session) Gather(ctx context.Context, o GatherRequest) (*GatherResult, error) {
+	clients, err := s.connected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gather.Gather(ctx, gather.Options{
+		Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), Logs: gather.PodLogs{Client: clients.Kube},
+		Output: o.Archive, DebugLogs: o.DebugLogs, TailLines: o.TailLines, ToolVersion: s.opts.ToolVersion,
+	})
+}
