@@ -148,7 +148,7 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 	}
 	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
 	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
-	_, err = deps.Get(ctx, "maas-api", metav1.GetOptions{})
+	dep, err := deps.Get(ctx, "maas-api", metav1.GetOptions{})
 	apiRuns := err == nil
 	var stale []*unstructured.Unstructured
 	pending := false
@@ -220,7 +220,20 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 			}
 		},
 	}
-	if _, err := waiters.For(ctx, e.Clients, t); err != nil {
+	// A maas-api that cannot migrate its schema (case N10) fails the wait
+	// at once, named, instead of at its timeout.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if dep.Spec.Selector != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector); err == nil && !sel.Empty() {
+			go watchMaaSAPIMigrations(wctx, e, apiNS, sel.String(), 2*time.Second, cancel)
+		}
+	}
+	if _, err := waiters.For(wctx, e.Clients, t); err != nil {
+		var mf *MigrationFailedError
+		if errors.As(context.Cause(wctx), &mf) {
+			return mf
+		}
 		return fmt.Errorf("maas-api did not roll out after the restart for the new maas-db-config: %w", err)
 	}
 	for _, s := range secrets { // drop the marker (server-side apply without it)
