@@ -1,17 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/verify"
@@ -284,4 +287,131 @@ func restartMaaSAPI(t *testing.T, c *cluster, ns, old string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("no new maas-api pod after %s was deleted", old)
+}
+
+// TestN10MaaSAPICannotMigrateAfterRotation is case N10's trigger reached
+// through a password change, which the case does not spell out:
+// `maasctl database rotate-password` sets the new password on the
+// database, the Secret and maas-db-config, then restarts maas-api, and the
+// restarted maas-api crash-loops on its schema migration ("must be owner
+// of table api_keys", state (a)). The rotation must stop at once naming
+// the pod, maas-api's message and the DBA's fix (verify MAAS-V015's), not
+// wait for a rollout that cannot come (rotate-password has no timeout of
+// its own: it waited until killed). Once maas-api starts again, a re-run
+// of rotate-password finishes the rotation with the password it already
+// set (never a third).
+//
+// kwok runs no container: the test holds the restarted pod Pending (kwok's
+// ready delay on the template) and writes into it what the kubelet writes
+// for a container that exits 1 at start and is backed off.
+func TestN10MaaSAPICannotMigrateAfterRotation(t *testing.T) {
+	parallel(t)
+	c := newCaseCluster(t, caseOptions{})
+	mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=180"))
+	apiNS := inventory.Default().RHOAI.MaaSAPINamespace
+	ctx := context.Background()
+	deps := c.clients.Kube.AppsV1().Deployments(apiNS)
+	v1 := c.vault.Data(vaultMount, vaultPath)["password"]
+
+	// From here on a new maas-api pod stays Pending for an hour unless
+	// the test writes its state.
+	delay := func(v string) {
+		t.Helper()
+		p := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%s}}}}}`, "pod-ready.stage.kwok.x-k8s.io/delay", v)
+		if _, err := deps.Patch(ctx, "maas-api", types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delay(`"1h"`)
+
+	const ownerMsg = `time=2026-12-02T03:00:00Z level=ERROR msg="schema migration failed" error="migration failed: must be owner of table api_keys (SQLSTATE 42501) in line 0: ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS labels JSONB"`
+	// The pods of maasctl's restart (its template annotation) crash-loop.
+	mctx, stopMarking := context.WithCancel(ctx)
+	defer stopMarking()
+	var marked sync.Map // pod name -> time marked
+	var markMu sync.Mutex
+	var markErr error
+	go func() {
+		pods := c.clients.Kube.CoreV1().Pods(apiNS)
+		for mctx.Err() == nil {
+			l, err := pods.List(mctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=maas-api"})
+			if err == nil {
+				for i := range l.Items {
+					p := &l.Items[i]
+					if _, ok := p.Annotations["maasctl.io/restartedAt"]; !ok || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodPending {
+						continue
+					}
+					p.Status.Phase = corev1.PodRunning
+					p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image, RestartCount: 3,
+						State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}},
+						LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: ownerMsg}}}}
+					if _, err := pods.UpdateStatus(mctx, p, metav1.UpdateOptions{}); err == nil {
+						marked.LoadOrStore(p.Name, time.Now())
+					} else {
+						markMu.Lock()
+						markErr = err
+						markMu.Unlock()
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	// rotate-password, killed after 5 minutes if it does not end.
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := c.command(rctx, "database", "rotate-password", "--lease-duration", "3s")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	ended := time.Now()
+	stopMarking()
+	markMu.Lock()
+	if markErr != nil {
+		t.Logf("writing a maas-api pod's crash loop failed at least once: %v", markErr)
+	}
+	markMu.Unlock()
+	if rctx.Err() != nil {
+		t.Fatalf("rotate-password did not end within 5 minutes with maas-api crash-looping on its schema migration (killed)\n%s\n%s", out.String(), errb.String())
+	}
+	if err == nil {
+		t.Fatalf("rotate-password succeeded with maas-api crash-looping:\n%s", out.String())
+	}
+	var first time.Time
+	var pod string
+	marked.Range(func(k, v any) bool {
+		if tm := v.(time.Time); first.IsZero() || tm.Before(first) {
+			first, pod = tm, k.(string)
+		}
+		return true
+	})
+	if pod == "" {
+		t.Fatalf("rotate-password failed before maas-api's restart:\n%s\n%s", out.String(), errb.String())
+	}
+	t.Logf("rotate-password failed %s after pod %s was marked crash-looping", ended.Sub(first).Round(time.Millisecond), pod)
+	if d := ended.Sub(first); d > 60*time.Second {
+		t.Errorf("rotate-password ended %s after maas-api crash-looped, want at once", d)
+	}
+	msg := out.String() + errb.String()
+	mustContain(t, "rotate-password output", msg, "phase maas-db-config", "maas-api cannot start: its schema migration fails", apiNS+"/"+pod,
+		"must be owner of table api_keys", "ALTER TABLE api_keys OWNER TO "+b08Owner, "oc rollout restart deployment/maas-api -n "+apiNS)
+	v2 := c.vault.Data(vaultMount, vaultPath)["password"]
+	assertNoSecret(t, c, v2, map[string]string{"stdout": out.String(), "stderr": errb.String()})
+	if v2 == v1 || !dbAccepts(t, c, v2) {
+		t.Fatalf("the failed rotation did not leave the database on Vault's version 2 (changed: %v)", v2 != v1)
+	}
+
+	// The DBA's fix done, maas-api starts: the re-run finishes the
+	// rotation on version 2.
+	delay("null")
+	r := b08Rotate(t, c)
+	mustSucceed(t, r)
+	mustContain(t, "re-run output", r.stdout, "resumed: true", "version 2")
+	if n := c.vault.Versions(vaultMount, vaultPath); n != 2 {
+		t.Errorf("Vault holds %d versions, want 2: the re-run must go on with the password the database has", n)
+	}
+	if got := b08Converged(t, c); got != v2 {
+		t.Error("the rotation did not end on version 2")
+	}
 }

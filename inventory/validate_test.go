@@ -108,6 +108,22 @@ func TestValidateRules(t *testing.T) {
 		{"selector unparsable", func(i *Inventory) { i.Kuadrant.OperatorSelector = "app in (" }, []string{"kuadrant.operatorSelector"}, "label selector"},
 		{"authorino service starts with digit", func(i *Inventory) { i.Kuadrant.AuthorinoService = "1authorino" }, []string{"kuadrant.authorinoService"}, "DNS-1035"},
 		{"kuadrant namespace", func(i *Inventory) { i.Kuadrant.Namespace = "kuadrant_system" }, []string{"kuadrant.namespace"}, "use e.g. kuadrant-system"},
+		// The RHCL operator env maasctl keeps (issue 14 item 4, cases B19
+		// and N05): each setting is checked before any write.
+		{"auth service timeout without unit (B19)", func(i *Inventory) { i.Kuadrant.AuthServiceTimeout = "2" }, []string{"kuadrant.authServiceTimeout"}, "positive duration such as 2s"},
+		{"auth service timeout zero (B19)", func(i *Inventory) { i.Kuadrant.AuthServiceTimeout = "0s" }, []string{"kuadrant.authServiceTimeout"}, "positive duration such as 2s"},
+		{"rate limit failure mode (N05)", func(i *Inventory) { i.Kuadrant.RateLimitFailureMode = "closed" }, []string{"kuadrant.rateLimitFailureMode"}, `"deny", "allow"`},
+		{"operator env names an owned variable (B19)", func(i *Inventory) {
+			i.Kuadrant.OperatorEnv = []EnvVar{{Name: "FOO", Value: "bar"}, {Name: EnvRateLimitCheckFailure, Value: "allow"}}
+		}, []string{"kuadrant.operatorEnv[1].name"}, "is set from kuadrant.rateLimitFailureMode: set that field instead"},
+		{"operator env gateway controller (B19)", func(i *Inventory) {
+			i.Kuadrant.OperatorEnv = []EnvVar{{Name: EnvGatewayControllerNames, Value: "istio.io/gateway-controller"}}
+		}, []string{"kuadrant.operatorEnv[0].name"}, "is set from gateway.controllerName"},
+		{"operator env twice (B19)", func(i *Inventory) {
+			i.Kuadrant.OperatorEnv = []EnvVar{{Name: "FOO", Value: "a"}, {Name: "FOO", Value: "b"}}
+		}, []string{"kuadrant.operatorEnv[1].name"}, "Duplicate value"},
+		{"operator env name invalid (B19)", func(i *Inventory) { i.Kuadrant.OperatorEnv = []EnvVar{{Name: "LOG LEVEL", Value: "debug"}} }, []string{"kuadrant.operatorEnv[0].name"}, "environment variable name"},
+		{"operator env name empty (B19)", func(i *Inventory) { i.Kuadrant.OperatorEnv = []EnvVar{{Value: "debug"}} }, []string{"kuadrant.operatorEnv[0].name"}, "environment variable name"},
 		{"ssl mode", func(i *Inventory) { i.DBConfig.SSLMode = "on" }, []string{"dbConfig.sslMode"}, `"verify-full"`},
 		{"db config namespace differs from maas-api", func(i *Inventory) { i.DBConfig.Namespace = "other" }, []string{"dbConfig.namespace"}, "rhoai.maasAPINamespace (redhat-ai-gateway-infra)"},
 		{"unknown component", func(i *Inventory) { i.RHOAI.ManagedComponents = append(i.RHOAI.ManagedComponents, "codeflare") }, []string{"rhoai.managedComponents[4]"}, "Unsupported value"},

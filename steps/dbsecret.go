@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -230,7 +231,8 @@ func restartMaaSAPI(ctx context.Context, e *Env, id, apiNS string, secrets []*un
 	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
 	e.progress(id, "maas-db-config changed: restarting Deployment %s/maas-api", apiNS)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"maasctl.io/restartedAt":%q}}}}}`, time.Now().UTC().Format(time.RFC3339Nano))
-	if _, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+	dep, err := deps.Patch(ctx, "maas-api", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
+	if err != nil {
 		return fmt.Errorf("restart maas-api after maas-db-config changed: %w", err)
 	}
 	// The step ends once the restarted maas-api serves: until then
@@ -245,7 +247,20 @@ func restartMaaSAPI(ctx context.Context, e *Env, id, apiNS string, secrets []*un
 			}
 		},
 	}
-	if _, err := waiters.For(ctx, e.Clients, t); err != nil {
+	// A maas-api that cannot migrate its schema (case N10) fails the wait
+	// at once, named, instead of at its timeout.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if dep.Spec.Selector != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector); err == nil && !sel.Empty() {
+			go watchMaaSAPIMigrations(wctx, e, apiNS, sel.String(), 2*time.Second, cancel)
+		}
+	}
+	if _, err := waiters.For(wctx, e.Clients, t); err != nil {
+		var mf *MigrationFailedError
+		if errors.As(context.Cause(wctx), &mf) {
+			return mf
+		}
 		return fmt.Errorf("maas-api did not roll out after the restart for the new maas-db-config: %w", err)
 	}
 	for _, s := range secrets { // drop the marker (server-side apply without it)

@@ -221,9 +221,10 @@ func deploymentSelector(d *unstructured.Unstructured) (string, error) {
 // waitOperatorEnv waits until every Deployment of the installed CSV has
 // rolled out a template holding want and runs a Ready pod holding it. OLM
 // updates the Deployment, yet a pod that predates the env may keep running
-// (case B19: the rollout was paused or the pod was never replaced): then
-// the pods without the env are deleted once, and the wait goes on for a
-// Ready pod with it.
+// (case B19: the pod was never replaced): then the pods without the env
+// are deleted once, and the wait goes on for a Ready pod with it. A paused
+// Deployment never rolls the env out: its wait fails at once naming
+// spec.paused (waiters.DeploymentRolledOut).
 func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Operator, want []inventory.EnvVar) error {
 	csv, err := installedCSV(ctx, e, op)
 	if err != nil {

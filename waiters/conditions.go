@@ -210,7 +210,8 @@ func MaaSReason(obj *unstructured.Unstructured) string {
 // metadata.generation, every replica is updated and available, and no
 // replica of an older template is left (status.replicas ==
 // updatedReplicas). These are the fields `kubectl rollout status` reads
-// (k8s.io/kubectl pkg/polymorphichelpers/rollout_status.go).
+// (k8s.io/kubectl pkg/polymorphichelpers/rollout_status.go). A paused
+// Deployment whose template is not rolled out fails at once.
 func DeploymentRolledOut(d *unstructured.Unstructured) Result {
 	gen := d.GetGeneration()
 	obs, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
@@ -224,6 +225,13 @@ func DeploymentRolledOut(d *unstructured.Unstructured) Result {
 	updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
 	total, _, _ := unstructured.NestedInt64(d.Object, "status", "replicas")
 	avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
+	// While spec.paused is true the Deployment controller makes no
+	// ReplicaSet for a new template, so the rollout cannot go on: waiting
+	// would only time out.
+	if paused, _, _ := unstructured.NestedBool(d.Object, "spec", "paused"); paused && (updated < want || total > updated) {
+		return Result{Status: "paused", Failed: fmt.Errorf("Deployment %s/%s is paused (spec.paused: true), so its current template is not rolled out (%d of %d replicas updated); resume it: oc rollout resume deployment/%s -n %s",
+			d.GetNamespace(), d.GetName(), updated, want, d.GetName(), d.GetNamespace())}
+	}
 	switch {
 	case updated < want:
 		return Result{Status: fmt.Sprintf("%d of %d replicas updated", updated, want)}
