@@ -66,6 +66,9 @@ type TiersResult struct {
 //
 // Errors: *UnmappableError when the plan has blockers (nothing changed;
 // an unusable tier annotation is one unless SkipInvalid);
+// *ModelsNotReadyError, in a dry run too, when a governed model has no
+// Ready LLMInferenceService or no HTTPRoute on the Gateway (CheckModels;
+// nothing changed in the cluster);
 // *NotReadyError when the new objects did not become ready in time
 // (nothing old deleted; it wraps a *waiters.TimeoutError naming them);
 // *ValidationError when a final check failed.
@@ -127,8 +130,23 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		return res, err
 	}
 	fmt.Fprintf(w, "  plan written to %s\n\n", filepath.Join(b.Dir, PlanFile))
+	// Every governed model needs a Ready LLMInferenceService and its
+	// HTTPRoute on the Gateway, or its MaaSModelRef never turns Ready and
+	// the apply phase would wait its whole timeout for it.
+	problems, okModels := CheckModels(st, plan)
+	writeModels(w, problems, okModels)
+	fmt.Fprintln(w)
 	if o.DryRun {
-		return res, tiersDryRun(ctx, c, w, plan)
+		if err := tiersDryRun(ctx, c, w, plan); err != nil {
+			return res, err
+		}
+		if len(problems) > 0 {
+			return res, &ModelsNotReadyError{DryRun: true, Problems: problems}
+		}
+		return res, nil
+	}
+	if len(problems) > 0 {
+		return res, &ModelsNotReadyError{BackupDir: b.Dir, Problems: problems}
 	}
 
 	fmt.Fprintln(w, "== Apply")
