@@ -130,23 +130,12 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		return res, err
 	}
 	fmt.Fprintf(w, "  plan written to %s\n\n", filepath.Join(b.Dir, PlanFile))
-	// Every governed model needs a Ready LLMInferenceService and its
-	// HTTPRoute on the Gateway, or its MaaSModelRef never turns Ready and
-	// the apply phase would wait its whole timeout for it.
-	problems, okModels := CheckModels(st, plan)
-	writeModels(w, problems, okModels)
-	fmt.Fprintln(w)
+	notReady := reportModels(w, st, plan, b.Dir, o.DryRun)
 	if o.DryRun {
-		if err := tiersDryRun(ctx, c, w, plan); err != nil {
-			return res, err
-		}
-		if len(problems) > 0 {
-			return res, &ModelsNotReadyError{DryRun: true, Problems: problems}
-		}
-		return res, nil
+		return res, tiersDryRun(ctx, c, w, plan, notReady)
 	}
-	if len(problems) > 0 {
-		return res, &ModelsNotReadyError{BackupDir: b.Dir, Problems: problems}
+	if notReady != nil {
+		return res, notReady
 	}
 
 	fmt.Fprintln(w, "== Apply")
@@ -230,8 +219,9 @@ func tiersBackup(w io.Writer, dir string, prior *Backup, id string, st *State, n
 }
 
 // tiersDryRun checks every object of the plan with a server-side dry run
-// (the CRD schemas and admission, nothing stored).
-func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan) error {
+// (the CRD schemas and admission, nothing stored); when they pass it
+// returns notReady, the models that would hold the real run (reportModels).
+func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan, notReady error) error {
 	for _, obj := range plan.Objects() {
 		if _, err := c.DryRunApply(ctx, obj); err != nil {
 			return fmt.Errorf("dry run: %w", err)
@@ -239,7 +229,26 @@ func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan) 
 	}
 	fmt.Fprintln(w, "Dry run: the objects passed a server-side dry run; nothing was changed in the cluster.")
 	writeSkipped(w, plan)
-	return nil
+	return notReady
+}
+
+// reportModels checks the governed models (CheckModels) and prints the
+// result: every one needs a Ready LLMInferenceService and its HTTPRoute on
+// the Gateway, or its MaaSModelRef never turns Ready and the apply phase
+// would wait its whole timeout for it. The error, a *ModelsNotReadyError,
+// is nil when every model passes.
+func reportModels(w io.Writer, st *State, plan *Plan, dir string, dryRun bool) error {
+	problems, ok := CheckModels(st, plan)
+	writeModels(w, problems, ok)
+	fmt.Fprintln(w)
+	if len(problems) == 0 {
+		return nil
+	}
+	e := &ModelsNotReadyError{DryRun: dryRun, Problems: problems}
+	if !dryRun {
+		e.BackupDir = dir
+	}
+	return e
 }
 
 // setDefaults fills the options left zero: no output, the clock, a
