@@ -315,6 +315,63 @@ func TestDoctorNamesBreaks(t *testing.T) {
 		}
 	})
 
+	// MAAS-D003, certificate branch: the Gateway's Certificate is pointed
+	// at another issuer outside the inventory and its Secret is gone, so
+	// cert-manager issues nothing and the listener cannot resolve its
+	// certificate. Doctor names the changed field and maasctl install,
+	// which re-applies the Certificate from the inventory.
+	t.Run("Gateway Certificate changed outside the inventory", func(t *testing.T) {
+		restore(t)
+		patchObject(t, c, verify.CertificateGVK, "openshift-ingress", "maas-default-gateway-cert", `{"spec":{"issuerRef":{"name":"someone-elses-issuer"}}}`)
+		if err := c.clients.Kube.CoreV1().Secrets("openshift-ingress").Delete(context.Background(), "maas-gateway-tls", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitList(t, c, verify.GatewayGVK, "openshift-ingress", "", 2*time.Minute, "Gateway not Programmed", func(l []*unstructured.Unstructured) bool {
+			for _, g := range l {
+				if pc, ok := waiters.GetCondition(g, "Programmed"); ok && pc.Status != "True" {
+					return true
+				}
+			}
+			return false
+		})
+		if rep, r := verifyRun(t, c, p, "--live-only"); r.exit != 1 {
+			t.Errorf("verify --live-only with the Certificate changed: exit %d, failed %v, want 1\n%s", r.exit, rep.FailedCodes(), r.stdout)
+		}
+		object := "Gateway openshift-ingress/maas-default-gateway"
+		fix := expectNamed(t, c, p, doctor.CodeGatewayNotProgrammed, object)
+		rep, _ := doctorRun(t, c, nil)
+		if f := findingOf(rep, doctor.CodeGatewayNotProgrammed, object); f == nil || !strings.Contains(f.Evidence, `spec.issuerRef.name "someone-elses-issuer"`) ||
+			!strings.HasPrefix(fix, "maasctl install   (re-applies Certificate openshift-ingress/maas-default-gateway-cert") {
+			t.Errorf("finding %+v: want the changed issuerRef as evidence and maasctl install re-applying the Certificate as the fix", f)
+		}
+		applyFix(t, c, fix)
+		expectVerifyPasses(t, c, p)
+	})
+
+	// MAAS-D015: the ExternalProvider's Secret reference is changed outside
+	// the inventory; the MaaS controller reports it Failed (SecretNotFound)
+	// although the inventory's Secret exists. Doctor names the changed
+	// field and maasctl install, which re-applies the provider.
+	t.Run("ExternalProvider changed outside the inventory", func(t *testing.T) {
+		restore(t)
+		patchObject(t, c, verify.ExternalProviderGVK, modelNS, "llama-coder-provider", `{"spec":{"auth":{"secretRef":{"name":"someone-elses-key"}}}}`)
+		waitList(t, c, verify.ExternalProviderGVK, modelNS, "", 2*time.Minute, "ExternalProvider not Ready", func(l []*unstructured.Unstructured) bool {
+			for _, u := range l {
+				if ph, _, _ := unstructured.NestedString(u.Object, "status", "phase"); u.GetName() == "llama-coder-provider" && ph != "Ready" {
+					return true
+				}
+			}
+			return false
+		})
+		object := "ExternalProvider " + modelNS + "/llama-coder-provider"
+		fix := expectNamed(t, c, p, doctor.CodeProviderNotReady, object)
+		if want := "maasctl install   (re-applies ExternalProvider " + modelNS + "/llama-coder-provider from the inventory)"; fix != want {
+			t.Errorf("fix %q, want %q", fix, want)
+		}
+		applyFix(t, c, fix)
+		expectVerifyPasses(t, c, p)
+	})
+
 	t.Run("model server scaled to 0", func(t *testing.T) {
 		restore(t)
 		t.Cleanup(func() {

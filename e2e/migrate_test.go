@@ -797,3 +797,93 @@ func TestMigrateTiersResumes(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateTiersModelsNotReady (issue 17, "The dry run does not notice a
+// model without an HTTPRoute or Ready status, so the real run waits its
+// whole timeout"): with my-model's KServe HTTPRoute deleted and
+// premium-model's LLMInferenceService Ready=False, the dry run names both
+// models and their cause and exits 1, and the real run stops at once
+// (well under its 5 min timeout) with the same report, having created and
+// changed nothing. Once KServe's route and status are back, a re-run with
+// the same --backup-dir migrates. Red before: the dry run passed (exit 0)
+// and the real run waited for the MaaSModelRefs until its timeout.
+func TestMigrateTiersModelsNotReady(t *testing.T) {
+	parallel(t)
+	c := newTiersCluster(t, nil)
+	ctx := context.Background()
+	all := append(append([]objKey{}, tierObjects...), untouched...)
+
+	route := objKey{schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}, "llm", "my-model-kserve-route"}
+	ri, _, err := c.clients.Resource(route.gvk, route.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ri.Delete(ctx, route.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := lookup(t, c, objKey{gvkLLMISvc, "llm", "premium-model"})
+	if err := unstructured.SetNestedSlice(svc.Object, []any{map[string]any{
+		"type": "Ready", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability.",
+	}}, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	sri, _, err := c.clients.Resource(gvkLLMISvc, "llm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sri.UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := resourceVersions(t, c, all)
+	want := []string{
+		"LLMInferenceService llm/my-model: has no HTTPRoute in namespace llm",
+		"LLMInferenceService llm/premium-model: is not Ready (Ready=False (MinimumReplicasUnavailable)",
+		"nothing was changed",
+	}
+
+	dry := c.maasctl(t, "migrate", "tiers", "--dry-run", "--backup-dir", filepath.Join(c.dir, "dry"))
+	mustExit(t, dry, 1, "dry run with a model without a route and one not Ready")
+	for _, s := range want {
+		if !strings.Contains(dry.stderr, s) {
+			t.Errorf("the dry run's error lacks %q:\n%s", s, dry.stderr)
+		}
+	}
+	if !strings.Contains(dry.stdout, "NOT READY: LLMInferenceService llm/my-model") {
+		t.Errorf("the dry run's report lacks the model section:\n%s", dry.stdout)
+	}
+
+	dir := filepath.Join(c.dir, "real")
+	r := c.maasctl(t, "migrate", "tiers", "--backup-dir", dir, "--timeout", "5m")
+	mustExit(t, r, 1, "migration with a model without a route and one not Ready")
+	if r.wall > time.Minute {
+		t.Errorf("the migration took %s to stop; it must not wait for models that cannot become Ready", r.wall)
+	}
+	for _, s := range append(want, "--backup-dir "+dir+" again") {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("the migration's error lacks %q:\n%s", s, r.stderr)
+		}
+	}
+	if got := maasObjects(t, c); len(got) != 0 {
+		t.Errorf("the stopped migration created %v", got)
+	}
+	if diff := cmp.Diff(before, resourceVersions(t, c, all)); diff != "" {
+		t.Errorf("the stopped migration changed objects (-before +after):\n%s", diff)
+	}
+
+	// KServe restores the route and the status; the same directory goes on.
+	c.applyTestdata(t, "30-models.yaml")
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	waitAll(t, wctx, c, routeAccepted("llm", "my-model-kserve-route"),
+		waiters.Target{GVK: gvkLLMISvc, Namespace: "llm", Name: "premium-model", Cond: waiters.ConditionTrue("Ready")})
+	ok := c.maasctl(t, "migrate", "tiers", "--backup-dir", dir, "--timeout", "3m")
+	mustExit(t, ok, 0, "the migration once the models are ready")
+	if !strings.Contains(ok.stdout, "ok: LLMInferenceService llm/my-model Ready, HTTPRoute llm/my-model-kserve-route") {
+		t.Errorf("the report lacks the passing model check:\n%s", ok.stdout)
+	}
+	for _, k := range tierObjects[:3] {
+		if lookup(t, c, k) != nil {
+			t.Errorf("%s still exists after the migration", k)
+		}
+	}
+}

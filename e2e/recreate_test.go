@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,74 +18,175 @@ import (
 	"github.com/maasctl/maasctl/steps"
 )
 
+var recreateKillsFlag = flag.String("maasctl.recreate-kills", "",
+	`kill points of TestRecreatedObjectRecordedAfterKill: "all" kills at every event of the re-creating run in turn (default $E2E_RECREATE_KILLS, else a sample of the Kuadrant step's events)`)
+
+// recreateKillsAll reports whether every event of the re-creating run is
+// a kill point (-maasctl.recreate-kills=all or E2E_RECREATE_KILLS=all).
+func recreateKillsAll() bool {
+	return *recreateKillsFlag == "all" || *recreateKillsFlag == "" && os.Getenv("E2E_RECREATE_KILLS") == "all"
+}
+
+// recreateKey names an event of the re-creating run so that it is found
+// again in another run: step, type and the message up to its first colon
+// (a wait's status after it changes from run to run), and which
+// occurrence of that name it is.
+type recreateKey struct {
+	name string
+	nth  int
+}
+
+func (k recreateKey) String() string { return fmt.Sprintf("%s #%d", k.name, k.nth) }
+
+func recreateKeys(evs []steps.Event) []recreateKey {
+	seen := map[string]int{}
+	var out []recreateKey
+	for _, ev := range evs {
+		msg, _, _ := strings.Cut(ev.Message, ":")
+		name := ev.Step + " " + string(ev.Type) + " " + msg
+		seen[name]++
+		out = append(out, recreateKey{name, seen[name]})
+	}
+	return out
+}
+
 // TestRecreatedObjectRecordedAfterKill (issue 17, "Uninstall forgets what
-// it created"): the Kuadrant CR maasctl created is deleted; the next
-// install re-creates it and is SIGKILLed right after that apply, before
-// the step's bookkeeping. The run after it must still record the new UID,
-// so that uninstall removes the CR instead of keeping it "re-created by
-// someone else". Red before the fix: the killed run left the step's old
-// "done" checkpoint, the next run skipped the step as unchanged and the
-// record kept the deleted CR's UID.
+// it created"; "a test kills at every event of a re-creating run and then
+// uninstalls cleanly"): the Kuadrant CR maasctl created is deleted; the
+// next install re-creates it and is SIGKILLed at one of its events. The
+// run after it must record the new UID, so that uninstall removes the CR,
+// the Authorino CR and Service its operator made from it (and the
+// Namespace maasctl created) instead of keeping the CR "re-created by
+// someone else". Each kill point is followed by that install and
+// uninstall, then a fresh install for the next point.
+//
+// The kill points are the events of a reference re-creating run. By
+// default a sample that keeps the test near 5 minutes here: the Kuadrant
+// step's "applied Kuadrant" progress (between the apply and the step's
+// bookkeeping), its done event and four events spread over the run; with -maasctl.recreate-kills=all (or
+// E2E_RECREATE_KILLS=all) every event in turn. Red before the fix (at the
+// "applied" point): the killed run left the step's old "done" checkpoint,
+// the next run skipped the step as unchanged and the record kept the
+// deleted CR's UID.
 func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 	parallel(t)
 	c := newCluster(t, clusterOptions{})
-	wantExit(t, c.maasctl(t, "install", "-o", "json"), 0, "install")
 	kq := lobj{"kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant"}
-	old := c.live(t, kq).GetUID()
+	hanging := []lobj{kq,
+		{"operator.authorino.kuadrant.io/v1beta1", "Authorino", "kuadrant-system", "authorino"},
+		{"v1", "Service", "kuadrant-system", "authorino-authorino-authorization"},
+	}
+	if c.live(t, lobj{"v1", "Namespace", "", "kuadrant-system"}) == nil {
+		hanging = append(hanging, lobj{"v1", "Namespace", "", "kuadrant-system"})
+	}
+	wantExit(t, c.maasctl(t, "install", "-o", "json"), 0, "install")
 
-	ri, _, err := c.clients.Resource(kq.stub().GroupVersionKind(), kq.ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ri.Delete(context.Background(), kq.name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return c.live(t, kq) == nil, nil
-	}); err != nil {
-		t.Fatalf("Kuadrant CR not gone: %v", err)
+	deleteCR := func(t *testing.T) string {
+		t.Helper()
+		old := c.live(t, kq).GetUID()
+		ri, _, err := c.clients.Resource(kq.stub().GroupVersionKind(), kq.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ri.Delete(context.Background(), kq.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return c.live(t, kq) == nil, nil
+		}); err != nil {
+			t.Fatalf("Kuadrant CR not gone: %v", err)
+		}
+		return string(old)
 	}
 
-	// The re-creating run, killed right after it applied the new CR.
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	run := c.start(ctx, t, "install", "-o", "json")
-	cmd, sc := run.cmd, run.lines
-	killed := false
-	for sc.Scan() {
-		var ev steps.Event
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Step == "platform/kuadrant" && ev.Type == steps.EventProgress && strings.HasPrefix(ev.Message, "applied Kuadrant kuadrant-system/kuadrant") {
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
+	// The reference re-creating run, uninterrupted: its events are the
+	// kill points.
+	deleteCR(t)
+	ref := c.maasctl(t, "install", "-o", "json")
+	wantExit(t, ref, 0, "the uninterrupted re-creating install")
+	keys := recreateKeys(ref.events)
+	var points []recreateKey
+	if recreateKillsAll() {
+		points = keys
+	} else {
+		for i, ev := range ref.events {
+			if ev.Step == "platform/kuadrant" && (ev.Type == steps.EventDone ||
+				ev.Type == steps.EventProgress && strings.HasPrefix(ev.Message, "applied Kuadrant kuadrant-system/kuadrant")) {
+				points = append(points, keys[i])
 			}
-			killed = true
+		}
+		if len(points) != 2 {
+			t.Fatalf("the re-creating run's Kuadrant step emitted %v, want its applied Kuadrant and done events to kill at", points)
+		}
+		// And four events spread over the whole run.
+		for k := 1; k <= 4; k++ {
+			if pt := keys[len(keys)*k/5]; !slices.Contains(points, pt) {
+				points = append(points, pt)
+			}
+		}
+	}
+	t.Logf("%d events in the re-creating run (%s), %d kill points: %v", len(keys), ref.wall.Round(time.Millisecond), len(points), points)
+
+	for i, pt := range points {
+		ok := t.Run(fmt.Sprintf("kill %d at %s", i+1, pt), func(t *testing.T) {
+			t0 := time.Now()
+			old := deleteCR(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			run := c.start(ctx, t, "install", "-o", "json")
+			seen := map[string]int{}
+			killed, stepDone := false, false
+			for run.lines.Scan() {
+				var ev steps.Event
+				if json.Unmarshal(run.lines.Bytes(), &ev) != nil {
+					continue
+				}
+				msg, _, _ := strings.Cut(ev.Message, ":")
+				name := ev.Step + " " + string(ev.Type) + " " + msg
+				seen[name]++
+				if ev.Step == "platform/kuadrant" && ev.Type == steps.EventDone {
+					stepDone = true
+				}
+				if name == pt.name && seen[name] == pt.nth {
+					if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
+					killed = true
+					break
+				}
+			}
+			for run.lines.Scan() {
+			}
+			_ = run.cmd.Wait()
+			if !killed {
+				// The event did not recur in this run (a wait's progress
+				// depends on timing): the run finished uninterrupted.
+				t.Logf("event %s did not occur; the run ended on its own", pt)
+			}
+
+			r := c.maasctl(t, "install", "-o", "json")
+			wantExit(t, r, 0, "install after the kill")
+			if got := stepsWith(r.events, steps.EventDone); !stepDone && !contains(got, "platform/kuadrant") {
+				t.Errorf("platform/kuadrant must run again after a kill before it finished; done steps: %v", got)
+			}
+			if u := c.live(t, kq); u == nil || string(u.GetUID()) == old {
+				t.Fatalf("after the kill and the install the Kuadrant CR is %v, want a re-created one (old UID %s)", u, old)
+			}
+			un := c.maasctl(t, "uninstall", "--yes", "-o", "json")
+			wantExit(t, un, 0, "uninstall")
+			if strings.Contains(un.stdout, "re-created by someone else") {
+				t.Errorf("uninstall took maasctl's own re-created object for someone else's:\n%s", un.stdout)
+			}
+			assertGone(t, c, "uninstall after a kill at "+pt.String(), hanging...)
+			if i+1 < len(points) && !t.Failed() {
+				wantExit(t, c.maasctl(t, "install", "-o", "json"), 0, "install for the next kill point")
+			}
+			t.Logf("kill point %s: killed=%v, %s", pt, killed, time.Since(t0).Round(time.Second))
+		})
+		if !ok {
 			break
 		}
 	}
-	for sc.Scan() {
-	}
-	_ = cmd.Wait()
-	if !killed {
-		t.Fatal("the re-creating run never applied the Kuadrant CR")
-	}
-	recreated := c.live(t, kq)
-	if recreated == nil || recreated.GetUID() == old {
-		t.Fatalf("the killed run should have re-created the Kuadrant CR (old UID %s, now %v)", old, recreated)
-	}
-
-	// The next run finishes what the killed one started.
-	r := c.maasctl(t, "install", "-o", "json")
-	wantExit(t, r, 0, "install after the kill")
-	if got := stepsWith(r.events, steps.EventDone); !contains(got, "platform/kuadrant") {
-		t.Errorf("platform/kuadrant must run again after the kill (its re-apply was not finished); done steps: %v", got)
-	}
-
-	un := c.maasctl(t, "uninstall", "--yes", "-o", "json")
-	wantExit(t, un, 0, "uninstall")
-	if strings.Contains(un.stdout, "re-created by someone else") {
-		t.Errorf("uninstall took maasctl's own re-created object for someone else's:\n%s", un.stdout)
-	}
-	assertGone(t, c, "uninstall", kq)
 }
 
 func contains(list []string, s string) bool {

@@ -145,7 +145,8 @@ func statusMessage(obj *unstructured.Unstructured) string {
 // (Reconciled) at Degraded, so a Degraded object's reason is only in those
 // lists. An object without a phase is reported as such: the controller
 // writes no status at all for a MaaSSubscription whose models do not exist
-// (issue 18), so the wait has nothing else to name.
+// (issue 18), so the wait has nothing else to name. A failed phase whose
+// Ready condition is for an older generation is waited on.
 func MaaSPhase(done []string, failed ...string) Condition {
 	return func(obj *unstructured.Unstructured) Result {
 		p, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
@@ -157,9 +158,16 @@ func MaaSPhase(done []string, failed ...string) Condition {
 			st += ": " + why
 		}
 		for _, f := range failed {
-			if p == f {
-				return Result{Status: st, Failed: fmt.Errorf("%s", st)}
+			if p != f {
+				continue
 			}
+			// A failure the controller wrote for an older generation
+			// judges a spec that is no longer there (maasctl has just
+			// re-applied a changed one): wait for its verdict on this one.
+			if c, ok := GetCondition(obj, "Ready"); ok && c.HasObservedGeneration && c.ObservedGeneration < obj.GetGeneration() {
+				return Result{Status: fmt.Sprintf("%s (for generation %d, object is at %d)", st, c.ObservedGeneration, obj.GetGeneration())}
+			}
+			return Result{Status: st, Failed: fmt.Errorf("%s", st)}
 		}
 		for _, d := range done {
 			if p == d {

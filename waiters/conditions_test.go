@@ -32,6 +32,10 @@ func TestConditions(t *testing.T) {
 		{"maas failed", MaaSPhase([]string{"Active"}, "Failed"),
 			`{"status":{"phase":"Failed","modelRefStatuses":[{"name":"m","namespace":"ns","ready":false,"reason":"NotFound","message":"HTTPRoute not found yet"}]}}`, false, true},
 		{"maas no phase", MaaSPhase([]string{"Active"}, "Failed"), `{"status":{}}`, false, false},
+		{"maas failed for an older generation is waited on", MaaSPhase([]string{"Ready"}, "Failed"),
+			`{"metadata":{"generation":3},"status":{"phase":"Failed","conditions":[{"type":"Ready","status":"False","reason":"SecretNotFound","observedGeneration":2}]}}`, false, false},
+		{"maas failed for this generation", MaaSPhase([]string{"Ready"}, "Failed"),
+			`{"metadata":{"generation":3},"status":{"phase":"Failed","conditions":[{"type":"Ready","status":"False","reason":"SecretNotFound","observedGeneration":3}]}}`, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,6 +71,8 @@ func TestRules(t *testing.T) {
 		object   string
 		evidence string
 		fix      string
+		// inv edits the default inventory doctor judges against.
+		inv func(*inventory.Inventory)
 	}{
 		{name: "healthy"},
 		{name: "MaaS not enabled: 3.4 spelling on 3.5", code: doctor.CodeMaaSNotEnabled, object: "DataScienceCluster default-dsc",
@@ -144,6 +146,32 @@ func TestRules(t *testing.T) {
 						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef", "message": "secret maas-gateway-tls not found"}}}}, "status", "listeners")
 				})
 			}},
+		{name: "Gateway certificate changed outside the inventory", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway",
+			evidence: `Certificate spec.issuerRef.name "someone-elses-issuer", the inventory's gateway.certIssuer "letsencrypt-production"`,
+			fix:      "maasctl install   (re-applies Certificate openshift-ingress/maas-default-gateway-cert from the inventory; cert-manager then issues Secret maas-gateway-tls)",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o map[string]any) {
+					conds(map[string]any{"type": "Programmed", "status": "False", "reason": "Invalid"})(o)
+					_ = unstructured.SetNestedSlice(o, []any{map[string]any{"name": "https", "conditions": []any{
+						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef", "message": "secret maas-gateway-tls not found"}}}}, "status", "listeners")
+				})
+				edit(t, r, verify.CertificateGVK, "openshift-ingress", "maas-default-gateway-cert", func(o map[string]any) {
+					set(map[string]any{"secretName": "maas-gateway-tls", "issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "someone-elses-issuer"}}, "spec")(o)
+					conds(map[string]any{"type": "Ready", "status": "False", "reason": "DoesNotExist"})(o)
+				})
+			}},
+		{name: "Gateway's own certificate Secret missing (no issuer)", code: doctor.CodeGatewayNotProgrammed, object: "Gateway openshift-ingress/maas-default-gateway",
+			evidence: "InvalidCertificateRef",
+			fix:      "oc create secret tls maas-gateway-tls -n openshift-ingress --cert=<certificate file> --key=<key file>",
+			inv:      func(i *inventory.Inventory) { i.Gateway.CertIssuer = "" },
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", func(o map[string]any) {
+					conds(map[string]any{"type": "Programmed", "status": "False", "reason": "Invalid"})(o)
+					_ = unstructured.SetNestedSlice(o, []any{map[string]any{"name": "https", "conditions": []any{
+						map[string]any{"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef", "message": "secret maas-gateway-tls not found"}}}}, "status", "listeners")
+				})
+				r.Remove(verify.CertificateGVK, "openshift-ingress", "maas-default-gateway-cert")
+			}},
 		{name: "LoadBalancerPending on ClusterIP is harmless", code: doctor.CodeGatewayLBHarmless, object: "Gateway openshift-ingress/maas-default-gateway", evidence: "DNSReady=False", fix: "none needed",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.GatewayGVK, "openshift-ingress", "maas-default-gateway", conds(
@@ -191,6 +219,22 @@ func TestRules(t *testing.T) {
 			fix: "serviceentry,destinationrule",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.ExternalProviderGVK, mns, "llama-coder-provider", set("Pending", "status", "phase"))
+			}},
+		{name: "provider changed outside the inventory", code: doctor.CodeProviderNotReady, object: "ExternalProvider " + mns + "/llama-coder-provider",
+			evidence: `spec.auth.secretRef.name "someone-elses-key", the inventory's externalModels[qwen35-9b-coder].apiKeySecret "llama-coder-api-key"`,
+			fix:      "maasctl install   (re-applies ExternalProvider " + mns + "/llama-coder-provider from the inventory)",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.ExternalProviderGVK, mns, "llama-coder-provider", func(o map[string]any) {
+					set("someone-elses-key", "spec", "auth", "secretRef", "name")(o)
+					set("Failed", "status", "phase")(o)
+					conds(map[string]any{"type": "Ready", "status": "False", "reason": "SecretNotFound", "message": "secret someone-elses-key not found"})(o)
+				})
+			}},
+		{name: "llama-coder Service deleted", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "not found",
+			fix: "set externalModels[].endpoint (now llama-coder." + mns + ".svc.cluster.local) in the inventory to the Service of the model server (oc get svc -n " + mns + "), then maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.ServiceGVK, mns, "llama-coder")
+				r.Remove(verify.EndpointSliceGVK, mns, "llama-coder-x1")
 			}},
 		{name: "Service Mesh 3.1", code: doctor.CodeServiceMeshOld, object: "ClusterServiceVersion openshift-operators/servicemeshoperator3.v3.3.2", evidence: "Service Mesh 3.1.0",
 			fix: "grep servicemesh",
@@ -286,13 +330,17 @@ func TestRules(t *testing.T) {
 			if tc.breakf != nil {
 				tc.breakf(t, r)
 			}
-			rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inventory.Default(), Reader: r})
+			inv := inventory.Default()
+			if tc.inv != nil {
+				tc.inv(inv)
+			}
+			rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inv, Reader: r})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
 			_ = rep.WriteText(&out)
-			coveredByDoctor(t, r, inventory.Default(), rep)
+			coveredByDoctor(t, r, inv, rep)
 			if tc.code == "" {
 				if len(rep.Findings) != 0 {
 					t.Fatalf("healthy state has findings:\n%s", out.String())

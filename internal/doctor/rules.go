@@ -188,6 +188,18 @@ func gateway(s *verify.State) []Finding {
 					ev += "; Certificate " + g.CertificateName + " " + c.String()
 				}
 				fix = fmt.Sprintf("maasctl install   (waits until cert-manager issues the Certificate, naming its reason); if it stays not Ready: oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
+				if g.CertIssuer == "" {
+					// The inventory brings its own certificate: no
+					// Certificate exists and maasctl install cannot make
+					// the Secret.
+					cause = fmt.Sprintf("the inventory brings its own certificate (gateway.certIssuer is empty) and Secret %s/%s is missing or not a TLS Secret; maasctl does not create it", g.Namespace, g.CertSecret)
+					fix = fmt.Sprintf("oc create secret tls %s -n %s --cert=<certificate file> --key=<key file>   (the certificate for the MaaS host name); or set gateway.certIssuer in the inventory to a Ready ClusterIssuer, then maasctl install", g.CertSecret, g.Namespace)
+				}
+				if d := certificateDrift(s); d != "" {
+					ev += "; Certificate " + d
+					cause = fmt.Sprintf("Certificate %s was changed outside the inventory (%s), so cert-manager does not issue Secret %s as the inventory says", g.CertificateName, d, g.CertSecret)
+					fix = fmt.Sprintf("maasctl install   (re-applies Certificate %s/%s from the inventory; cert-manager then issues Secret %s)", g.Namespace, g.CertificateName, g.CertSecret)
+				}
 				if ic, ok := cond(s.CertIssuer, "Ready"); g.CertIssuer != "" && (s.CertIssuer == nil || !ok || ic.Status != "True") {
 					what := "does not exist"
 					if s.CertIssuer != nil {
@@ -218,6 +230,31 @@ func gateway(s *verify.State) []Finding {
 		fix = "oc describe gatewayclass " + g.ClassName
 	}
 	return append(out, finding(CodeGatewayNotProgrammed, o, ev, cause, fix))
+}
+
+// certificateDrift names the fields of the live Gateway Certificate that
+// differ from what the inventory makes ("" when none, or when there is no
+// Certificate).
+func certificateDrift(s *verify.State) string {
+	g := s.Inv.Gateway
+	if s.Certificate == nil || g.CertIssuer == "" {
+		return ""
+	}
+	var d []string
+	for _, f := range []struct{ path, inv, field string }{
+		{"spec.issuerRef.name", g.CertIssuer, "gateway.certIssuer"},
+		{"spec.secretName", g.CertSecret, "gateway.certSecret"},
+	} {
+		// Both fields are required by the Certificate CRD; an empty one
+		// was not read, which is no evidence of a change.
+		if live := str(s.Certificate, strings.Split(f.path, ".")...); live != "" && live != f.inv {
+			d = append(d, fmt.Sprintf("%s %q, the inventory's %s %q", f.path, live, f.field, f.inv))
+		}
+	}
+	if k := str(s.Certificate, "spec", "issuerRef", "kind"); k != "" && k != "ClusterIssuer" {
+		d = append(d, fmt.Sprintf("spec.issuerRef.kind %q, not ClusterIssuer", k))
+	}
+	return strings.Join(d, "; ")
 }
 
 // maasAPI: "maas-api never appears: check the DSC status conditions and
@@ -351,9 +388,34 @@ func providers(s *verify.State) []Finding {
 			code = CodeProviderSecretLabel
 			ev += fmt.Sprintf("; Secret labels: %v", sec.Labels)
 		}
+		if d := providerDrift(s, ns, name, p); d != "" && code == CodeProviderNotReady {
+			ev += "; " + d
+			cause = "the ExternalProvider was changed outside the inventory (" + d + "), so the MaaS controller reconciles another provider than the inventory's"
+			fix = fmt.Sprintf("maasctl install   (re-applies ExternalProvider %s/%s from the inventory)", ns, name)
+		}
 		out = append(out, finding(code, obj("ExternalProvider", ns, name), ev, cause, fix))
 	}
 	return out
+}
+
+// providerDrift names the fields of a live ExternalProvider that differ
+// from the inventory's externalModels of that provider (its endpoint and
+// API-key Secret); "" when none do.
+func providerDrift(s *verify.State, ns, name string, p *unstructured.Unstructured) string {
+	for _, m := range s.Inv.ExternalModels {
+		if m.Namespace != ns || m.ProviderName != name {
+			continue
+		}
+		var d []string
+		if live := str(p, "spec", "auth", "secretRef", "name"); live != m.APIKeySecret {
+			d = append(d, fmt.Sprintf("spec.auth.secretRef.name %q, the inventory's externalModels[%s].apiKeySecret %q", live, m.Name, m.APIKeySecret))
+		}
+		if live := str(p, "spec", "endpoint"); live != m.Endpoint {
+			d = append(d, fmt.Sprintf("spec.endpoint %q, the inventory's externalModels[%s].endpoint %q", live, m.Name, m.Endpoint))
+		}
+		return strings.Join(d, "; ")
+	}
+	return ""
 }
 
 // serviceMesh: "Long prompts fail or are cut off: requests over 16 KB can
@@ -400,7 +462,7 @@ func modelServing(s *verify.State) []Finding {
 		case b.Service == nil:
 			out = append(out, finding(CodeModelNotServing, o, "Service "+s.MissingReason("Service", b.Namespace, b.Name)+" (endpoint "+b.Host+" of ExternalProvider "+k+")",
 				"the model server's Service does not exist, so the gateway has no upstream for the model",
-				fmt.Sprintf("oc get svc -n %s; fix the ExternalProvider endpoint (externalModels[].endpoint)", b.Namespace)))
+				fmt.Sprintf("set externalModels[].endpoint (now %s) in the inventory to the Service of the model server (oc get svc -n %s), then maasctl install; or re-create Service %s/%s for the model server (maasctl does not manage it)", b.Host, b.Namespace, b.Namespace, b.Name)))
 		case b.ReadyEndpoints == 0:
 			sel, _, _ := unstructured.NestedStringMap(b.Service.Object, "spec", "selector")
 			ev := fmt.Sprintf("%d endpoints, 0 ready (selector %s)", b.Endpoints, selector(sel))
@@ -423,7 +485,7 @@ func modelServing(s *verify.State) []Finding {
 func notServing(b *verify.Backend, sel string) (cause, fix string) {
 	if len(b.Workloads) == 0 {
 		return fmt.Sprintf("no Deployment in %s has pods with the Service's selector %s, so the gateway has no upstream for the model (503 no healthy upstream)", b.Namespace, sel),
-			fmt.Sprintf("deploy the model server with pod labels %s, or point externalModels[].endpoint at the Service that serves it (oc get deploy,svc -n %s)", sel, b.Namespace)
+			fmt.Sprintf("deploy the model server with pod labels %s, or set externalModels[].endpoint (now %s) in the inventory to the Service that serves it (oc get deploy,svc -n %s), then maasctl install", sel, b.Host, b.Namespace)
 	}
 	for _, w := range b.Workloads {
 		if w.Replicas == 0 {

@@ -58,6 +58,12 @@ type State struct {
 	// OtherModels are the other LLMInferenceServices in the namespaces of
 	// Models (backed up with them, as the guide does, never changed).
 	OtherModels []*unstructured.Unstructured
+	// ModelRoutes are the HTTPRoutes KServe made for LLMInferenceServices
+	// (its router labels) in the namespaces of Models; CheckModels reads
+	// them. RoutesServed is false when HTTPRoute is not served. Never
+	// changed or backed up.
+	ModelRoutes  []*unstructured.Unstructured
+	RoutesServed bool
 	// ModelsAsService is the 3.3 ModelsAsService CR, when served and present.
 	ModelsAsService *unstructured.Unstructured
 	// MaaSServed reports whether MaaSModelRef, MaaSAuthPolicy and
@@ -133,6 +139,17 @@ func Discover(ctx context.Context, c *kube.Clients, o DiscoverOptions) (*State, 
 		if _, ok := m.GetAnnotations()[TierAnnotation]; !ok && modelNS[m.GetNamespace()] {
 			st.OtherModels = append(st.OtherModels, m)
 		}
+	}
+	st.RoutesServed = true
+	for _, ns := range sortedNamespaces(modelNS) {
+		routes, served, err := list(ctx, c, gkHTTPRoute, ns, metav1.ListOptions{
+			LabelSelector: routeComponentLabel + "=" + routeComponent + "," + routePartOfLabel + "=" + routePartOf,
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.RoutesServed = st.RoutesServed && served
+		st.ModelRoutes = append(st.ModelRoutes, routes...)
 	}
 	if mas, ok, err := mapping(c, gkModelsAsService); err != nil {
 		return nil, err
@@ -246,6 +263,15 @@ func DetectTiers(ctx context.Context, c *kube.Clients) (found bool, objects []st
 	}
 	objs := st.TierObjects()
 	return len(objs) > 0, objs, nil
+}
+
+func sortedNamespaces(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortObjects(objs []*unstructured.Unstructured) {

@@ -66,6 +66,9 @@ type TiersResult struct {
 //
 // Errors: *UnmappableError when the plan has blockers (nothing changed;
 // an unusable tier annotation is one unless SkipInvalid);
+// *ModelsNotReadyError, in a dry run too, when a governed model has no
+// Ready LLMInferenceService or no HTTPRoute on the Gateway (CheckModels;
+// nothing changed in the cluster);
 // *NotReadyError when the new objects did not become ready in time
 // (nothing old deleted; it wraps a *waiters.TimeoutError naming them);
 // *ValidationError when a final check failed.
@@ -127,8 +130,12 @@ func MigrateTiers(ctx context.Context, c *kube.Clients, o TiersOptions) (*TiersR
 		return res, err
 	}
 	fmt.Fprintf(w, "  plan written to %s\n\n", filepath.Join(b.Dir, PlanFile))
+	notReady := reportModels(w, st, plan, b.Dir, o.DryRun)
 	if o.DryRun {
-		return res, tiersDryRun(ctx, c, w, plan)
+		return res, tiersDryRun(ctx, c, w, plan, notReady)
+	}
+	if notReady != nil {
+		return res, notReady
 	}
 
 	fmt.Fprintln(w, "== Apply")
@@ -212,8 +219,9 @@ func tiersBackup(w io.Writer, dir string, prior *Backup, id string, st *State, n
 }
 
 // tiersDryRun checks every object of the plan with a server-side dry run
-// (the CRD schemas and admission, nothing stored).
-func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan) error {
+// (the CRD schemas and admission, nothing stored); when they pass it
+// returns notReady, the models that would hold the real run (reportModels).
+func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan, notReady error) error {
 	for _, obj := range plan.Objects() {
 		if _, err := c.DryRunApply(ctx, obj); err != nil {
 			return fmt.Errorf("dry run: %w", err)
@@ -221,7 +229,26 @@ func tiersDryRun(ctx context.Context, c *kube.Clients, w io.Writer, plan *Plan) 
 	}
 	fmt.Fprintln(w, "Dry run: the objects passed a server-side dry run; nothing was changed in the cluster.")
 	writeSkipped(w, plan)
-	return nil
+	return notReady
+}
+
+// reportModels checks the governed models (CheckModels) and prints the
+// result: every one needs a Ready LLMInferenceService and its HTTPRoute on
+// the Gateway, or its MaaSModelRef never turns Ready and the apply phase
+// would wait its whole timeout for it. The error, a *ModelsNotReadyError,
+// is nil when every model passes.
+func reportModels(w io.Writer, st *State, plan *Plan, dir string, dryRun bool) error {
+	problems, ok := CheckModels(st, plan)
+	writeModels(w, problems, ok)
+	fmt.Fprintln(w)
+	if len(problems) == 0 {
+		return nil
+	}
+	e := &ModelsNotReadyError{DryRun: dryRun, Problems: problems}
+	if !dryRun {
+		e.BackupDir = dir
+	}
+	return e
 }
 
 // setDefaults fills the options left zero: no output, the clock, a
