@@ -183,40 +183,7 @@ func gateway(s *verify.State) []Finding {
 			cm, _ := y.(map[string]any)
 			if cm["type"] == "ResolvedRefs" && cm["status"] != "True" {
 				ev += fmt.Sprintf("; listener %v ResolvedRefs=%v (%v): %v", m["name"], cm["status"], cm["reason"], cm["message"])
-				cause = fmt.Sprintf("the listener's certificate Secret %s is missing or invalid", g.CertSecret)
-				if c, ok := cond(s.Certificate, "Ready"); ok {
-					ev += "; Certificate " + g.CertificateName + " " + c.String()
-				}
-				fix = fmt.Sprintf("maasctl install   (waits until cert-manager issues the Certificate, naming its reason); if it stays not Ready: oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
-				if g.CertIssuer == "" {
-					// The inventory brings its own certificate: no
-					// Certificate exists and maasctl install cannot make
-					// the Secret.
-					cause = fmt.Sprintf("the inventory brings its own certificate (gateway.certIssuer is empty) and Secret %s/%s is missing or not a TLS Secret; maasctl does not create it", g.Namespace, g.CertSecret)
-					fix = fmt.Sprintf("oc create secret tls %s -n %s --cert=<certificate file> --key=<key file>   (the certificate for the MaaS host name); or set gateway.certIssuer in the inventory to a Ready ClusterIssuer, then maasctl install", g.CertSecret, g.Namespace)
-				}
-				if d := certificateDrift(s); d != "" {
-					ev += "; Certificate " + d
-					cause = fmt.Sprintf("Certificate %s was changed outside the inventory (%s), so cert-manager does not issue Secret %s as the inventory says", g.CertificateName, d, g.CertSecret)
-					fix = fmt.Sprintf("maasctl install   (re-applies Certificate %s/%s from the inventory; cert-manager then issues Secret %s)", g.Namespace, g.CertificateName, g.CertSecret)
-				}
-				if ic, ok := cond(s.CertIssuer, "Ready"); g.CertIssuer != "" && (s.CertIssuer == nil || !ok || ic.Status != "True") {
-					what := "does not exist"
-					if s.CertIssuer != nil {
-						what = "is not Ready"
-						if ok {
-							what += " (" + ic.Reason + ": " + ic.Message + ")"
-						}
-					}
-					ev += "; ClusterIssuer " + g.CertIssuer + " " + what
-					cause = fmt.Sprintf("ClusterIssuer %s, which issues the Gateway's certificate, %s, so cert-manager issues no Secret %s", g.CertIssuer, what, g.CertSecret)
-					fix = fmt.Sprintf("make ClusterIssuer %s Ready (oc describe clusterissuer %s), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install", g.CertIssuer, g.CertIssuer)
-				}
-				if g.CertIssuer != "" && s.Certificate == nil {
-					ev += "; Certificate " + g.Namespace + "/" + g.CertificateName + " " + s.MissingReason("Certificate", g.Namespace, g.CertificateName)
-					cause = fmt.Sprintf("Certificate %s, which issues Secret %s, does not exist", g.CertificateName, g.CertSecret)
-					fix = "maasctl install   (re-creates the Certificate; cert-manager then issues the Secret)"
-				}
+				ev, cause, fix = listenerCertCause(s, ev)
 			}
 		}
 	}
@@ -514,4 +481,50 @@ func harmlessGatewayConditions(gw *unstructured.Unstructured, svcType string) []
 		}
 	}
 	return harmless
+}
+
+// listenerCertCause explains a Gateway listener whose certificate Secret
+// does not resolve (ResolvedRefs not True): the evidence ev with the
+// Certificate and its issuer added, the cause and a fix that converges,
+// from the most specific cause found (no Certificate, an issuer not
+// Ready, a Certificate changed outside the inventory, a certificate the
+// inventory brings itself) down to cert-manager not having issued yet.
+func listenerCertCause(s *verify.State, ev string) (string, string, string) {
+	g := s.Inv.Gateway
+	var cause, fix string
+	cause = fmt.Sprintf("the listener's certificate Secret %s is missing or invalid", g.CertSecret)
+	if c, ok := cond(s.Certificate, "Ready"); ok {
+		ev += "; Certificate " + g.CertificateName + " " + c.String()
+	}
+	fix = fmt.Sprintf("maasctl install   (waits until cert-manager issues the Certificate, naming its reason); if it stays not Ready: oc describe certificate %s -n %s; oc get challenges -n %s", g.CertificateName, g.Namespace, g.Namespace)
+	if g.CertIssuer == "" {
+		// The inventory brings its own certificate: no
+		// Certificate exists and maasctl install cannot make
+		// the Secret.
+		cause = fmt.Sprintf("the inventory brings its own certificate (gateway.certIssuer is empty) and Secret %s/%s is missing or not a TLS Secret; maasctl does not create it", g.Namespace, g.CertSecret)
+		fix = fmt.Sprintf("oc create secret tls %s -n %s --cert=<certificate file> --key=<key file>   (the certificate for the MaaS host name); or set gateway.certIssuer in the inventory to a Ready ClusterIssuer, then maasctl install", g.CertSecret, g.Namespace)
+	}
+	if d := certificateDrift(s); d != "" {
+		ev += "; Certificate " + d
+		cause = fmt.Sprintf("Certificate %s was changed outside the inventory (%s), so cert-manager does not issue Secret %s as the inventory says", g.CertificateName, d, g.CertSecret)
+		fix = fmt.Sprintf("maasctl install   (re-applies Certificate %s/%s from the inventory; cert-manager then issues Secret %s)", g.Namespace, g.CertificateName, g.CertSecret)
+	}
+	if ic, ok := cond(s.CertIssuer, "Ready"); g.CertIssuer != "" && (s.CertIssuer == nil || !ok || ic.Status != "True") {
+		what := "does not exist"
+		if s.CertIssuer != nil {
+			what = "is not Ready"
+			if ok {
+				what += " (" + ic.Reason + ": " + ic.Message + ")"
+			}
+		}
+		ev += "; ClusterIssuer " + g.CertIssuer + " " + what
+		cause = fmt.Sprintf("ClusterIssuer %s, which issues the Gateway's certificate, %s, so cert-manager issues no Secret %s", g.CertIssuer, what, g.CertSecret)
+		fix = fmt.Sprintf("make ClusterIssuer %s Ready (oc describe clusterissuer %s), or set gateway.certIssuer to a Ready ClusterIssuer in the inventory; then maasctl install", g.CertIssuer, g.CertIssuer)
+	}
+	if g.CertIssuer != "" && s.Certificate == nil {
+		ev += "; Certificate " + g.Namespace + "/" + g.CertificateName + " " + s.MissingReason("Certificate", g.Namespace, g.CertificateName)
+		cause = fmt.Sprintf("Certificate %s, which issues Secret %s, does not exist", g.CertificateName, g.CertSecret)
+		fix = "maasctl install   (re-creates the Certificate; cert-manager then issues the Secret)"
+	}
+	return ev, cause, fix
 }

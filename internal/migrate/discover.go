@@ -140,16 +140,8 @@ func Discover(ctx context.Context, c *kube.Clients, o DiscoverOptions) (*State, 
 			st.OtherModels = append(st.OtherModels, m)
 		}
 	}
-	st.RoutesServed = true
-	for _, ns := range sortedNamespaces(modelNS) {
-		routes, served, err := list(ctx, c, gkHTTPRoute, ns, metav1.ListOptions{
-			LabelSelector: routeComponentLabel + "=" + routeComponent + "," + routePartOfLabel + "=" + routePartOf,
-		})
-		if err != nil {
-			return nil, err
-		}
-		st.RoutesServed = st.RoutesServed && served
-		st.ModelRoutes = append(st.ModelRoutes, routes...)
+	if st.ModelRoutes, st.RoutesServed, err = modelRoutes(ctx, c, sortedNamespaces(modelNS)); err != nil {
+		return nil, err
 	}
 	if mas, ok, err := mapping(c, gkModelsAsService); err != nil {
 		return nil, err
@@ -284,3 +276,22 @@ func sortObjects(objs []*unstructured.Unstructured) {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// modelRoutes lists KServe's HTTPRoutes of the governed models (by their
+// router labels) in each of the models' namespaces, and whether the
+// HTTPRoute kind is served.
+func modelRoutes(ctx context.Context, c *kube.Clients, namespaces []string) ([]*unstructured.Unstructured, bool, error) {
+	var out []*unstructured.Unstructured
+	all := true
+	for _, ns := range namespaces {
+		routes, served, err := list(ctx, c, gkHTTPRoute, ns, metav1.ListOptions{
+			LabelSelector: routeComponentLabel + "=" + routeComponent + "," + routePartOfLabel + "=" + routePartOf,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		all = all && served
+		out = append(out, routes...)
+	}
+	return out, all, nil
+}
