@@ -48,33 +48,7 @@ func startCluster(t *testing.T, opts Options) *cluster {
 	t.Helper()
 	olmDelay, delays := SplitOLMDelay(opts.Delay)
 	opts.Delay = delays
-	env, err := testenv.Start(t.Context(), testenv.Options{Logf: t.Logf, OperatorPodReadyDelay: olmDelay})
-	if errors.Is(err, testenv.ErrNotBuilt) {
-		if os.Getenv(testenv.EnvRequire) == "1" {
-			t.Fatalf("%s=1 but: %v", testenv.EnvRequire, err)
-		}
-		t.Skipf("local control plane not available: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
-	cfg := env.RESTConfig()
-	opts.Logger = zaptest.NewLogger(t)
-	h, err := Start(context.Background(), cfg, opts)
-	if err != nil {
-		t.Fatalf("start simulators: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := h.Stop(); err != nil {
-			t.Errorf("stop simulators: %v", err)
-		}
-	})
-	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
+	return startWith(t, testenv.Options{Logf: t.Logf, OperatorPodReadyDelay: olmDelay}, opts)
 }
 
 // startAPIServerOnly is startCluster without kube-controller-manager,
@@ -82,33 +56,7 @@ func startCluster(t *testing.T, opts Options) *cluster {
 // alone (admission policies), started in a fraction of the time.
 func startAPIServerOnly(t *testing.T, opts Options) *cluster {
 	t.Helper()
-	env, err := testenv.Start(t.Context(), testenv.Options{Logf: t.Logf, NoControllers: true, NoOLM: true})
-	if errors.Is(err, testenv.ErrNotBuilt) {
-		if os.Getenv(testenv.EnvRequire) == "1" {
-			t.Fatalf("%s=1 but: %v", testenv.EnvRequire, err)
-		}
-		t.Skipf("local control plane not available: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
-	cfg := env.RESTConfig()
-	opts.Logger = zaptest.NewLogger(t)
-	h, err := Start(context.Background(), cfg, opts)
-	if err != nil {
-		t.Fatalf("start simulators: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := h.Stop(); err != nil {
-			t.Errorf("stop simulators: %v", err)
-		}
-	})
-	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
+	return startWith(t, testenv.Options{Logf: t.Logf, NoControllers: true, NoOLM: true}, opts)
 }
 
 func (c *cluster) apply(t *testing.T, g schema.GroupVersionResource, obj map[string]any) {
@@ -1224,4 +1172,37 @@ func TestCertManagerWebhookRefuses(t *testing.T) {
 			t.Errorf("Certificate %s refused: %v (the real webhook accepts it)", a.name, err)
 		}
 	}
+}
+
+// startWith starts a local control plane with envOpts and the simulators
+// with opts on it, both stopped when t ends.
+func startWith(t *testing.T, envOpts testenv.Options, opts Options) *cluster {
+	t.Helper()
+	env, err := testenv.Start(t.Context(), envOpts)
+	if errors.Is(err, testenv.ErrNotBuilt) {
+		if os.Getenv(testenv.EnvRequire) == "1" {
+			t.Fatalf("%s=1 but: %v", testenv.EnvRequire, err)
+		}
+		t.Skipf("local control plane not available: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	cfg := env.RESTConfig()
+	opts.Logger = zaptest.NewLogger(t)
+	h, err := Start(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatalf("start simulators: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := h.Stop(); err != nil {
+			t.Errorf("stop simulators: %v", err)
+		}
+	})
+	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
 }
