@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/internal/names"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -39,23 +39,15 @@ type Facts struct {
 	// Host is the Gateway host name: inventory gateway.hostname, or
 	// maas.<spec.domain of config.openshift.io/v1 Ingress cluster>.
 	Host string
-	// KServeMaaS selects the RHOAI 3.3/3.4 layout: MaaS is switched on with
-	// DataScienceCluster v2 spec.components.kserve.modelsAsService, and
-	// external models are maas.opendatahub.io/v1alpha1 ExternalModels with
-	// no ExternalProvider. False (the zero value) is the RHOAI 3.5 layout:
-	// spec.components.aigateway.modelsAsAService and
-	// inference.opendatahub.io ExternalProvider/ExternalModel
-	// (rh-aiservices-bu/rhoai-maas-guide troubleshooting, case B16).
-	KServeMaaS bool
-	// RHOAIVersion is the RHOAI minor release the layout was read for, such
-	// as "3.4"; empty means 3.5. It is informational: rendering reads
-	// KServeMaaS and DSCComponents.
-	RHOAIVersion string
-	// DSCComponents are the spec.components keys the cluster's
-	// DataScienceCluster v2 schema defines. When set, inventory components
-	// outside it are left out of the DSC (the caller reports them); nil
-	// keeps every inventory component.
-	DSCComponents []string
+	// Release is the RHOAI release to render for (internal/release): its
+	// KServeMaaS layout (3.3/3.4: MaaS under
+	// spec.components.kserve.modelsAsService and maas.opendatahub.io
+	// ExternalModels with no ExternalProvider; the zero value is 3.5:
+	// spec.components.aigateway.modelsAsAService and inference.opendatahub.io
+	// ExternalProvider/ExternalModel, case B16) and its Components: when set,
+	// inventory components outside them are left out of the DSC (the caller
+	// reports them); nil keeps every inventory component.
+	Release release.Release
 }
 
 // Component is one DSC component with its managementState.
@@ -82,8 +74,8 @@ func OperatorStepID(id string) string { return "operators/" + id }
 
 // Render renders every step's objects for inv. Errors name the manifest.
 func Render(inv *inventory.Inventory, f Facts) (Rendered, error) {
-	d := data{Inv: inv, Host: f.Host, KServeMaaS: f.KServeMaaS}
-	served := func(c string) bool { return f.DSCComponents == nil || slices.Contains(f.DSCComponents, c) }
+	d := data{Inv: inv, Host: f.Host, KServeMaaS: f.Release.KServeMaaS()}
+	served := f.Release.Serves
 	for _, c := range inv.RHOAI.ManagedComponents {
 		if served(c) {
 			d.Components = append(d.Components, Component{c, "Managed"})

@@ -3,6 +3,7 @@ package assets
 import (
 	"testing"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -22,7 +23,7 @@ func TestRenderKServeLayout(t *testing.T) {
 	}{
 		{
 			name:  "3.4 enables MaaS under kserve and writes no 3.5-only component",
-			facts: Facts{Host: "maas.apps.example.com", KServeMaaS: true, DSCComponents: components34},
+			facts: Facts{Host: "maas.apps.example.com", Release: release.Release{Version: release.RHOAI34, Components: components34}},
 			check: func(t *testing.T, r Rendered) {
 				comps := r["rhoai/dsc"][0].Object["spec"].(map[string]any)["components"].(map[string]any)
 				ks := comps["kserve"].(map[string]any)
@@ -41,7 +42,7 @@ func TestRenderKServeLayout(t *testing.T) {
 		},
 		{
 			name:  "3.4 external models are maas.opendatahub.io ExternalModels without a provider",
-			facts: Facts{Host: "maas.apps.example.com", KServeMaaS: true},
+			facts: Facts{Host: "maas.apps.example.com", Release: release.Release{Version: release.RHOAI34}},
 			check: func(t *testing.T, r Rendered) {
 				if n := len(r["models/provider"]); n != 0 {
 					t.Errorf("%d ExternalProviders rendered for 3.4, want none", n)

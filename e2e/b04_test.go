@@ -22,6 +22,7 @@ import (
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/e2e/sim"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
@@ -264,7 +265,7 @@ func TestB04LegacyKServeSwitchKept(t *testing.T) {
 	ctx := context.Background()
 
 	render := func(version string) *unstructured.Unstructured {
-		objs, err := assets.Render(inventory.Default(), steps.NewLayout(version, "test").Facts(assets.Facts{Host: appsHost}))
+		objs, err := assets.Render(inventory.Default(), assets.Facts{Host: appsHost, Release: release.New(version, "test")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
@@ -54,8 +55,8 @@ func TestInstallRHOAIVersions(t *testing.T) {
 				t.Errorf("spec.components.%s is Managed on RHOAI %s", strings.Join(tt.otherField, "."), tt.version)
 			}
 			// Nothing maasctl sent was pruned: the live spec holds all of it.
-			l := steps.NewLayout(tt.version, "test")
-			rendered, err := assets.Render(inventory.Default(), l.Facts(assets.Facts{Host: appsHost}))
+			l := release.New(tt.version, "test")
+			rendered, err := assets.Render(inventory.Default(), assets.Facts{Host: appsHost, Release: l})
 			if err != nil {
 				t.Fatal(err)
 			}

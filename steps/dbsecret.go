@@ -43,13 +43,13 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 			return true, "", nil
 		},
 		HashExtra: func(e *Env) string {
-			return "vault:" + e.Inv.Database.VaultPath + " namespaces:" + strings.Join(LayoutOf(e.Facts).DBConfigNamespaces(e.Inv), ",")
+			return "vault:" + e.Inv.Database.VaultPath + " namespaces:" + strings.Join(e.Facts.Release.DBConfigNamespaces(e.Inv), ",")
 		},
 		// One copy per namespace the RHOAI release reads it from; the step
 		// creates those namespaces when missing.
 		Objects: func(e *Env, s *Step) []*unstructured.Unstructured {
 			out := slices.Clone(e.objects(s.ID))
-			for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+			for _, ns := range e.Facts.Release.DBConfigNamespaces(e.Inv) {
 				if ns != e.Inv.DBConfig.Namespace {
 					out = append(out, namespaceObject(ns))
 				}
@@ -63,12 +63,12 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 		Render: renderDBConfig, ExternalSecrets: dbConfigExternal,
 		Access: withAccess(func(e *Env) []Access {
 			var out []Access
-			for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+			for _, ns := range e.Facts.Release.DBConfigNamespaces(e.Inv) {
 				// The Secret's namespace is created when missing.
 				out = append(out, secretAccess(ns)(e)...)
 				out = append(out, ObjectAccess([]*unstructured.Unstructured{namespaceStub(ns)}, nil, true)...)
 			}
-			return append(out, Access{"patch", "apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(e.Inv), ""})
+			return append(out, Access{"patch", "apps", "deployments", e.Facts.Release.MaaSAPINamespace(e.Inv), ""})
 		}),
 	}}
 }
@@ -79,7 +79,7 @@ func renderDBConfig(inv *inventory.Inventory, f assets.Facts, objs []*unstructur
 	docs := slices.Clone(objs)
 	var notes []string
 	c := inv.DBConfig
-	for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
+	for _, ns := range f.Release.DBConfigNamespaces(inv) {
 		if ns != c.Namespace {
 			docs = append(docs, namespaceObject(ns))
 		}
@@ -90,7 +90,7 @@ func renderDBConfig(inv *inventory.Inventory, f assets.Facts, objs []*unstructur
 }
 
 // dbConfigSecrets builds maas-db-config for every namespace the layout
-// needs (Layout.DBConfigNamespaces).
+// needs (release.Release.DBConfigNamespaces).
 func dbConfigSecrets(ctx context.Context, e *Env) ([]*unstructured.Unstructured, error) {
 	pw, err := dbPassword(ctx, e)
 	if err != nil {
@@ -103,7 +103,7 @@ func dbConfigSecrets(ctx context.Context, e *Env) ([]*unstructured.Unstructured,
 func dbConfigSecretsFor(e *Env, pw string) ([]*unstructured.Unstructured, error) {
 	c := e.Inv.DBConfig
 	var out []*unstructured.Unstructured
-	for _, ns := range LayoutOf(e.Facts).DBConfigNamespaces(e.Inv) {
+	for _, ns := range e.Facts.Release.DBConfigNamespaces(e.Inv) {
 		out = append(out, secretObject(ns, c.Name, "Opaque", map[string]string{"DB_CONNECTION_URL": DBConnectionURL(e.Inv, pw)}))
 	}
 	return out, nil
@@ -116,7 +116,7 @@ func dbConfigSecret(ctx context.Context, e *Env) (*unstructured.Unstructured, er
 	if err != nil {
 		return nil, err
 	}
-	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
+	apiNS := e.Facts.Release.MaaSAPINamespace(e.Inv)
 	for _, s := range all {
 		if s.GetNamespace() == apiNS {
 			return s, nil
@@ -138,7 +138,7 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 	if err != nil {
 		return err
 	}
-	apiNS := LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)
+	apiNS := e.Facts.Release.MaaSAPINamespace(e.Inv)
 	deps := e.Clients.Kube.AppsV1().Deployments(apiNS)
 	_, err = deps.Get(ctx, "maas-api", metav1.GetOptions{})
 	apiRuns := err == nil

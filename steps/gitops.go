@@ -142,7 +142,7 @@ func dbSecretExternal(inv *inventory.Inventory, _ assets.Facts, store string) []
 func dbConfigExternal(inv *inventory.Inventory, f assets.Facts, store string) []*unstructured.Unstructured {
 	tmpl := strings.Replace(connectionURLTemplate(inv), "<URL-encoded password>", "{{ .password | urlquery }}", 1)
 	var out []*unstructured.Unstructured
-	for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
+	for _, ns := range f.Release.DBConfigNamespaces(inv) {
 		out = append(out, externalSecret(ns, inv.DBConfig.Name, "Opaque", store, inv.Database.VaultPath, map[string]any{"DB_CONNECTION_URL": tmpl}))
 	}
 	return out

@@ -138,7 +138,7 @@ func NewEnv(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, s Se
 }
 
 // NewEnvFor resolves the facts rendering needs (the Gateway host and the
-// RHOAI layout, see DetectLayout) and renders every step of reg (nil:
+// RHOAI release, see detectRelease) and renders every step of reg (nil:
 // NewRegistry(inv)).
 func NewEnvFor(ctx context.Context, c *kube.Clients, reg *Registry, inv *inventory.Inventory, s Secrets, log *zap.Logger) (*Env, error) {
 	reg, err := registryFor(reg, inv)
@@ -149,16 +149,16 @@ func NewEnvFor(ctx context.Context, c *kube.Clients, reg *Registry, inv *invento
 	if err != nil {
 		return nil, err
 	}
-	layout, err := DetectLayout(ctx, c, inv)
+	rel, err := detectRelease(ctx, c, inv)
 	if err != nil {
 		return nil, err
 	}
-	facts := layout.Facts(assets.Facts{Host: host})
+	facts := assets.Facts{Host: host, Release: rel}
 	objs, err := reg.render(inv, facts)
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Clients: c, Inv: inv, Facts: facts, Layout: &layout, Objects: objs, Secrets: s, Log: log, Registry: reg}, nil
+	return &Env{Clients: c, Inv: inv, Facts: facts, ReleaseDetected: true, Objects: objs, Secrets: s, Log: log, Registry: reg}, nil
 }
 
 var ingressConfigGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Ingress"}

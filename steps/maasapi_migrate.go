@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -38,8 +39,9 @@ func (e *MigrationFailedError) Error() string {
 
 // migrationFailure returns the migration failure a crash-looping pod of
 // pods reports, nil when none does.
-func migrationFailure(inv *inventory.Inventory, apiNS string, pods []corev1.Pod) *MigrationFailedError {
-	s := &verify.State{Inv: inv, Release: verify.Release{MaaSAPINamespace: apiNS}}
+func migrationFailure(inv *inventory.Inventory, rel release.Release, pods []corev1.Pod) *MigrationFailedError {
+	apiNS := rel.MaaSAPINamespace(inv)
+	s := &verify.State{Inv: inv, Release: rel}
 	for i := range pods {
 		if pods[i].DeletionTimestamp != nil {
 			continue
@@ -70,7 +72,7 @@ func watchMaaSAPIMigrations(ctx context.Context, e *Env, apiNS, sel string, inte
 		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
 		switch {
 		case err == nil:
-			if f := migrationFailure(e.Inv, apiNS, l.Items); f != nil {
+			if f := migrationFailure(e.Inv, e.Facts.Release, l.Items); f != nil {
 				fail(f)
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -53,7 +54,7 @@ func TestN10MigrationFailureAfterRestart(t *testing.T) {
 		{"still starting", []corev1.Pod{pod("maas-api-new", "ContainerCreating", "", false)}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := migrationFailure(inv, ns, tt.pods)
+			err := migrationFailure(inv, release.Release{}, tt.pods)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("failure %v, want none", err)

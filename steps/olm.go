@@ -13,6 +13,7 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -191,8 +192,8 @@ func subscriptionInstalled(obj *unstructured.Unstructured) waiters.Result {
 // whether the name's version has the channel's major.minor
 // (rhods-operator.3.4.4 is not of stable-3.5).
 func csvOfChannel(name, channel string) bool {
-	want := versionFromChannel(channel)
-	have := versionFromChannel(versionFromCSVName(name))
+	want := release.VersionOf(channel)
+	have := release.VersionOf(versionFromCSVName(name))
 	return want == "" || have == "" || want == have
 }
 

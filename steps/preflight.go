@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -200,10 +201,10 @@ func eachOperator(f func(op inventory.Operator) []Access) func(*Env) []Access {
 	}
 }
 
-// layoutReads is what DetectLayout and DetectVersionSkew read: the DSC
+// layoutReads is what detectRelease and DetectVersionSkew read: the DSC
 // CRD, the rhoai Subscription and its installed CSV.
 func layoutReads(e *Env) []Access {
-	out := getAccess("apiextensions.k8s.io", "customresourcedefinitions", "", DSCCRD)
+	out := getAccess("apiextensions.k8s.io", "customresourcedefinitions", "", release.DSCCRD)
 	if op := e.Inv.Operator("rhoai"); op != nil {
 		out = append(out, getAccess("operators.coreos.com", "subscriptions", op.Namespace, op.Package)...)
 		out = append(out, Access{"get", "operators.coreos.com", "clusterserviceversions", op.Namespace, ""})

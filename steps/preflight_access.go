@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/vault"
 )
@@ -21,17 +22,15 @@ import (
 // checkRHOAILayout reports the RHOAI layout maasctl renders for and the
 // inventory components that layout does not have.
 func checkRHOAILayout(ctx context.Context, e *Env) ([]Finding, error) {
-	var l Layout
-	if e.Layout != nil {
-		l = *e.Layout // read by NewEnv moments ago
-	} else {
+	l := e.Facts.Release
+	if !e.ReleaseDetected {
 		var err error
-		if l, err = DetectLayout(ctx, e.Clients, e.Inv); err != nil {
+		if l, err = detectRelease(ctx, e.Clients, e.Inv); err != nil {
 			return nil, err
 		}
 	}
 	var out []Finding
-	if minorOf(l.Version) < 3 {
+	if release.Minor(l.Version) < 3 {
 		out = append(out, errorf("install RHOAI 3.3 or later (operators[rhoai].channel)", "%s has no MaaS subscriptions (MaaSModelRef, MaaSSubscription); maasctl supports RHOAI 3.3 to 3.5", l))
 	}
 	if un := l.Unserved(e.Inv); len(un) > 0 {
@@ -82,12 +81,12 @@ func checkDSCSingletons(ctx context.Context, e *Env) ([]Finding, error) {
 				"%d %s objects exist (%s); the RHOAI operator allows exactly one", len(items), k.kind, strings.Join(names, ", ")))
 		}
 	}
-	out = append(out, componentFindings(LayoutOf(e.Facts), e.Inv)...)
+	out = append(out, componentFindings(e.Facts.Release.WithDefaults(), e.Inv)...)
 	return out, nil
 }
 
 // componentFindings checks the inventory's component set for layout l.
-func componentFindings(l Layout, inv *inventory.Inventory) []Finding {
+func componentFindings(l release.Release, inv *inventory.Inventory) []Finding {
 	var out []Finding
 	managed := func(c string) bool { return slices.Contains(inv.RHOAI.ManagedComponents, c) }
 	if !l.KServeMaaS() && managed("ogx") && managed("llamastackoperator") {

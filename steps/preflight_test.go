@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -148,14 +149,14 @@ func TestOrphanFindings(t *testing.T) {
 func TestComponentFindings(t *testing.T) {
 	tests := []struct {
 		name    string
-		layout  Layout
+		layout  release.Release
 		managed []string
 		want    string
 	}{
-		{"default on 3.5", NewLayout(RHOAI35, "t"), inventory.Default().RHOAI.ManagedComponents, ""},
-		{"ogx and llamastackoperator on 3.5", NewLayout(RHOAI35, "t"), []string{"dashboard", "kserve", "aigateway", "ogx", "llamastackoperator"}, "ogx and llamastackoperator are both Managed"},
-		{"no dashboard", NewLayout(RHOAI35, "t"), []string{"kserve", "aigateway"}, "dashboard"},
-		{"3.4 without kserve", NewLayout(RHOAI34, "t"), []string{"dashboard", "aigateway"}, "kserve.modelsAsService"},
+		{"default on 3.5", release.New(release.RHOAI35, "t"), inventory.Default().RHOAI.ManagedComponents, ""},
+		{"ogx and llamastackoperator on 3.5", release.New(release.RHOAI35, "t"), []string{"dashboard", "kserve", "aigateway", "ogx", "llamastackoperator"}, "ogx and llamastackoperator are both Managed"},
+		{"no dashboard", release.New(release.RHOAI35, "t"), []string{"kserve", "aigateway"}, "dashboard"},
+		{"3.4 without kserve", release.New(release.RHOAI34, "t"), []string{"dashboard", "aigateway"}, "kserve.modelsAsService"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,10 +311,10 @@ func TestDSCReadyForLayouts(t *testing.T) {
 	}
 	ready := `{"type":"Ready","status":"True","reason":"Ready"}`
 	conflict := `"ogx":{"managementState":"Managed"},"llamastackoperator":{"managementState":"Managed"}`
-	l34, l35 := NewLayout(RHOAI34, "t"), NewLayout(RHOAI35, "t")
+	l34, l35 := release.New(release.RHOAI34, "t"), release.New(release.RHOAI35, "t")
 	tests := []struct {
 		name   string
-		l      Layout
+		l      release.Release
 		obj    *unstructured.Unstructured
 		done   bool
 		failed string

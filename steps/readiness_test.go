@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -15,9 +16,9 @@ import (
 // release: inference.opendatahub.io on 3.5 and maas.opendatahub.io on
 // 3.3/3.4 (case B16). A Pending one is not done, a Failed one is not done.
 func TestModelCheckNeedsExternalModelReady(t *testing.T) {
-	for _, v := range []string{RHOAI33, RHOAI34, RHOAI35} {
+	for _, v := range []string{release.RHOAI33, release.RHOAI34, release.RHOAI35} {
 		t.Run(v, func(t *testing.T) {
-			objs, err := assets.Render(inventory.Default(), NewLayout(v, "test").Facts(assets.Facts{Host: "maas.apps.example.com"}))
+			objs, err := assets.Render(inventory.Default(), assets.Facts{Host: "maas.apps.example.com", Release: release.New(v, "test")})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/assets"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -32,8 +33,8 @@ func OfflineFacts(inv *inventory.Inventory) (assets.Facts, error) {
 	}
 	f := assets.Facts{Host: inv.Gateway.Hostname}
 	if op := inv.Operator("rhoai"); op != nil {
-		if v := versionFromChannel(op.Channel); v != "" {
-			f = NewLayout(v, "the rhoai operator channel "+op.Channel).Facts(f)
+		if v := release.VersionOf(op.Channel); v != "" {
+			f.Release = release.New(v, "the rhoai operator channel "+op.Channel)
 		}
 	}
 	return f, nil
@@ -105,7 +106,7 @@ func RenderManifestsWith(reg *Registry, inv *inventory.Inventory, f assets.Facts
 	}
 	d := inv.Database
 	fmt.Fprintf(&readme, "- `%s/%s` (type `kubernetes.io/basic-auth`, keys `username` = `%s`, `password` = key `password` of Vault `%s`), before `database-secret`.\n", d.Namespace, d.SecretName, d.Owner, d.VaultPath)
-	for _, ns := range LayoutOf(f).DBConfigNamespaces(inv) {
+	for _, ns := range f.Release.DBConfigNamespaces(inv) {
 		fmt.Fprintf(&readme, "- `%s/%s` (type `Opaque`, key `DB_CONNECTION_URL` = `%s`), before `dbsecret-maas-db-config`.\n", ns, inv.DBConfig.Name, connectionURLTemplate(inv))
 	}
 	for _, m := range inv.ExternalModels {

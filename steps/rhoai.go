@@ -18,13 +18,14 @@ import (
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/names"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
 // MaaSCRDs are the CRDs the RHOAI 3.5 operator registers once MaaS is
-// enabled; Layout.MaaSCRDs gives them for any release.
-var MaaSCRDs = NewLayout(RHOAI35, "").MaaSCRDs()
+// enabled; release.Release.MaaSCRDs gives them for any release.
+var MaaSCRDs = release.New(release.RHOAI35, "").MaaSCRDs()
 
 func namespaceObject(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
@@ -60,7 +61,7 @@ func rhoaiSteps(inv *inventory.Inventory) []*Step {
 			Serves: []string{"opendatahub.io", "maas.opendatahub.io", "inference.opendatahub.io"},
 			Apply:  applyDSC, Check: checkDSC, Desired: desiredDSC,
 			Access: withAccess(func(e *Env) []Access {
-				return append(readAccess("apps", "deployments", LayoutOf(e.Facts).MaaSAPINamespace(e.Inv)), readAccess("apiextensions.k8s.io", "customresourcedefinitions", "")...)
+				return append(readAccess("apps", "deployments", e.Facts.Release.MaaSAPINamespace(e.Inv)), readAccess("apiextensions.k8s.io", "customresourcedefinitions", "")...)
 			}),
 			Removal: Removal{CRDs: func() []string { return MaaSCRDs }},
 		},
@@ -172,7 +173,7 @@ func checkDSCI(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 
 // dscReady is dscReadyFor the 3.5 layout.
 func dscReady(obj *unstructured.Unstructured) waiters.Result {
-	return dscReadyFor(NewLayout(RHOAI35, ""))(obj)
+	return dscReadyFor(release.New(release.RHOAI35, ""))(obj)
 }
 
 // dscReadyFor is done when the DSC reports phase Ready and condition Ready
@@ -183,7 +184,7 @@ func dscReady(obj *unstructured.Unstructured) waiters.Result {
 // the status shown. A MaaS condition False with reason Error while ogx and
 // llamastackoperator are both Managed is the 3.5 component conflict
 // (rh-aiservices-bu/rhoai-maas-guide PR #160): it fails at once.
-func dscReadyFor(l Layout) waiters.Condition {
+func dscReadyFor(l release.Release) waiters.Condition {
 	return func(obj *unstructured.Unstructured) waiters.Result {
 		mc, hasMaaS := waiters.GetCondition(obj, l.MaaSCondition())
 		if hasMaaS && mc.Status == "False" && mc.Reason == "Error" && componentsConflict(obj) {
@@ -207,7 +208,7 @@ func dscReadyFor(l Layout) waiters.Condition {
 			// ModelsAsServiceReady never counts (case B04), and an
 			// aggregate Ready without it says nothing about MaaS.
 			st := "no " + l.MaaSCondition() + " condition yet"
-			if old := NewLayout(RHOAI34, "").MaaSCondition(); !l.KServeMaaS() {
+			if old := release.New(release.RHOAI34, "").MaaSCondition(); !l.KServeMaaS() {
 				if _, ok := waiters.GetCondition(obj, old); ok {
 					st += " (" + old + " is the RHOAI 3.3/3.4 name and does not count on " + l.Version + ")"
 				}
@@ -230,7 +231,7 @@ func componentsConflict(obj *unstructured.Unstructured) bool {
 	return m("ogx") && m("llamastackoperator")
 }
 
-func maasAPITarget(e *Env, s *Step, l Layout) waiters.Target {
+func maasAPITarget(e *Env, s *Step, l release.Release) waiters.Target {
 	ns := l.MaaSAPINamespace(e.Inv)
 	return waiters.Target{GVK: deploymentGVK, Namespace: ns, Name: "maas-api",
 		Cond: waiters.ConditionTrue("Available"),
@@ -244,9 +245,9 @@ func maasAPITarget(e *Env, s *Step, l Layout) waiters.Target {
 // liveLayout checks that the layout the cluster serves now is the one this
 // run rendered for (read at start, possibly from the channel before the
 // operator was installed).
-func liveLayout(ctx context.Context, e *Env) (Layout, error) {
-	want := LayoutOf(e.Facts)
-	have, err := DetectLayout(ctx, e.Clients, e.Inv)
+func liveLayout(ctx context.Context, e *Env) (release.Release, error) {
+	want := e.Facts.Release.WithDefaults()
+	have, err := detectRelease(ctx, e.Clients, e.Inv)
 	if err != nil {
 		return want, err
 	}
@@ -323,7 +324,7 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 
 // legacyMaaSField is the RHOAI 3.3/3.4 MaaS switch, deprecated (and kept
 // for compatibility) in 3.5.
-var legacyMaaSField = NewLayout(RHOAI34, "").MaaSField()
+var legacyMaaSField = release.New(release.RHOAI34, "").MaaSField()
 
 // keepLegacyMaaS copies the live DataScienceCluster's
 // spec.components.kserve.modelsAsService into obj, unchanged, when the
@@ -340,7 +341,7 @@ var legacyMaaSField = NewLayout(RHOAI34, "").MaaSField()
 // forbids setting it back (case B04, rh-aiservices-bu/rhoai-maas-guide
 // troubleshooting). Sending the live value keeps it exactly as it is,
 // whoever owns it; maasctl never changes it on 3.5.
-func keepLegacyMaaS(ctx context.Context, e *Env, obj *unstructured.Unstructured, l Layout) (string, error) {
+func keepLegacyMaaS(ctx context.Context, e *Env, obj *unstructured.Unstructured, l release.Release) (string, error) {
 	if l.KServeMaaS() {
 		return "", nil
 	}
@@ -376,7 +377,7 @@ func desiredDSC(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
 		}
 		return nil, err
 	}
-	if _, err := keepLegacyMaaS(ctx, e, obj, LayoutOf(e.Facts)); err != nil {
+	if _, err := keepLegacyMaaS(ctx, e, obj, e.Facts.Release.WithDefaults()); err != nil {
 		return nil, err
 	}
 	return desiredOf([]*unstructured.Unstructured{obj}, false), nil
@@ -385,7 +386,7 @@ func desiredDSC(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
 // dryRunDSC sends obj as a server-side apply dry run with strict field
 // validation and compares what the server would store with what maasctl
 // sends, so a rejected or pruned field is reported before any write.
-func dryRunDSC(ctx context.Context, e *Env, obj *unstructured.Unstructured, l Layout) error {
+func dryRunDSC(ctx context.Context, e *Env, obj *unstructured.Unstructured, l release.Release) error {
 	out, err := e.Clients.DryRunApply(ctx, obj)
 	if err != nil {
 		return fmt.Errorf("the cluster rejects the DataScienceCluster maasctl wrote for %s, nothing was written: %w", l, err)
@@ -405,7 +406,7 @@ func checkDSC(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 // dscCheck checks the DataScienceCluster rendered as want (adopted under
 // the live name), the MaaS CRDs and maas-api.
 func dscCheck(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, string, error) {
-	l := LayoutOf(e.Facts)
+	l := e.Facts.Release.WithDefaults()
 	obj, _, err := adopted(ctx, e, want)
 	if err != nil {
 		if kube.IsNotServed(err) {

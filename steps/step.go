@@ -36,12 +36,13 @@ type Env struct {
 	Clients *kube.Clients
 	Inv     *inventory.Inventory
 	Facts   assets.Facts
-	// Layout is the RHOAI layout NewEnv detected (DetectLayout), with its
-	// source; nil when the Env was built another way.
-	Layout  *Layout
-	Objects assets.Rendered
-	Secrets Secrets
-	Log     *zap.Logger
+	// ReleaseDetected says Facts.Release was read from the cluster by
+	// NewEnv (detectRelease), with its source; false when the Env was built
+	// another way.
+	ReleaseDetected bool
+	Objects         assets.Rendered
+	Secrets         Secrets
+	Log             *zap.Logger
 	// Progress reports what a step is doing or waiting on; never secrets.
 	Progress func(stepID, msg string)
 	// Policy holds the run's switches (preflight ignores, InstallPlan

@@ -18,7 +18,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -213,7 +213,7 @@ func blockedStatus(obj *unstructured.Unstructured) string {
 	if f := obj.GetFinalizers(); len(f) > 0 {
 		s += ", finalizers " + strings.Join(f, ", ") + " never cleared (is their controller running?)"
 		for _, x := range f {
-			if verify.IsMaaSFinalizer(x) {
+			if release.IsMaaSFinalizer(x) {
 				s += "; " + x + " is removed only by the MaaS controller (maas-controller), which the RHOAI operator runs while the DataScienceCluster enables MaaS: if the DataScienceCluster was deleted first, re-create it (maasctl install --only rhoai/dsc) and run maasctl uninstall again"
 				break
 			}

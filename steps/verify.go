@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -57,7 +58,7 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 			// run: verify/status comes after all of them. Only the coded
 			// checks are run here, so a converged re-run reads each object
 			// once more at most (issue 8: <= 3 reads per managed object).
-			rel, err := releaseFor(ctx, e.Clients, e.Inv, LayoutOf(e.Facts))
+			rel, err := withLiveDSC(ctx, e.Clients, e.Facts.Release)
 			if err != nil {
 				return false, "", err
 			}
@@ -81,7 +82,7 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 
 func applyVerify(ctx context.Context, e *Env, s *Step) error {
 	id := s.ID
-	rel, err := releaseFor(ctx, e.Clients, e.Inv, LayoutOf(e.Facts))
+	rel, err := withLiveDSC(ctx, e.Clients, e.Facts.Release)
 	if err != nil {
 		return err
 	}
@@ -143,46 +144,30 @@ func applyVerify(ctx context.Context, e *Env, s *Step) error {
 	return nil
 }
 
-// VerifyRelease is layout l as verify, doctor and gather read it, with
-// dscName the live DataScienceCluster ("" keeps rhoai.dscName).
-func (l Layout) VerifyRelease(inv *inventory.Inventory, dscName string) verify.Release {
-	r := verify.Release{
-		Version:             l.Version,
-		DSCName:             dscName,
-		MaaSAPINamespace:    l.MaaSAPINamespace(inv),
-		LegacyExternalModel: l.KServeMaaS(),
-	}
-	if l.KServeMaaS() {
-		// 3.3/3.4: maas-api runs in, and reads maas-db-config from, the
-		// applications namespace (DBConfigNamespaces).
-		r.DBConfigNamespace = inv.RHOAI.ApplicationsNamespace
-	}
-	return r
-}
-
-// DetectRelease reads what verify, doctor and gather need to know of the
-// installed RHOAI release: its layout (DetectLayout: DSC CRD schema, CSV,
-// channel, default 3.5) and the name of the live DataScienceCluster, which
-// maasctl adopts under any name (case B05). Several DSCs, or none, keep the
-// inventory's name. Errors are read errors other than an unserved kind.
-func DetectRelease(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (verify.Release, error) {
-	l, err := DetectLayout(ctx, c, inv)
+// DetectRelease reads the installed RHOAI release for verify, doctor and
+// gather: which release the cluster serves (the DSC CRD schema, the
+// rhods-operator CSV, the rhoai channel, else 3.5) and the name of the live
+// DataScienceCluster, which maasctl adopts under any name (case B05).
+// Several DSCs, or none, keep the inventory's name. Errors are read errors
+// other than an unserved kind.
+func DetectRelease(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (release.Release, error) {
+	r, err := detectRelease(ctx, c, inv)
 	if err != nil {
-		return verify.Release{}, err
+		return release.Release{}, err
 	}
-	return releaseFor(ctx, c, inv, l)
+	return withLiveDSC(ctx, c, r)
 }
 
-func releaseFor(ctx context.Context, c *kube.Clients, inv *inventory.Inventory, l Layout) (verify.Release, error) {
+// withLiveDSC sets r.DSCName to the one live DataScienceCluster's name.
+func withLiveDSC(ctx context.Context, c *kube.Clients, r release.Release) (release.Release, error) {
 	dscs, err := listOptional(ctx, c, dscGVK, "", "")
 	if err != nil {
-		return verify.Release{}, err
+		return release.Release{}, err
 	}
-	name := ""
 	if len(dscs) == 1 {
-		name = dscs[0].GetName()
+		r.DSCName = dscs[0].GetName()
 	}
-	return l.VerifyRelease(inv, name), nil
+	return r, nil
 }
 
 // bearerToken is the run's own bearer token (kubeconfig token or token

@@ -69,7 +69,7 @@ func missingObjects(s *verify.State) []Finding {
 			"maasctl install   (re-creates it from the inventory)"))
 	}
 	if s.DSC == nil {
-		miss("DataScienceCluster", "", s.Release.DSCName, "RHOAI deploys no MaaS component")
+		miss("DataScienceCluster", "", s.Release.DSC(s.Inv), "RHOAI deploys no MaaS component")
 	}
 	k := s.Inv.Kuadrant
 	if s.Kuadrant == nil {

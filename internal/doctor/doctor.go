@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -142,7 +143,7 @@ type Options struct {
 	DataPath *verify.DataPathOptions
 	// Release is where the installed RHOAI release keeps MaaS (zero: 3.5
 	// with the inventory's names).
-	Release verify.Release
+	Release release.Release
 	// Schema, when set, asks the database about maas-api's schema
 	// (verify.JobSchemaProber); nil leaves the database unasked.
 	Schema verify.SchemaProber

@@ -16,6 +16,7 @@ import (
 
 	"github.com/maasctl/maasctl/e2e/dataplane"
 	"github.com/maasctl/maasctl/internal/doctor"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -450,7 +451,7 @@ func TestDataPathFindings(t *testing.T) {
 func TestAuthFailureMergesIntoKuadrant(t *testing.T) {
 	r := healthy(t)
 	edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency", "message": "restart the operator"}))
-	s, err := verify.Snapshot(context.Background(), r, inventory.Default(), verify.Release{})
+	s, err := verify.Snapshot(context.Background(), r, inventory.Default(), release.Release{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func TestAuthFailureMergesIntoKuadrant(t *testing.T) {
 // r has a doctor finding of a rule its VerifyCoverage entry names.
 func coveredByDoctor(t *testing.T, r verify.Reader, inv *inventory.Inventory, rep *doctor.Report) {
 	t.Helper()
-	s, err := verify.Snapshot(context.Background(), r, inv, verify.Release{})
+	s, err := verify.Snapshot(context.Background(), r, inv, release.Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,7 +227,7 @@ func certificateDrift(s *verify.State) string {
 // maasAPI: "maas-api never appears: check the DSC status conditions and
 // that maas-db-config exists in redhat-ai-gateway-infra".
 func maasAPI(s *verify.State) []Finding {
-	ns := s.Release.MaaSAPINamespace
+	ns := s.Release.MaaSAPINamespace(s.Inv)
 	o := obj("Deployment", ns, "maas-api")
 	var ev []string
 	if s.MaaSAPI == nil {
@@ -246,7 +246,7 @@ func maasAPI(s *verify.State) []Finding {
 	}
 	ev = append(ev, fmt.Sprintf("Secret %s/%s exists: %v", s.DBConfig.Namespace, s.DBConfig.Name, s.DBConfig.Exists))
 	cause := "the RHOAI operator has not deployed maas-api: MaaS is not enabled or its prerequisites (maas-db-config, Authorino with TLS) are missing"
-	fix := "maasctl install   (re-applies the DSC with MaaS Managed, Authorino's TLS and maas-db-config); if maas-api still does not appear: oc get datasciencecluster " + s.Release.DSCName + " -o yaml   (status.conditions)"
+	fix := "maasctl install   (re-applies the DSC with MaaS Managed, Authorino's TLS and maas-db-config); if maas-api still does not appear: oc get datasciencecluster " + s.Release.DSC(s.Inv) + " -o yaml   (status.conditions)"
 	if s.MaaSAPI != nil {
 		cause = "maas-api pods are not ready: it crash-loops while the database is unreachable or maas-db-config is wrong"
 		fix = fmt.Sprintf("maasctl install   (re-writes maas-db-config from Vault and restarts maas-api when it changed); if it still crash-loops: oc logs -n %s deploy/maas-api --tail=20", ns)
@@ -276,7 +276,7 @@ func dbConfig(s *verify.State) []Finding {
 	return []Finding{finding(CodeDBConfigMissing, o, ev,
 		"maas-api reads DB_CONNECTION_URL from this Secret; without it the MaaS component reports missing prerequisites and a restarted maas-api crash-loops",
 		fmt.Sprintf("maasctl install   (re-creates %s from the password in Vault and restarts maas-api); by hand: oc create secret generic %s -n %s --from-literal=DB_CONNECTION_URL='postgresql://maas:<password>@%s-rw.%s.svc:5432/%s?sslmode=%s' && oc rollout restart deploy/maas-api -n %s",
-			d.Name, d.Name, d.Namespace, s.Inv.Database.ClusterName, s.Inv.Database.Namespace, s.Inv.Database.Name, d.SSLMode, s.Release.MaaSAPINamespace))}
+			d.Name, d.Name, d.Namespace, s.Inv.Database.ClusterName, s.Inv.Database.Namespace, s.Inv.Database.Name, d.SSLMode, s.Release.MaaSAPINamespace(s.Inv)))}
 }
 
 // monitoring: "DSC shows Degraded, mentioning monitoring: User Workload

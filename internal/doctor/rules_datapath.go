@@ -51,7 +51,7 @@ func fromDataPath(s *verify.State, checks []verify.Check) []Finding {
 				f.Fix = fmt.Sprintf("oc get endpointslices -n %s -l kubernetes.io/service-name=%s; oc logs -n %s deploy/%s", b.Namespace, b.Name, b.Namespace, b.Name)
 			}
 			if c.Code == verify.CodeHealth {
-				f = finding(CodeMaaSAPIMissing, obj("Deployment", s.Release.MaaSAPINamespace, "maas-api"), ev, c.Cause, c.Fix)
+				f = finding(CodeMaaSAPIMissing, obj("Deployment", s.Release.MaaSAPINamespace(s.Inv), "maas-api"), ev, c.Cause, c.Fix)
 			}
 			out = append(out, f)
 		case verify.ClassAuthService:
@@ -177,7 +177,7 @@ func firstBackend(s *verify.State) *verify.Backend {
 }
 
 // gatewayAuth: the MaaS controller protects every model with one
-// Gateway-level AuthPolicy (verify.Release MaaSControllerFacts
+// Gateway-level AuthPolicy (release.Release.MaaSControllerFacts
 // GatewayAuthPolicy; maas-controller v0.2.1 makes no per-model AuthPolicy).
 // Once a MaaSAuthPolicy exists that AuthPolicy must exist and be Accepted
 // and Enforced; the MaaSAuthPolicy itself is Active before that, so its
@@ -198,7 +198,7 @@ func gatewayAuth(s *verify.State) []Finding {
 		return []Finding{finding(CodeGatewayAuth, o,
 			s.MissingReason("AuthPolicy", ns, name)+"; MaaSAuthPolicies: "+strings.Join(pols, ", "),
 			"the MaaS controller has not created the Gateway-level AuthPolicy every MaaSAuthPolicy converges on, so no MaaS authentication runs on model requests (the controller is not running, or it failed to reconcile)",
-			fmt.Sprintf("oc get pods -n %s; oc describe maasauthpolicy -n %s", s.Release.MaaSAPINamespace, s.Inv.RHOAI.MaaSNamespace))}
+			fmt.Sprintf("oc get pods -n %s; oc describe maasauthpolicy -n %s", s.Release.MaaSAPINamespace(s.Inv), s.Inv.RHOAI.MaaSNamespace))}
 	}
 	var ev []string
 	ok := true
@@ -229,7 +229,7 @@ func unauthorized(s *verify.State, c verify.Check, ev string) Finding {
 		fix = "oc login again (or pass --token), then retry"
 	} else if c.Code == verify.CodeChat || c.Code == verify.CodeListModels && !strings.Contains(c.Title, "your API key") {
 		cause = "a key minted seconds earlier was rejected: the gateway cannot validate keys against maas-api (Authorino config or maas-api database)"
-		fix = "oc get authpolicy -A; oc logs -n " + s.Release.MaaSAPINamespace + " deploy/maas-api --tail=20"
+		fix = "oc get authpolicy -A; oc logs -n " + s.Release.MaaSAPINamespace(s.Inv) + " deploy/maas-api --tail=20"
 	}
 	return finding(Code401, c.Object, ev, cause, fix)
 }

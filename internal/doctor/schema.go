@@ -21,7 +21,7 @@ func schemaFindings(s *verify.State) []Finding {
 	var out []Finding
 	d := s.Inv.Database
 	dbObj := "database " + d.Name + " of Cluster " + d.Namespace + "/" + d.ClusterName
-	podObj := obj("Deployment", s.Release.MaaSAPINamespace, "maas-api")
+	podObj := obj("Deployment", s.Release.MaaSAPINamespace(s.Inv), "maas-api")
 	for _, f := range verify.MigrationFailuresOf(s) {
 		cause, fix := verify.MigrationCause(s, f)
 		ev := fmt.Sprintf("pod %s: %s", f.Pod, f.Message)

@@ -32,6 +32,7 @@ import (
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/names"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 )
@@ -63,7 +64,7 @@ type Options struct {
 	Reader    verify.Reader
 	// Release is where the installed RHOAI release keeps MaaS (zero: 3.5
 	// with the inventory's names); the verify and doctor reports use it.
-	Release verify.Release
+	Release release.Release
 	// Logs reads pod logs; nil skips them.
 	Logs LogSource
 	// Output is the archive path. Default ./maasctl-gather-<UTC time>.tar.gz.
@@ -170,7 +171,7 @@ func kinds(inv *inventory.Inventory) []kindSpec {
 		{gvk: verify.TokenRateLimitPolicyGVK, ns: nil},
 		{gvk: verify.ExternalProviderGVK, ns: nil},
 		{gvk: verify.ExternalModelGVK, ns: nil},
-		{gvk: verify.LegacyExternalModelGVK, ns: nil},
+		{gvk: release.LegacyExternalModelGVK, ns: nil},
 		{gvk: verify.MaaSModelRefGVK, ns: nil},
 		{gvk: verify.MaaSAuthPolicyGVK, ns: nil},
 		{gvk: verify.MaaSSubscriptionGVK, ns: nil},
@@ -294,9 +295,7 @@ func objectPath(u *unstructured.Unstructured) string {
 // operator namespaces, the Kuadrant namespace and the maas-api namespace.
 func gatherLogs(ctx context.Context, a *archive, o Options, all []*unstructured.Unstructured) {
 	want := map[string]bool{o.Inventory.RHOAI.MaaSAPINamespace: true, o.Inventory.Kuadrant.Namespace: true, o.Inventory.Database.Namespace: true}
-	if ns := o.Release.MaaSAPINamespace; ns != "" {
-		want[ns] = true // RHOAI 3.3/3.4 run maas-api in the applications namespace
-	}
+	want[o.Release.MaaSAPINamespace(o.Inventory)] = true // RHOAI 3.3/3.4 run maas-api in the applications namespace
 	for _, ns := range operatorNamespaces(o.Inventory) {
 		want[ns] = true
 	}

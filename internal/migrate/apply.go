@@ -23,7 +23,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -155,7 +155,7 @@ var (
 // generatedPolicies returns wait targets (condition Enforced) for the
 // Kuadrant policies maas-controller generated for the plan's auth policies
 // and subscriptions: the Gateway-level AuthPolicy
-// (verify.Release.MaaSControllerFacts) and the TokenRateLimitPolicies the
+// (release.Release.MaaSControllerFacts) and the TokenRateLimitPolicies the
 // subscriptions' status.tokenRateLimitStatuses lists, else those labelled
 // maas.opendatahub.io/model=<model> in the model's namespace (upgrade guide
 // 5.2, 5.3). A model with no generated policy of a kind is an error.
@@ -173,7 +173,7 @@ func generatedPolicies(ctx context.Context, c *kube.Clients, p *Plan) ([]waiters
 		// maas-controller v0.2.1 generates no per-model AuthPolicy: every
 		// MaaSAuthPolicy converges on one Gateway-level AuthPolicy (issue 18).
 		if t.AuthPolicy != nil {
-			f := verify.Release{}.MaaSControllerFacts()
+			f := release.Release{}.MaaSControllerFacts()
 			add(gvkKuadrantAuthPolicy, f.GatewayNamespace, f.GatewayAuthPolicy)
 		}
 		for _, pair := range []struct {

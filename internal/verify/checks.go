@@ -301,7 +301,7 @@ func falseConditions(u *unstructured.Unstructured) string {
 }
 
 func checkDSC(s *State) Check {
-	name := s.Release.DSCName
+	name := s.Release.DSC(s.Inv)
 	c := newCheck(CodeDSCReady, describe("DataScienceCluster", "", name))
 	if s.DSC == nil {
 		return c.fail(s.MissingReason("DataScienceCluster", "", name),
@@ -329,7 +329,7 @@ func checkDSC(s *State) Check {
 	maas, _ := cond(s.DSC, s.Release.MaaSCondition())
 	switch {
 	case strings.Contains(maas.Message, s.Inv.DBConfig.Name):
-		cause = fmt.Sprintf("MaaS is blocked: Secret %s/%s (the maas-api database URL) is missing", s.Release.DBConfigNamespace, s.Inv.DBConfig.Name)
+		cause = fmt.Sprintf("MaaS is blocked: Secret %s/%s (the maas-api database URL) is missing", s.Release.DBConfigNamespace(s.Inv), s.Inv.DBConfig.Name)
 		fix = "maasctl install (re-creates " + s.Inv.DBConfig.Name + " from Vault)"
 	case maas.Status == "False" && maas.Reason == "Removed":
 		cause = "MaaS is not enabled: " + s.Release.MaaSField() + " is not Managed (RHOAI " + s.Release.Version + " spelling)"
@@ -418,7 +418,7 @@ func listenerProblems(gw *unstructured.Unstructured) string {
 }
 
 func checkMaaSAPI(s *State) Check {
-	ns := s.Release.MaaSAPINamespace
+	ns := s.Release.MaaSAPINamespace(s.Inv)
 	c := newCheck(CodeMaaSAPIAvailable, describe("Deployment", ns, "maas-api"))
 	if s.MaaSAPI == nil {
 		cause := "the RHOAI operator did not deploy maas-api"

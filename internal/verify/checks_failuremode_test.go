@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -49,7 +50,7 @@ func TestFailureModeCheck(t *testing.T) {
 			}
 			inv := inventory.Default()
 			inv.Kuadrant.RateLimitFailureMode = tc.mode
-			s, err := Snapshot(context.Background(), r, inv, Release{})
+			s, err := Snapshot(context.Background(), r, inv, release.Release{})
 			if err != nil {
 				t.Fatal(err)
 			}

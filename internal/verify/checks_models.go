@@ -191,7 +191,7 @@ func checkGatewayAuth(s *State) Check {
 	if p == nil {
 		return c.fail(s.MissingReason("AuthPolicy", ns, name),
 			"the MaaS controller has not created its Gateway-level AuthPolicy (it is not running, or no MaaSAuthPolicy was reconciled), so model requests are not authenticated by MaaS",
-			"oc describe maasauthpolicy -n "+s.Inv.RHOAI.MaaSNamespace+"; oc get pods -n "+s.Release.MaaSAPINamespace)
+			"oc describe maasauthpolicy -n "+s.Inv.RHOAI.MaaSNamespace+"; oc get pods -n "+s.Release.MaaSAPINamespace(s.Inv))
 	}
 	if kind, target := str(p, "spec", "targetRef", "kind"), str(p, "spec", "targetRef", "name"); kind != "Gateway" || target != s.Inv.Gateway.Name {
 		return c.fail(fmt.Sprintf("targets %s %s, not Gateway %s", orNone(kind), orNone(target), s.Inv.Gateway.Name),

@@ -8,7 +8,7 @@ import (
 // checkMigrations (MAAS-V015): no maas-api pod reports a failed schema
 // migration in its container state (case N10 (a), (b); dbschema.go).
 func checkMigrations(s *State) Check {
-	ns := s.Release.MaaSAPINamespace
+	ns := s.Release.MaaSAPINamespace(s.Inv)
 	c := newCheck(CodeMaaSAPIMigrations, describe("Deployment", ns, "maas-api"))
 	if s.MaaSAPI == nil {
 		return c.skip("no Deployment maas-api (MAAS-V004)")
@@ -36,7 +36,7 @@ func MigrationFailuresOf(s *State) []MigrationFailure { return migrationFailures
 
 // MigrationCause is the cause and fix of a maas-api migration failure.
 func MigrationCause(s *State, f MigrationFailure) (string, string) {
-	ns := s.Release.MaaSAPINamespace
+	ns := s.Release.MaaSAPINamespace(s.Inv)
 	switch f.Kind {
 	case "owner":
 		return fmt.Sprintf("maas-api's database role (maas-db-config: %s) does not own %s, so its schema migration's ALTER TABLE is refused (must be owner, SQLSTATE 42501) and maas-api crash-loops", s.Inv.Database.Owner, orNone(f.Object)),
@@ -83,7 +83,7 @@ func SchemaProblems(s *State) []SchemaProblem {
 	if s.Schema == nil || !s.Schema.Ran {
 		return nil
 	}
-	ns, o := s.Release.MaaSAPINamespace, s.Inv.Database.Owner
+	ns, o := s.Release.MaaSAPINamespace(s.Inv), s.Inv.Database.Owner
 	var out []SchemaProblem
 	if s.Schema.Bits&SchemaNotOwner != 0 {
 		out = append(out, SchemaProblem{SchemaNotOwner, "api_keys is not owned by role " + o,

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -175,7 +176,7 @@ func TestLiveChecks(t *testing.T) {
 			if tc.breakf != nil {
 				tc.breakf(t, r)
 			}
-			s, err := Snapshot(context.Background(), r, inventory.Default(), Release{})
+			s, err := Snapshot(context.Background(), r, inventory.Default(), release.Release{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,7 +229,7 @@ func TestCatalogueCodesUnique(t *testing.T) {
 }
 
 func TestSnapshotNeverHoldsSecretValues(t *testing.T) {
-	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default(), Release{})
+	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default(), release.Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -260,7 +260,7 @@ func (d *dataPath) health(ctx context.Context) Check {
 	dg := Classify(r)
 	if dg.Class == ClassUnavailable {
 		dg.Cause = "maas-api is not serving behind the gateway: " + dg.Cause
-		dg.Fix = fmt.Sprintf("oc get deploy maas-api -n %s; oc logs -n %s deploy/maas-api --tail=20", d.s.Release.MaaSAPINamespace, d.s.Release.MaaSAPINamespace)
+		dg.Fix = fmt.Sprintf("oc get deploy maas-api -n %s; oc logs -n %s deploy/maas-api --tail=20", d.s.Release.MaaSAPINamespace(d.s.Inv), d.s.Release.MaaSAPINamespace(d.s.Inv))
 	}
 	return c.failDiag(fmt.Sprintf("HTTP %d: %s", r.Status, snippet(r.Body, 120)), dg)
 }

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -46,7 +47,7 @@ func TestMaaSAPIMigrationCheck(t *testing.T) {
 				_ = unstructured.SetNestedStringMap(o.Object, map[string]string{"app.kubernetes.io/name": "maas-api"}, "spec", "selector", "matchLabels")
 			})
 			r.Put(crashPod("maas-api-abc", tc.message))
-			s, err := Snapshot(context.Background(), r, inventory.Default(), Release{})
+			s, err := Snapshot(context.Background(), r, inventory.Default(), release.Release{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +66,7 @@ func TestMaaSAPIMigrationCheck(t *testing.T) {
 }
 
 func TestDBSchemaCheck(t *testing.T) {
-	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default(), Release{})
+	s, err := Snapshot(context.Background(), healthyReader(t), inventory.Default(), release.Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -43,7 +44,7 @@ func TestReportRendering(t *testing.T) {
 	edit(t, r, MaaSAuthPolicyGVK, "models-as-a-service", "llama-coder-access", func(o *unstructured.Unstructured) {
 		_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"name": "developers"}}, "spec", "subjects", "groups")
 	})
-	s, err := Snapshot(context.Background(), r, inventory.Default(), Release{})
+	s, err := Snapshot(context.Background(), r, inventory.Default(), release.Release{})
 	if err != nil {
 		t.Fatal(err)
 	}

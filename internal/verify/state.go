@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -30,7 +31,7 @@ var (
 	CertificateGVK          = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
 	ClusterIssuerGVK        = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "ClusterIssuer"}
 	ExternalProviderGVK     = schema.GroupVersionKind{Group: "inference.opendatahub.io", Version: "v1alpha1", Kind: "ExternalProvider"}
-	ExternalModelGVK        = schema.GroupVersionKind{Group: "inference.opendatahub.io", Version: "v1alpha1", Kind: "ExternalModel"}
+	ExternalModelGVK        = release.ExternalModelGVK
 	MaaSModelRefGVK         = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSModelRef"}
 	MaaSAuthPolicyGVK       = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSAuthPolicy"}
 	MaaSSubscriptionGVK     = schema.GroupVersionKind{Group: "maas.opendatahub.io", Version: "v1alpha1", Kind: "MaaSSubscription"}
@@ -94,8 +95,9 @@ type Workload struct {
 // says why (not found, kind not served, or the read error).
 type State struct {
 	Inv *inventory.Inventory
-	// Release is the RHOAI layout read, with every name filled in.
-	Release Release
+	// Release is the RHOAI release read, its Version filled in; the names
+	// it places (maas-api, maas-db-config, the DSC) come from its methods.
+	Release release.Release
 	// Caller is the identity of the kubeconfig user (zero if unknown).
 	Caller    Identity
 	CallerErr string
@@ -184,8 +186,8 @@ const manyAtLeast = 4
 // inventory's names). Objects that are missing or whose kind is not
 // served are recorded in Missing and NotServed; only an error that makes
 // the whole snapshot useless (the context ended) is returned.
-func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel Release) (*State, error) {
-	rel = rel.resolve(inv)
+func Snapshot(ctx context.Context, r Reader, inv *inventory.Inventory, rel release.Release) (*State, error) {
+	rel = rel.WithDefaults()
 	s := &State{
 		Inv: inv, Release: rel, Providers: map[string]*unstructured.Unstructured{}, ProviderSecrets: map[string]SecretInfo{},
 		Models: map[string]*unstructured.Unstructured{}, ModelRefs: map[string]*unstructured.Unstructured{},
@@ -267,7 +269,7 @@ func (sn *snapshotter) backend(b *Backend) {
 // platform starts the reads of the platform's objects: the caller, DSC,
 // DSCI, Kuadrant and Authorino, the Gateway and its Service, certificate
 // and Route, maas-api, maas-db-config and the monitoring config.
-func (sn *snapshotter) platform(inv *inventory.Inventory, rel Release) {
+func (sn *snapshotter) platform(inv *inventory.Inventory, rel release.Release) {
 	s, get, list, async := sn.s, sn.get, sn.list, sn.async
 	async(func() {
 		if id, err := sn.r.WhoAmI(sn.ctx); err != nil {
@@ -276,7 +278,7 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel Release) {
 			s.Caller = id
 		}
 	})
-	async(func() { s.DSC = get(DSCGVK, "", rel.DSCName) })
+	async(func() { s.DSC = get(DSCGVK, "", rel.DSC(inv)) })
 	async(func() { s.DSCI = get(DSCIGVK, "", inv.RHOAI.DSCIName) })
 	async(func() { s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name) })
 	async(func() { s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "") })
@@ -307,9 +309,9 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel Release) {
 	if inv.Gateway.CreateRoute {
 		async(func() { s.Route = get(RouteGVK, inv.Gateway.Namespace, inv.Gateway.RouteName) })
 	}
-	async(func() { s.MaaSAPI = get(DeploymentGVK, rel.MaaSAPINamespace, "maas-api") })
+	async(func() { s.MaaSAPI = get(DeploymentGVK, rel.MaaSAPINamespace(inv), "maas-api") })
 	async(func() {
-		s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace, inv.DBConfig.Name), rel.DBConfigNamespace, inv.DBConfig.Name)
+		s.DBConfig = secretInfo(get(SecretGVK, rel.DBConfigNamespace(inv), inv.DBConfig.Name), rel.DBConfigNamespace(inv), inv.DBConfig.Name)
 	})
 	async(func() { s.MonitoringConfig = get(ConfigMapGVK, "openshift-monitoring", "cluster-monitoring-config") })
 }
@@ -321,7 +323,7 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel Release) {
 // reads do not grow with the square of the models, nor one request per
 // object (issue 16). It returns each provider's Secret key and the
 // SecretInfo being read for each Secret key.
-func (sn *snapshotter) models(inv *inventory.Inventory, rel Release) (providerSecret map[string]string, secrets map[string]*SecretInfo) {
+func (sn *snapshotter) models(inv *inventory.Inventory, rel release.Release) (providerSecret map[string]string, secrets map[string]*SecretInfo) {
 	s := sn.s
 	providers := map[string]bool{}
 	secrets = map[string]*SecretInfo{}
@@ -336,7 +338,7 @@ func (sn *snapshotter) models(inv *inventory.Inventory, rel Release) (providerSe
 			continue
 		}
 		providers[pk] = true
-		if !rel.LegacyExternalModel {
+		if !rel.KServeMaaS() {
 			// 3.3/3.4 have no ExternalProvider: the model names its
 			// Secret and endpoint itself.
 			providerNames[m.Namespace] = append(providerNames[m.Namespace], m.ProviderName)
@@ -402,7 +404,7 @@ func (sn *snapshotter) getMany(gvk schema.GroupVersionKind, ns string, names []s
 // access starts the reads of the access objects: MaaS auth policies and
 // subscriptions, the gateway AuthPolicy, and RHCL's CSVs and
 // Subscription.
-func (sn *snapshotter) access(inv *inventory.Inventory, rel Release) {
+func (sn *snapshotter) access(inv *inventory.Inventory, rel release.Release) {
 	s, get, list, async := sn.s, sn.get, sn.list, sn.async
 	async(func() { s.AuthPolicies = list(MaaSAuthPolicyGVK, inv.RHOAI.MaaSNamespace, "") })
 	async(func() {
@@ -417,7 +419,7 @@ func (sn *snapshotter) access(inv *inventory.Inventory, rel Release) {
 
 // generated starts the second round: the Kuadrant policies the
 // subscriptions name, and maas-api's pods.
-func (sn *snapshotter) generated(rel Release) {
+func (sn *snapshotter) generated(rel release.Release) {
 	s := sn.s
 	generated := map[string]bool{}
 	for _, p := range s.Subscriptions {
@@ -431,7 +433,9 @@ func (sn *snapshotter) generated(rel Release) {
 	}
 	if s.MaaSAPI != nil {
 		if sel, _, _ := unstructured.NestedStringMap(s.MaaSAPI.Object, "spec", "selector", "matchLabels"); len(sel) > 0 {
-			sn.async(func() { s.MaaSAPIPods = sn.list(PodGVK, rel.MaaSAPINamespace, labels.SelectorFromSet(sel).String()) })
+			sn.async(func() {
+				s.MaaSAPIPods = sn.list(PodGVK, rel.MaaSAPINamespace(s.Inv), labels.SelectorFromSet(sel).String())
+			})
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -32,7 +33,7 @@ type Options struct {
 	Reader Reader
 	// Release is where the installed RHOAI release keeps MaaS; the zero
 	// value is RHOAI 3.5 with the inventory's names.
-	Release Release
+	Release release.Release
 	// DataPath enables the data-path checks; nil runs only the live
 	// checks. When its Endpoint is empty the Route host is used.
 	DataPath *DataPathOptions

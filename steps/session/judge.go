@@ -9,6 +9,7 @@ import (
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/gather"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/steps"
 )
@@ -17,11 +18,11 @@ import (
 // DataScienceCluster name (steps.DetectRelease). A cluster that cannot be
 // read for it is read as RHOAI 3.5 with the inventory's names, with a
 // warning: verify, doctor and gather must still report on a broken cluster.
-func (s *Session) release(ctx context.Context, clients *kube.Clients) verify.Release {
+func (s *Session) release(ctx context.Context, clients *kube.Clients) release.Release {
 	r, err := steps.DetectRelease(ctx, clients, s.Inventory)
 	if err != nil {
 		fmt.Fprintf(s.opts.Stderr, "maasctl: warning: reading the RHOAI release layout: %v; checking the RHOAI 3.5 layout\n", err)
-		return verify.Release{}
+		return release.Release{}
 	}
 	return r
 }
