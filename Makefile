@@ -138,7 +138,8 @@ unit:
 	go test -count=1 ./inventory/ ./assets/ ./vault/ ./waiters/ ./steps/...
 
 ## bench: benchmarks against fresh local control planes with simulated operators (about 15 minutes):
-## install ÷ critical path (parallel, with 10× longer delays, serial), detection latency, no-op re-run, Ansible, scale, RSS.
+## install ÷ critical path (parallel, with 10× longer delays, serial), detection latency, no-op re-run, Ansible, scale,
+## migrate tiers at the same model counts, RSS.
 ## Prints a table and writes e2e/bench/results.json. Installs Debian's ansible and python3-kubernetes for the
 ## Ansible figures when missing (as root), or reports them skipped with the reason. BENCH_FLAGS adds flags
 ## (e.g. BENCH_FLAGS='-models 1,10,100 -figures install,serial').

@@ -66,13 +66,17 @@ type Options struct {
 	Ansible, InstallAnsible bool
 	// Playbook is e2e/bench/ansible/install.yaml.
 	Playbook string
+	// TierFixtures is e2e/testdata/tiers, the tier-based state of the
+	// migrate figure (default: found from the working directory's module).
+	TierFixtures string
 	// Smoke is the short mode of CI: one control plane, steps serial,
 	// delays scaled 1000x, the no-op re-run and a 2-model scale step on the
 	// same cluster; no Ansible.
 	Smoke bool
 	// Figures limits a full run to these groups: install (with detection
 	// latency and the no-op re-run), slow (delays SlowFactor× longer), serial,
-	// ansible, scale. Empty: all.
+	// ansible, scale, migrate (`migrate tiers` with Models annotated
+	// models). Empty: all.
 	Figures []string
 	// Profile records the scale points' requests through the proxy,
 	// writes maasctl's CPU profile (MAASCTL_CPUPROFILE) beside them and
@@ -107,7 +111,11 @@ type Results struct {
 	Ansible   *Ansible        `json:"ansible,omitempty"`
 	Models    []ScalePoint    `json:"scale,omitempty"`
 	Linearity *Linearity      `json:"linearity,omitempty"`
-	Errors    []string        `json:"errors,omitempty"`
+	// Migrate is `maasctl migrate tiers` with each of Options.Models
+	// annotated models; MigrateLinearity its fit.
+	Migrate          []MigratePoint `json:"migrate,omitempty"`
+	MigrateLinearity *Linearity     `json:"migrateLinearity,omitempty"`
+	Errors           []string       `json:"errors,omitempty"`
 }
 
 // ms is a duration in milliseconds in JSON.
@@ -207,17 +215,6 @@ type ScalePoint struct {
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }
 
-// Linearity fits wall time and requests against the model count.
-type Linearity struct {
-	WallPerModel     ms      `json:"wallPerModelMs"`
-	WallR2           float64 `json:"wallR2"`
-	RequestsPerModel float64 `json:"requestsPerModel"`
-	RequestsR2       float64 `json:"requestsR2"`
-	// MarginalRatio is the wall time per model of the last interval over
-	// that of the first (1 = linear).
-	MarginalRatio float64 `json:"marginalRatio"`
-}
-
 func (o *Options) defaults() error {
 	if o.Maasctl == "" {
 		return errors.New("bench: no maasctl binary")
@@ -240,6 +237,13 @@ func (o *Options) defaults() error {
 			return err
 		}
 		o.Dir = d
+	}
+	if o.TierFixtures == "" && o.wants("migrate") && !o.Smoke {
+		d, err := defaultTierFixtures()
+		if err != nil {
+			return err
+		}
+		o.TierFixtures = d
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -315,8 +319,17 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 				fail(fmt.Sprintf("scale %d", n), err)
 			}
 		}
+		for _, n := range o.Models {
+			if !o.wants("migrate") {
+				break
+			}
+			if err := migratePoint(ctx, o, n, res); err != nil {
+				fail(fmt.Sprintf("migrate %d", n), err)
+			}
+		}
 	}
-	res.Linearity = linearity(res.Models)
+	res.Linearity = linearity(scaleFit(res.Models))
+	res.MigrateLinearity = linearity(migrateFit(res.Migrate))
 	res.Machine.LoadAfter = loadavg()
 	if len(res.Errors) > 0 {
 		return res, fmt.Errorf("%d figure(s) failed: %s", len(res.Errors), strings.Join(res.Errors, "; "))
@@ -607,32 +620,6 @@ func modelsInventory(n int) []byte {
 		fmt.Fprintf(&b, "- {name: sub-%04d, displayName: Sub %d, priority: %d, groups: [system:authenticated], modelRefs: [{name: model-%04d, namespace: llm-coding-assistant, tokenRateLimits: [{limit: 200000, window: 1h}]}]}\n", i, i, i, i)
 	}
 	return []byte(b.String())
-}
-
-func linearity(points []ScalePoint) *Linearity {
-	if len(points) < 2 {
-		return nil
-	}
-	sort.Slice(points, func(i, j int) bool { return points[i].Models < points[j].Models })
-	var xs, wall, reqs []float64
-	for _, p := range points {
-		xs = append(xs, float64(p.Models))
-		wall = append(wall, float64(p.Wall))
-		reqs = append(reqs, float64(p.Reads+p.Writes))
-	}
-	l := &Linearity{}
-	_, b, r2 := linearFit(xs, wall)
-	l.WallPerModel, l.WallR2 = ms(b), r2
-	_, b, r2 = linearFit(xs, reqs)
-	l.RequestsPerModel, l.RequestsR2 = b, r2
-	if len(points) >= 3 {
-		first := (wall[1] - wall[0]) / (xs[1] - xs[0])
-		last := (wall[len(xs)-1] - wall[len(xs)-2]) / (xs[len(xs)-1] - xs[len(xs)-2])
-		if first > 0 {
-			l.MarginalRatio = last / first
-		}
-	}
-	return l
 }
 
 // ansibleRuns: the playbook's first apply and no-op re-run on a fresh

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/maasctl/maasctl/e2e/faultproxy"
 	"github.com/maasctl/maasctl/e2e/sim"
 	"github.com/maasctl/maasctl/e2e/testenv"
+	"github.com/maasctl/maasctl/internal/migrate"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
@@ -288,4 +290,106 @@ func maasctlBinary(t *testing.T) string {
 		t.Fatalf("build maasctl: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// TestLinearityIntervals: the fit gives the cost per added model of each
+// interval between consecutive counts, in ascending order whatever the
+// order measured, and the last interval over the first.
+func TestLinearityIntervals(t *testing.T) {
+	l := linearity([]fitPoint{{models: 10, wall: 1900, requests: 120}, {models: 1, wall: 1000, requests: 30}, {models: 100, wall: 19900, requests: 1020}})
+	if l == nil {
+		t.Fatal("no fit for three points")
+	}
+	want := []Interval{{From: 1, To: 10, WallPerModel: 100, RequestsPerModel: 10}, {From: 10, To: 100, WallPerModel: 200, RequestsPerModel: 10}}
+	if !slices.Equal(l.Intervals, want) {
+		t.Errorf("intervals = %+v, want %+v", l.Intervals, want)
+	}
+	if l.MarginalRatio != 2 || l.RequestsPerModel < 9.99 || l.RequestsPerModel > 10.01 || l.RequestsR2 < 0.999 {
+		t.Errorf("fit = %+v, want marginal ratio 2 and 10 requests per model (R² 1)", l)
+	}
+	if l := linearity([]fitPoint{{models: 5, wall: 1}}); l != nil {
+		t.Errorf("one point: %+v, want no fit", l)
+	}
+}
+
+// TestMigrateFigureShape: the migrate points and their fit are in the
+// results JSON (fields migrate and migrateLinearity) and in the table.
+func TestMigrateFigureShape(t *testing.T) {
+	res := &Results{Migrate: []MigratePoint{
+		{Models: 1, Wall: 1200, Reads: 40, Writes: 9, RequestsPerModel: 49, PeakRSSBytes: 60 << 20, CPUSeconds: 0.4, Governed: 1, Setup: 3000},
+		{Models: 10, Wall: 2100, Reads: 130, Writes: 36, RequestsPerModel: 16.6, PeakRSSBytes: 62 << 20, CPUSeconds: 0.6, Governed: 10, Setup: 4000},
+	}}
+	res.MigrateLinearity = linearity(migrateFit(res.Migrate))
+	if res.MigrateLinearity == nil || len(res.MigrateLinearity.Intervals) != 1 || res.MigrateLinearity.Intervals[0].WallPerModel != 100 {
+		t.Fatalf("migrate fit = %+v, want one interval of 100 ms per model", res.MigrateLinearity)
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"migrate tiers: 1 annotated models", "1.20 s, 40 reads, 9 writes (49.0 per model)", "10 governed by a MaaSSubscription",
+		"migrate tiers: wall time per model (least squares)", "migrate tiers: per added model, by interval", "1→10: 100.0 ms, 13.0 requests",
+	} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "results.json")
+	if err := res.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Migrate []struct {
+			Models           int     `json:"models"`
+			WallMs           float64 `json:"wallMs"`
+			Reads            int     `json:"reads"`
+			Writes           int     `json:"writes"`
+			RequestsPerModel float64 `json:"requestsPerModel"`
+			PeakRssBytes     int64   `json:"peakRssBytes"`
+			CPUSeconds       float64 `json:"cpuSeconds"`
+			Governed         int     `json:"governedModels"`
+		} `json:"migrate"`
+		Linearity *struct {
+			Intervals []struct {
+				From, To int
+			} `json:"intervals"`
+		} `json:"migrateLinearity"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Migrate) != 2 || got.Migrate[1].Models != 10 || got.Migrate[1].WallMs != 2100 || got.Migrate[1].Governed != 10 ||
+		got.Migrate[1].PeakRssBytes != 62<<20 || got.Linearity == nil || len(got.Linearity.Intervals) != 1 || got.Linearity.Intervals[0].To != 10 {
+		t.Errorf("results JSON:\n%s", b)
+	}
+}
+
+// TestTierModels: the generated models of the migrate figure are the
+// fixture's shape: three objects per model, the tier annotation on every
+// LLMInferenceService, KServe's router labels on its HTTPRoute.
+func TestTierModels(t *testing.T) {
+	objs := tierModels(3)
+	if len(objs) != 9 {
+		t.Fatalf("%d objects for 3 models, want 9", len(objs))
+	}
+	for i := range 3 {
+		isvc, route := objs[3*i], objs[3*i+2]
+		if isvc.GetKind() != "LLMInferenceService" || isvc.GetAnnotations()[migrate.TierAnnotation] == "" {
+			t.Errorf("model %d: %s without the tier annotation", i, isvc.GetKind())
+		}
+		if route.GetKind() != "HTTPRoute" || route.GetLabels()["app.kubernetes.io/name"] != isvc.GetName() {
+			t.Errorf("model %d: route %s labels %v", i, route.GetName(), route.GetLabels())
+		}
+	}
+	for _, f := range []string{"00-platform.yaml", "10-kuadrant.yaml", "20-tiers.yaml", "40-new-defaults.yaml"} {
+		objs, err := decodeObjects(filepath.Join("..", "testdata", "tiers", f))
+		if err != nil || len(objs) == 0 {
+			t.Errorf("%s: %d objects, %v", f, len(objs), err)
+		}
+	}
 }

@@ -141,14 +141,21 @@ type runResult struct {
 	// ru_maxrss), in bytes.
 	PeakRSS int64
 	// CPU is the run's user plus system CPU time (getrusage).
-	CPU    time.Duration
-	Stderr string
-	Start  time.Time
+	CPU            time.Duration
+	Stdout, Stderr string
+	Start          time.Time
 }
 
-// maasctl runs the binary to completion with JSON events.
+// maasctl runs `install -o json` with args to completion, reading its
+// JSON events and summary.
 func (c *cluster) maasctl(ctx context.Context, bin string, extraEnv []string, args ...string) (*runResult, error) {
-	args = append([]string{"install", "-o", "json"}, args...)
+	return c.run(ctx, bin, extraEnv, append([]string{"install", "-o", "json"}, args...)...)
+}
+
+// run runs the binary with args (the command included) to completion
+// against c; Events and Summary are filled when it writes JSON events.
+// A non-zero exit is an error, with the result and the end of stderr.
+func (c *cluster) run(ctx context.Context, bin string, extraEnv []string, args ...string) (*runResult, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+c.kubeconfig, "VAULT_ADDR="+c.vaultAddr, "VAULT_TOKEN="+c.vaultToken, "HOME="+c.dir)
@@ -158,7 +165,7 @@ func (c *cluster) maasctl(ctx context.Context, bin string, extraEnv []string, ar
 	r := &runResult{Args: args, Start: time.Now()}
 	err := cmd.Run()
 	r.Wall = time.Since(r.Start)
-	r.Stderr = errb.String()
+	r.Stdout, r.Stderr = out.String(), errb.String()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):

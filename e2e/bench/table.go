@@ -73,18 +73,39 @@ func (r *Results) WriteTable(w io.Writer) error {
 		row(fmt.Sprintf("scale: %d external models", p.Models),
 			fmt.Sprintf("%s, %d reads, %d writes, peak RSS %.1f MiB, CPU %.1f s", sec(p.Wall), p.Reads, p.Writes, float64(p.PeakRSSBytes)/(1<<20), p.CPUSeconds), "", nil)
 	}
-	if l := r.Linearity; l != nil {
-		row("scale: wall time per model (least squares)", fmt.Sprintf("%.1f ms, R² %.3f", float64(l.WallPerModel), l.WallR2), "linear", yes(l.WallR2 >= 0.95))
-		row("scale: requests per model (least squares)", fmt.Sprintf("%.1f, R² %.3f", l.RequestsPerModel, l.RequestsR2), "linear", yes(l.RequestsR2 >= 0.95))
-		if l.MarginalRatio > 0 {
-			row("scale: time per model, last interval ÷ first", fmt.Sprintf("%.2f", l.MarginalRatio), "≈ 1", nil)
-		}
+	linearityRows(row, "scale", r.Linearity)
+	for _, p := range r.Migrate {
+		row(fmt.Sprintf("migrate tiers: %d annotated models", p.Models),
+			fmt.Sprintf("%s, %d reads, %d writes (%.1f per model), peak RSS %.1f MiB, CPU %.1f s; %d governed by a MaaSSubscription (setup %s, not counted)",
+				sec(p.Wall), p.Reads, p.Writes, p.RequestsPerModel, float64(p.PeakRSSBytes)/(1<<20), p.CPUSeconds, p.Governed, sec(p.Setup)), "", nil)
 	}
+	linearityRows(row, "migrate tiers", r.MigrateLinearity)
 	row("machine", fmt.Sprintf("%d CPUs, %s, load before %s, after %s", r.Machine.CPUs, r.Machine.GoVersion, r.Machine.LoadBefore, r.Machine.LoadAfter), "", nil)
 	for _, e := range r.Errors {
 		row("error", e, "", nil)
 	}
 	return tw.Flush()
+}
+
+// linearityRows are the rows of a fit: per model by least squares, the
+// last interval over the first, and each interval.
+func linearityRows(row func(name, value, target string, met *bool), what string, l *Linearity) {
+	if l == nil {
+		return
+	}
+	yes := func(b bool) *bool { return &b }
+	row(what+": wall time per model (least squares)", fmt.Sprintf("%.1f ms, R² %.3f", float64(l.WallPerModel), l.WallR2), "linear", yes(l.WallR2 >= 0.95))
+	row(what+": requests per model (least squares)", fmt.Sprintf("%.1f, R² %.3f", l.RequestsPerModel, l.RequestsR2), "linear", yes(l.RequestsR2 >= 0.95))
+	if l.MarginalRatio > 0 {
+		row(what+": time per model, last interval ÷ first", fmt.Sprintf("%.2f", l.MarginalRatio), "≈ 1", nil)
+	}
+	var parts []string
+	for _, iv := range l.Intervals {
+		parts = append(parts, fmt.Sprintf("%d→%d: %.1f ms, %.1f requests", iv.From, iv.To, float64(iv.WallPerModel), iv.RequestsPerModel))
+	}
+	if len(parts) > 0 {
+		row(what+": per added model, by interval", strings.Join(parts, "; "), "", nil)
+	}
 }
 
 // WriteJSON writes the results to path, indented.
