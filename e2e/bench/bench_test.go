@@ -393,3 +393,26 @@ func TestTierModels(t *testing.T) {
 		}
 	}
 }
+
+// TestPeakRSSIsTheChilds: the peak RSS of a run is the child's own, not
+// the bench's memory that getrusage's ru_maxrss carries over from the
+// clone before exec.
+func TestPeakRSSIsTheChilds(t *testing.T) {
+	ballast := make([]byte, 64<<20)
+	for i := range ballast {
+		ballast[i] = 1
+	}
+	cmd := exec.Command("sleep", "0.2")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan struct{})
+	peak := pollPeakRSS(cmd.Process.Pid, done)
+	_ = cmd.Wait()
+	close(done)
+	got := <-peak
+	if got <= 0 || got >= 32<<20 {
+		t.Errorf("peak RSS of sleep = %d bytes, want more than 0 and well under the bench's 64 MiB", got)
+	}
+	t.Logf("sleep: %d KiB (bench ballast %d MiB)", got>>10, len(ballast)>>20)
+}

@@ -137,8 +137,8 @@ type runResult struct {
 	Wall    time.Duration
 	Events  []steps.Event
 	Summary *steps.Summary
-	// PeakRSS is the run's maximum resident set size (getrusage
-	// ru_maxrss), in bytes.
+	// PeakRSS is the run's maximum resident set size in bytes, the last
+	// VmHWM read (pollPeakRSS).
 	PeakRSS int64
 	// CPU is the run's user plus system CPU time (getrusage).
 	CPU            time.Duration
@@ -163,8 +163,16 @@ func (c *cluster) run(ctx context.Context, bin string, extraEnv []string, args .
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	r := &runResult{Args: args, Start: time.Now()}
-	err := cmd.Run()
+	err := cmd.Start()
+	if err != nil {
+		return nil, fmt.Errorf("run maasctl: %w", err)
+	}
+	done := make(chan struct{})
+	peak := pollPeakRSS(cmd.Process.Pid, done)
+	err = cmd.Wait()
 	r.Wall = time.Since(r.Start)
+	close(done)
+	r.PeakRSS = <-peak
 	r.Stdout, r.Stderr = out.String(), errb.String()
 	var ee *exec.ExitError
 	switch {
@@ -174,7 +182,6 @@ func (c *cluster) run(ctx context.Context, bin string, extraEnv []string, args .
 		return nil, fmt.Errorf("run maasctl: %w", err)
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.PeakRSS = ru.Maxrss * 1024 // Linux reports KiB
 		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	sc := bufio.NewScanner(&out)
@@ -223,4 +230,51 @@ func simLogger(path string) (l *zap.Logger, close func(), err error) {
 func simOnly(d map[string]time.Duration) map[string]time.Duration {
 	_, out := sim.SplitOLMDelay(d)
 	return out
+}
+
+// pollPeakRSS reads the VmHWM of process pid (/proc/<pid>/status: the
+// peak resident set of its address space since exec) every 5 ms until done
+// is closed, and then sends the last value read, in bytes (0 if none).
+// getrusage's ru_maxrss of the child cannot be used: Go starts children
+// with CLONE_VM|CLONE_VFORK, and exec carries the high-water mark of that
+// shared address space (the bench's own memory, simulators and proxy
+// records included) into the child's maxrss.
+func pollPeakRSS(pid int, done <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	go func() {
+		var peak int64
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := vmHWM(path); v > peak {
+				peak = v
+			}
+			select {
+			case <-done:
+				out <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return out
+}
+
+// vmHWM is the VmHWM line of a /proc status file in bytes; 0 when it
+// cannot be read (the process has exited).
+func vmHWM(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err == nil {
+				return kib * 1024
+			}
+		}
+	}
+	return 0
 }
