@@ -19,10 +19,8 @@ const (
 	EventStarted    = event.Started
 	EventProgress   = event.Progress
 	EventUnchanged  = event.Unchanged
-	// EventSkipped is EventUnchanged, its older name.
-	EventSkipped = event.Unchanged
-	EventDone    = event.Done
-	EventFailed  = event.Failed
-	EventBlocked = event.Blocked
-	EventRunDone = event.RunDone
+	EventDone       = event.Done
+	EventFailed     = event.Failed
+	EventBlocked    = event.Blocked
+	EventRunDone    = event.RunDone
 )
