@@ -116,7 +116,7 @@ func RotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error
 	}
 	if err != nil {
 		sum.Failed = []string{RotateStepID}
-		emit(Event{Type: EventFailed, Step: RotateStepID, Title: rotateTitle, Index: 1, Message: err.Error(), Duration: sum.Duration})
+		emit(failedEvent(RotateStepID, rotateTitle, 1, err, sum.Duration))
 	} else {
 		sum.Done = []string{RotateStepID}
 		emit(Event{Type: EventDone, Step: RotateStepID, Title: rotateTitle, Index: 1,
