@@ -210,8 +210,9 @@ func dbPassword(ctx context.Context, e *Env) (string, error) {
 	}
 	for i, r := range pw {
 		if unicode.IsControl(r) {
-			return "", fmt.Errorf("the database password in Vault %s has a control character at byte %d (a line break or tab): store it without one (vault kv put with a value that has no trailing newline), or delete the secret to let maasctl generate one",
-				e.Inv.Database.VaultPath, i)
+			return "", &Problem{
+				Message: fmt.Sprintf("the database password in Vault %s has a control character at byte %d (a line break or tab)", e.Inv.Database.VaultPath, i),
+				Fix:     "store it without one (vault kv put with a value that has no trailing newline), or delete the secret to let maasctl generate one"}
 		}
 	}
 	if pw == "" {

@@ -175,8 +175,10 @@ func routeAccepted(e *Env, id, ns, name string) waiters.Target {
 						return waiters.Result{Done: true, Status: st}
 					}
 					if cm["reason"] == "NotAllowedByListeners" {
-						return waiters.Result{Status: st, Failed: fmt.Errorf("Gateway %s/%s does not accept routes from namespace %s (%s): label the namespace as the listener's allowedRoutes.namespaces.selector requires (oc get gateway %s -n %s -o jsonpath='{.spec.listeners[*].allowedRoutes}'), or let maasctl manage the Gateway (allowedRoutes from: All)",
-							g.Namespace, g.Name, ns, st, g.Name, g.Namespace)}
+						return waiters.Result{Status: st, Failed: &Problem{
+							Message: fmt.Sprintf("Gateway %s/%s does not accept routes from namespace %s (%s)", g.Namespace, g.Name, ns, st),
+							Fix: fmt.Sprintf("label the namespace as the listener's allowedRoutes.namespaces.selector requires (oc get gateway %s -n %s -o jsonpath='{.spec.listeners[*].allowedRoutes}'), or let maasctl manage the Gateway (allowedRoutes from: All)",
+								g.Name, g.Namespace)}}
 					}
 					return waiters.Result{Status: st}
 				}
