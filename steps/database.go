@@ -252,7 +252,8 @@ func applyCluster(ctx context.Context, e *Env, s *Step) error {
 	}
 	if err != nil && waiters.IsTimeout(err) {
 		if p := pending.String(); p != "" {
-			return fmt.Errorf("%w; %s: check that database.storageClass (or a default StorageClass) exists and can provision ('oc describe pvc -n %s')", err, p, d.Namespace)
+			return &Problem{Message: fmt.Sprintf("%v; %s", err, p),
+				Fix: fmt.Sprintf("check that database.storageClass (or a default StorageClass) exists and can provision ('oc describe pvc -n %s')", d.Namespace), Err: err}
 		}
 	}
 	return err

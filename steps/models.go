@@ -94,8 +94,9 @@ func checkProviderSecrets(ctx context.Context, e *Env) error {
 		checked[m.Namespace+"/"+m.APIKeySecret] = true
 		s, err := e.Clients.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, m.APIKeySecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("externalModels[%d].apiKeySecret: Secret %s/%s not found; create it first: oc create secret generic %s -n %s --from-literal=api-key=<provider key>",
-				i, m.Namespace, m.APIKeySecret, m.APIKeySecret, m.Namespace)
+			return &Problem{
+				Message: fmt.Sprintf("externalModels[%d].apiKeySecret: Secret %s/%s not found", i, m.Namespace, m.APIKeySecret),
+				Fix:     fmt.Sprintf("create it first: oc create secret generic %s -n %s --from-literal=api-key=<provider key>", m.APIKeySecret, m.Namespace)}
 		}
 		if err != nil {
 			return fmt.Errorf("get Secret %s/%s: %w", m.Namespace, m.APIKeySecret, err)

@@ -199,7 +199,8 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 	}
 	ip, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("Subscription %s/%s waits for InstallPlan %s, which does not exist: delete the Subscription and re-run", op.Namespace, op.Package, name)
+		return &Problem{Message: fmt.Sprintf("Subscription %s/%s waits for InstallPlan %s, which does not exist", op.Namespace, op.Package, name),
+			Fix: "delete the Subscription and re-run"}
 	}
 	if err != nil {
 		return fmt.Errorf("get InstallPlan %s/%s: %w", op.Namespace, name, err)

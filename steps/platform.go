@@ -275,7 +275,8 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 		return fmt.Errorf("list Kuadrant operator pods (%s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
 	}
 	if len(before.Items) == 0 {
-		return fmt.Errorf("no Kuadrant operator pod matches %s in %s: set kuadrant.operatorNamespace and kuadrant.operatorSelector to where the RHCL operator runs", k.OperatorSelector, k.OperatorNamespace)
+		return &Problem{Message: fmt.Sprintf("no Kuadrant operator pod matches %s in %s", k.OperatorSelector, k.OperatorNamespace),
+			Fix: "set kuadrant.operatorNamespace and kuadrant.operatorSelector to where the RHCL operator runs"}
 	}
 	old := map[types.UID]bool{}
 	for _, p := range before.Items {

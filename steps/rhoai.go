@@ -100,8 +100,9 @@ func singleton(ctx context.Context, e *Env, gvk schema.GroupVersionKind) (string
 	for _, it := range items {
 		names = append(names, it.GetName())
 	}
-	return "", fmt.Errorf("%d %s objects exist (%s) but the RHOAI operator allows exactly one: delete all but one ('oc delete %s NAME') and re-run; maasctl adopts the one left",
-		len(items), gvk.Kind, strings.Join(names, ", "), strings.ToLower(gvk.Kind))
+	return "", &Problem{
+		Message: fmt.Sprintf("%d %s objects exist (%s) but the RHOAI operator allows exactly one", len(items), gvk.Kind, strings.Join(names, ", ")),
+		Fix:     fmt.Sprintf("delete all but one ('oc delete %s NAME') and re-run; maasctl adopts the one left", strings.ToLower(gvk.Kind))}
 }
 
 // adopted returns a copy of the rendered singleton obj named like the live

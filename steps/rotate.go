@@ -253,7 +253,9 @@ func installedPassword(ctx context.Context, env *Env) (string, error) {
 	live, err := env.Clients.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, d.SecretName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && !ready):
-		return "", fmt.Errorf("no installed database to rotate the password of: CNPG Cluster %s/%s must be Ready and Secret %s/%s must exist; run `maasctl install` first", d.Namespace, d.ClusterName, d.Namespace, d.SecretName)
+		return "", &Problem{
+			Message: fmt.Sprintf("no installed database to rotate the password of: CNPG Cluster %s/%s must be Ready and Secret %s/%s must exist", d.Namespace, d.ClusterName, d.Namespace, d.SecretName),
+			Fix:     "run `maasctl install` first"}
 	case err != nil:
 		return "", fmt.Errorf("read Secret %s/%s: %w", d.Namespace, d.SecretName, err)
 	}
