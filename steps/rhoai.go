@@ -317,7 +317,7 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 			if len(missing) > 0 {
 				return &Problem{
 					Message: fmt.Sprintf("%v; CRD(s) %s not registered", err, strings.Join(missing, ", ")),
-					Fix: fmt.Sprintf("is %s Managed in DataScienceCluster %s and the DSC reconciled? (oc get datasciencecluster %s -o yaml; the RHOAI operator registers them when MaaS deploys)",
+					Fix: fmt.Sprintf("check that %s is Managed in DataScienceCluster %s and the DSC reconciled (oc get datasciencecluster %s -o yaml; the RHOAI operator registers them when MaaS deploys)",
 						l.MaaSField(), obj.GetName(), obj.GetName()),
 					Err: err}
 			}
