@@ -139,12 +139,17 @@ func (c *cluster) install(t *testing.T, args ...string) run {
 	return c.maasctl(t, append([]string{"install", "-o", "json"}, args...)...)
 }
 
-// failure returns the message of step's failed event, "" when it did not fail.
+// failure returns the message of step's failed event and, on a line of
+// its own, its fix (when it has one); "" when the step did not fail.
 func failure(r run, step string) string {
 	for _, ev := range r.events {
-		if ev.Type == steps.EventFailed && ev.Step == step {
-			return ev.Message
+		if ev.Type != steps.EventFailed || ev.Step != step {
+			continue
 		}
+		if ev.Fix != "" {
+			return ev.Message + "\nfix: " + ev.Fix
+		}
+		return ev.Message
 	}
 	return ""
 }

@@ -172,7 +172,7 @@ func TestInstallEndToEnd(t *testing.T) {
 	if second.exit != 0 {
 		t.Fatalf("second install exit %d\nstdout:\n%s\nstderr:\n%s", second.exit, second.stdout, second.stderr)
 	}
-	unchanged := stepsWith(second.events, steps.EventSkipped)
+	unchanged := stepsWith(second.events, steps.EventUnchanged)
 	sort.Strings(unchanged)
 	if strings.Join(unchanged, " ") != strings.Join(ids, " ") {
 		t.Errorf("second run unchanged steps:\n got %v\nwant %v\n%s", unchanged, ids, second.stdout)

@@ -466,7 +466,7 @@ func checkUninstallOrder(t *testing.T, evs []steps.Event) {
 	started := map[string]int{}
 	for i, ev := range evs {
 		switch ev.Type {
-		case steps.EventDone, steps.EventSkipped:
+		case steps.EventDone, steps.EventUnchanged:
 			done[ev.Step] = i
 		case steps.EventStarted:
 			started[ev.Step] = i

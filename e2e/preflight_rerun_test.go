@@ -53,7 +53,7 @@ func TestPreflightOnReRuns(t *testing.T) {
 		t.Fatalf("install with the low limit: exit %d\n%s", second.exit, failedSummary(second))
 	}
 	if !slices.Contains(stepsWith(second.events, steps.EventStarted), steps.PreflightStepID) {
-		t.Errorf("install after the inventory change: preflight did not run (no started event); unchanged: %v", stepsWith(second.events, steps.EventSkipped))
+		t.Errorf("install after the inventory change: preflight did not run (no started event); unchanged: %v", stepsWith(second.events, steps.EventUnchanged))
 	}
 	if p := preflightProgress(second); !hasWarning(p) {
 		t.Errorf("install after the inventory change: preflight progress %q lacks the access-pairing warning %q", p, warning)

@@ -508,7 +508,7 @@ func (c *cluster) runUntilKill(t *testing.T, plan killPlan, k int) (killResult, 
 		if json.Unmarshal(sc.Bytes(), &ev) != nil {
 			continue
 		}
-		if ev.Step == pt.step && (ev.Type == steps.EventSkipped || ev.Type == steps.EventDone) {
+		if ev.Step == pt.step && (ev.Type == steps.EventUnchanged || ev.Type == steps.EventDone) {
 			stepOver = true // the target step is done: take the next event instead
 		}
 		if fired {

@@ -115,7 +115,7 @@ func TestInstallConcurrentKilledResumed(t *testing.T) {
 		t.Errorf("the resumed run should say, before %s, that it took over the dead holder's Lease; events:\n%s", expires, resumed.stdout)
 	}
 	unchanged := map[string]bool{}
-	for _, id := range stepsWith(resumed.events, steps.EventSkipped) {
+	for _, id := range stepsWith(resumed.events, steps.EventUnchanged) {
 		unchanged[id] = true
 	}
 	for _, id := range doneBeforeKill {

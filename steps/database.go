@@ -210,8 +210,9 @@ func dbPassword(ctx context.Context, e *Env) (string, error) {
 	}
 	for i, r := range pw {
 		if unicode.IsControl(r) {
-			return "", fmt.Errorf("the database password in Vault %s has a control character at byte %d (a line break or tab): store it without one (vault kv put with a value that has no trailing newline), or delete the secret to let maasctl generate one",
-				e.Inv.Database.VaultPath, i)
+			return "", &Problem{
+				Message: fmt.Sprintf("the database password in Vault %s has a control character at byte %d (a line break or tab)", e.Inv.Database.VaultPath, i),
+				Fix:     "store it without one (vault kv put with a value that has no trailing newline), or delete the secret to let maasctl generate one"}
 		}
 	}
 	if pw == "" {
@@ -251,7 +252,8 @@ func applyCluster(ctx context.Context, e *Env, s *Step) error {
 	}
 	if err != nil && waiters.IsTimeout(err) {
 		if p := pending.String(); p != "" {
-			return fmt.Errorf("%w; %s: check that database.storageClass (or a default StorageClass) exists and can provision ('oc describe pvc -n %s')", err, p, d.Namespace)
+			return &Problem{Message: fmt.Sprintf("%v; %s", err, p),
+				Fix: fmt.Sprintf("check that database.storageClass (or a default StorageClass) exists and can provision ('oc describe pvc -n %s')", d.Namespace), Err: err}
 		}
 	}
 	return err

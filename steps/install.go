@@ -163,6 +163,9 @@ func NewEnvFor(ctx context.Context, c *kube.Clients, reg *Registry, inv *invento
 
 var ingressConfigGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Ingress"}
 
+// setHostname is the fix when the apps domain cannot be read.
+const setHostname = "set gateway.hostname (e.g. --set gateway.hostname=maas.apps.example.com)"
+
 // GatewayHost returns gateway.hostname, or maas.<apps domain> read from
 // config.openshift.io/v1 Ingress "cluster" .spec.domain.
 func GatewayHost(ctx context.Context, c *kube.Clients, inv *inventory.Inventory) (string, error) {
@@ -171,18 +174,18 @@ func GatewayHost(ctx context.Context, c *kube.Clients, inv *inventory.Inventory)
 	}
 	ri, _, err := c.Resource(ingressConfigGVK, "")
 	if err != nil {
-		return "", fmt.Errorf("read the apps domain: %w; set gateway.hostname (e.g. --set gateway.hostname=maas.apps.example.com)", err)
+		return "", &Problem{Message: "read the apps domain: " + err.Error(), Fix: setHostname, Err: err}
 	}
 	ing, err := ri.Get(ctx, "cluster", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("config.openshift.io Ingress cluster not found, so the apps domain is unknown: set gateway.hostname (e.g. --set gateway.hostname=maas.apps.example.com)")
+		return "", &Problem{Message: "config.openshift.io Ingress cluster not found, so the apps domain is unknown", Fix: setHostname}
 	}
 	if err != nil {
 		return "", fmt.Errorf("read config.openshift.io Ingress cluster: %w", err)
 	}
 	domain, _, _ := unstructured.NestedString(ing.Object, "spec", "domain")
 	if domain == "" {
-		return "", fmt.Errorf("config.openshift.io Ingress cluster has no spec.domain: set gateway.hostname")
+		return "", &Problem{Message: "config.openshift.io Ingress cluster has no spec.domain", Fix: "set gateway.hostname"}
 	}
 	return "maas." + domain, nil
 }

@@ -94,8 +94,9 @@ func checkProviderSecrets(ctx context.Context, e *Env) error {
 		checked[m.Namespace+"/"+m.APIKeySecret] = true
 		s, err := e.Clients.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, m.APIKeySecret, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("externalModels[%d].apiKeySecret: Secret %s/%s not found; create it first: oc create secret generic %s -n %s --from-literal=api-key=<provider key>",
-				i, m.Namespace, m.APIKeySecret, m.APIKeySecret, m.Namespace)
+			return &Problem{
+				Message: fmt.Sprintf("externalModels[%d].apiKeySecret: Secret %s/%s not found", i, m.Namespace, m.APIKeySecret),
+				Fix:     fmt.Sprintf("create it first: oc create secret generic %s -n %s --from-literal=api-key=<provider key>", m.APIKeySecret, m.Namespace)}
 		}
 		if err != nil {
 			return fmt.Errorf("get Secret %s/%s: %w", m.Namespace, m.APIKeySecret, err)
@@ -175,8 +176,10 @@ func routeAccepted(e *Env, id, ns, name string) waiters.Target {
 						return waiters.Result{Done: true, Status: st}
 					}
 					if cm["reason"] == "NotAllowedByListeners" {
-						return waiters.Result{Status: st, Failed: fmt.Errorf("Gateway %s/%s does not accept routes from namespace %s (%s): label the namespace as the listener's allowedRoutes.namespaces.selector requires (oc get gateway %s -n %s -o jsonpath='{.spec.listeners[*].allowedRoutes}'), or let maasctl manage the Gateway (allowedRoutes from: All)",
-							g.Namespace, g.Name, ns, st, g.Name, g.Namespace)}
+						return waiters.Result{Status: st, Failed: &Problem{
+							Message: fmt.Sprintf("Gateway %s/%s does not accept routes from namespace %s (%s)", g.Namespace, g.Name, ns, st),
+							Fix: fmt.Sprintf("label the namespace as the listener's allowedRoutes.namespaces.selector requires (oc get gateway %s -n %s -o jsonpath='{.spec.listeners[*].allowedRoutes}'), or let maasctl manage the Gateway (allowedRoutes from: All)",
+								g.Name, g.Namespace)}}
 					}
 					return waiters.Result{Status: st}
 				}

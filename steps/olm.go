@@ -133,8 +133,9 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 		return "", nil
 	case 1:
 	default:
-		return "", fmt.Errorf("namespace %s has %d OperatorGroups (%s); OLM installs nothing there until only one is left: delete the extra ones with 'oc delete operatorgroup NAME -n %s'",
-			op.Namespace, len(names), strings.Join(names, ", "), op.Namespace)
+		return "", &Problem{
+			Message: fmt.Sprintf("namespace %s has %d OperatorGroups (%s); OLM installs nothing there until only one is left", op.Namespace, len(names), strings.Join(names, ", ")),
+			Fix:     fmt.Sprintf("delete the extra ones with 'oc delete operatorgroup NAME -n %s'", op.Namespace)}
 	}
 	it := list.Items[0]
 	targets, _, _ := unstructured.NestedStringSlice(it.Object, "spec", "targetNamespaces")

@@ -239,8 +239,10 @@ func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Op
 			}}
 		d, err := waiters.For(ctx, e.Clients, t)
 		if err != nil {
-			return fmt.Errorf("the operator's Deployment %s/%s never rolled out the env of Subscription %s/%s (%s): %w; check 'oc get deployment %s -n %s -o yaml'",
-				op.Namespace, name, op.Namespace, op.Package, envNames(want), err, name, op.Namespace)
+			return &Problem{
+				Message: fmt.Sprintf("the operator's Deployment %s/%s never rolled out the env of Subscription %s/%s (%s): %v", op.Namespace, name, op.Namespace, op.Package, envNames(want), err),
+				Fix:     fmt.Sprintf("check 'oc get deployment %s -n %s -o yaml'", name, op.Namespace),
+				Err:     err}
 		}
 		if err := ensurePodWithEnv(ctx, e, stepID, d, want); err != nil {
 			return err

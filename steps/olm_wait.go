@@ -161,8 +161,9 @@ func subscriptionProgress(handled map[string]bool, stale string) waiters.Conditi
 		if c, ok := waiters.GetCondition(obj, "ResolutionFailed"); ok && c.Status == "True" && c.Reason == "ConstraintsNotSatisfiable" && (stale == "" || c.Message != stale) {
 			ch, _, _ := unstructured.NestedString(obj.Object, "spec", "channel")
 			pkg, _, _ := unstructured.NestedString(obj.Object, "spec", "name")
-			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("OLM cannot resolve Subscription %s/%s (package %s, channel %s): ResolutionFailed (%s): %s; fix operators[].channel or the catalog (oc get subscription %s -n %s -o yaml), then re-run",
-				obj.GetNamespace(), obj.GetName(), pkg, ch, c.Reason, c.Message, obj.GetName(), obj.GetNamespace())}
+			return waiters.Result{Status: c.String(), Failed: &Problem{
+				Message: fmt.Sprintf("OLM cannot resolve Subscription %s/%s (package %s, channel %s): ResolutionFailed (%s): %s", obj.GetNamespace(), obj.GetName(), pkg, ch, c.Reason, c.Message),
+				Fix:     fmt.Sprintf("fix operators[].channel or the catalog (oc get subscription %s -n %s -o yaml), then re-run", obj.GetName(), obj.GetNamespace())}}
 		}
 		r := subscriptionInstalled(obj)
 		if r.Done {
@@ -170,11 +171,14 @@ func subscriptionProgress(handled map[string]bool, stale string) waiters.Conditi
 		}
 		plan, _, _ := unstructured.NestedString(obj.Object, "status", "installPlanRef", "name")
 		if c, ok := waiters.GetCondition(obj, "InstallPlanMissing"); ok && c.Status == "True" {
-			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("the InstallPlan %s the Subscription references is gone (%s) and OLM will not create another: delete the Subscription (oc delete subscription %s -n %s) and re-run",
-				plan, c, obj.GetName(), obj.GetNamespace())}
+			return waiters.Result{Status: c.String(), Failed: &Problem{
+				Message: fmt.Sprintf("the InstallPlan %s the Subscription references is gone (%s) and OLM will not create another", plan, c),
+				Fix:     fmt.Sprintf("delete the Subscription (oc delete subscription %s -n %s) and re-run", obj.GetName(), obj.GetNamespace())}}
 		}
 		if c, ok := waiters.GetCondition(obj, "InstallPlanFailed"); ok && c.Status == "True" {
-			return waiters.Result{Status: c.String(), Failed: fmt.Errorf("InstallPlan %s failed (%s): inspect it with 'oc get installplan %s -n %s -o yaml'", plan, c, plan, obj.GetNamespace())}
+			return waiters.Result{Status: c.String(), Failed: &Problem{
+				Message: fmt.Sprintf("InstallPlan %s failed (%s)", plan, c),
+				Fix:     fmt.Sprintf("inspect it with 'oc get installplan %s -n %s -o yaml'", plan, obj.GetNamespace())}}
 		}
 		if c, ok := waiters.GetCondition(obj, "InstallPlanPending"); ok && c.Status == "True" && c.Reason == "RequiresApproval" && plan != "" && !handled[plan] {
 			return waiters.Result{Done: true, Status: fmt.Sprintf("InstallPlan %s requires approval", plan)}
@@ -195,7 +199,8 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 	}
 	ip, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("Subscription %s/%s waits for InstallPlan %s, which does not exist: delete the Subscription and re-run", op.Namespace, op.Package, name)
+		return &Problem{Message: fmt.Sprintf("Subscription %s/%s waits for InstallPlan %s, which does not exist", op.Namespace, op.Package, name),
+			Fix: "delete the Subscription and re-run"}
 	}
 	if err != nil {
 		return fmt.Errorf("get InstallPlan %s/%s: %w", op.Namespace, name, err)
@@ -218,12 +223,14 @@ func approveInstallPlan(ctx context.Context, e *Env, stepID string, op inventory
 		problem = installPlanProblem(own, want, source, op)
 	}
 	if problem != "" {
-		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval, and maasctl will not approve it: %s; inspect it with 'oc get installplan %s -n %s -o yaml' and approve it by hand only if it is right (%s)",
-			op.Namespace, name, strings.Join(csvs, ", "), problem, name, op.Namespace, approveCmd)
+		return &Problem{
+			Message: fmt.Sprintf("InstallPlan %s/%s (CSV %s) requires approval, and maasctl will not approve it: %s", op.Namespace, name, strings.Join(csvs, ", "), problem),
+			Fix:     fmt.Sprintf("inspect it with 'oc get installplan %s -n %s -o yaml' and approve it by hand only if it is right (%s)", name, op.Namespace, approveCmd)}
 	}
 	if !e.Policy.ApproveInstallPlans {
-		return fmt.Errorf("InstallPlan %s/%s (CSV %s) requires approval (installPlanApproval Manual on this or another Subscription of namespace %s): run %s, or re-run with --approve-installplans",
-			op.Namespace, name, strings.Join(csvs, ", "), op.Namespace, approveCmd)
+		return &Problem{
+			Message: fmt.Sprintf("InstallPlan %s/%s (CSV %s) requires approval (installPlanApproval Manual on this or another Subscription of namespace %s)", op.Namespace, name, strings.Join(csvs, ", "), op.Namespace),
+			Fix:     fmt.Sprintf("run %s, or re-run with --approve-installplans", approveCmd)}
 	}
 	patch := []byte(`{"spec":{"approved":true}}`)
 	if _, err := ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {

@@ -229,8 +229,12 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 	}
 	e.progress(id, "Kuadrant reports MissingDependency: waiting for the Istio control plane (%s/%s) before restarting the Kuadrant operator", istiodNamespace, istiodDeployment)
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: deploymentGVK, Namespace: istiodNamespace, Name: istiodDeployment}); err != nil {
-		return fmt.Errorf("Kuadrant %s/%s is Ready=False (MissingDependency): %q, and the Gateway API provider (Istio, Deployment %s/%s) never appeared: make sure GatewayClass %s is Accepted ('oc get gatewayclass %s'), then restart the Kuadrant operator: %s: %w",
-			k.Namespace, k.Name, c.Message, istiodNamespace, istiodDeployment, e.Inv.Gateway.ClassName, e.Inv.Gateway.ClassName, restartCmd, err)
+		return &Problem{
+			Message: fmt.Sprintf("Kuadrant %s/%s is Ready=False (MissingDependency): %q, and the Gateway API provider (Istio, Deployment %s/%s) never appeared: %v",
+				k.Namespace, k.Name, c.Message, istiodNamespace, istiodDeployment, err),
+			Fix: fmt.Sprintf("make sure GatewayClass %s is Accepted ('oc get gatewayclass %s'), then restart the Kuadrant operator: %s",
+				e.Inv.Gateway.ClassName, e.Inv.Gateway.ClassName, restartCmd),
+			Err: err}
 	}
 	for restarts := 0; restarts < maxKuadrantRestarts; restarts++ {
 		if err := restartKuadrantOperator(ctx, e, id); err != nil {
@@ -250,11 +254,15 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 		c, _ = waiters.GetCondition(last, "Ready")
 	}
 	if c.Reason == "MissingDependency" {
-		return fmt.Errorf("Kuadrant %s/%s is still Ready=False (MissingDependency) after %d restart(s) of its operator: %q; install the missing dependency (for the Gateway API provider: GatewayClass %s must be Accepted, 'oc get gatewayclass %s'), then restart the operator: %s",
-			k.Namespace, k.Name, maxKuadrantRestarts, c.Message, e.Inv.Gateway.ClassName, e.Inv.Gateway.ClassName, restartCmd)
+		return &Problem{
+			Message: fmt.Sprintf("Kuadrant %s/%s is still Ready=False (MissingDependency) after %d restart(s) of its operator: %q", k.Namespace, k.Name, maxKuadrantRestarts, c.Message),
+			Fix: fmt.Sprintf("install the missing dependency (for the Gateway API provider: GatewayClass %s must be Accepted, 'oc get gatewayclass %s'), then restart the operator: %s",
+				e.Inv.Gateway.ClassName, e.Inv.Gateway.ClassName, restartCmd)}
 	}
-	return fmt.Errorf("%w; the Kuadrant operator was restarted once and Kuadrant is still not Ready: check 'oc get kuadrant %s -n %s -o yaml' and the operator log ('oc logs -n %s -l %s')",
-		err, k.Name, k.Namespace, k.OperatorNamespace, k.OperatorSelector)
+	return &Problem{
+		Message: fmt.Sprintf("%v; the Kuadrant operator was restarted once and Kuadrant is still not Ready", err),
+		Fix:     fmt.Sprintf("check 'oc get kuadrant %s -n %s -o yaml' and the operator log ('oc logs -n %s -l %s')", k.Name, k.Namespace, k.OperatorNamespace, k.OperatorSelector),
+		Err:     err}
 }
 
 // restartKuadrantOperator deletes the Kuadrant operator pods and waits
@@ -267,7 +275,8 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 		return fmt.Errorf("list Kuadrant operator pods (%s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
 	}
 	if len(before.Items) == 0 {
-		return fmt.Errorf("no Kuadrant operator pod matches %s in %s: set kuadrant.operatorNamespace and kuadrant.operatorSelector to where the RHCL operator runs", k.OperatorSelector, k.OperatorNamespace)
+		return &Problem{Message: fmt.Sprintf("no Kuadrant operator pod matches %s in %s", k.OperatorSelector, k.OperatorNamespace),
+			Fix: "set kuadrant.operatorNamespace and kuadrant.operatorSelector to where the RHCL operator runs"}
 	}
 	old := map[types.UID]bool{}
 	for _, p := range before.Items {
@@ -331,8 +340,10 @@ func applyCertificate(ctx context.Context, e *Env, s *Step) error {
 	if err != nil && waiters.IsTimeout(err) {
 		for _, o := range objs {
 			if why := certificateIssuance(context.Background(), e, o); why != "" {
-				return fmt.Errorf("Certificate %s/%s not Ready: %s; the Gateway listener stays unresolved (InvalidCertificateRef) until it is: check 'oc describe certificate %s -n %s' and the issuer: %w",
-					o.GetNamespace(), o.GetName(), why, o.GetName(), o.GetNamespace(), err)
+				return &Problem{
+					Message: fmt.Sprintf("Certificate %s/%s not Ready: %s; the Gateway listener stays unresolved (InvalidCertificateRef) until it is: %v", o.GetNamespace(), o.GetName(), why, err),
+					Fix:     fmt.Sprintf("check 'oc describe certificate %s -n %s' and the issuer", o.GetName(), o.GetNamespace()),
+					Err:     err}
 			}
 		}
 	}
@@ -451,8 +462,9 @@ func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unst
 		denied, _ := waiters.GetCondition(cr, "Denied")
 		if (c.Status == "False" && c.Reason == "Failed") || denied.Status == "True" {
 			select {
-			case failed <- fmt.Errorf("Certificate %s/%s cannot be issued: CertificateRequest %s %s; fix the issuer, then delete the request so cert-manager retries ('oc delete certificaterequest %s -n %s')",
-				cert.GetNamespace(), cert.GetName(), cr.GetName(), c, cr.GetName(), cr.GetNamespace()):
+			case failed <- &Problem{
+				Message: fmt.Sprintf("Certificate %s/%s cannot be issued: CertificateRequest %s %s", cert.GetNamespace(), cert.GetName(), cr.GetName(), c),
+				Fix:     fmt.Sprintf("fix the issuer, then delete the request so cert-manager retries ('oc delete certificaterequest %s -n %s')", cr.GetName(), cr.GetNamespace())}:
 			default:
 			}
 			return true, nil

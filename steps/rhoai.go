@@ -101,8 +101,9 @@ func singleton(ctx context.Context, e *Env, gvk schema.GroupVersionKind) (string
 	for _, it := range items {
 		names = append(names, it.GetName())
 	}
-	return "", fmt.Errorf("%d %s objects exist (%s) but the RHOAI operator allows exactly one: delete all but one ('oc delete %s NAME') and re-run; maasctl adopts the one left",
-		len(items), gvk.Kind, strings.Join(names, ", "), strings.ToLower(gvk.Kind))
+	return "", &Problem{
+		Message: fmt.Sprintf("%d %s objects exist (%s) but the RHOAI operator allows exactly one", len(items), gvk.Kind, strings.Join(names, ", ")),
+		Fix:     fmt.Sprintf("delete all but one ('oc delete %s NAME') and re-run; maasctl adopts the one left", strings.ToLower(gvk.Kind))}
 }
 
 // adopted returns a copy of the rendered singleton obj named like the live
@@ -188,8 +189,10 @@ func dscReadyFor(l release.Release) waiters.Condition {
 	return func(obj *unstructured.Unstructured) waiters.Result {
 		mc, hasMaaS := waiters.GetCondition(obj, l.MaaSCondition())
 		if hasMaaS && mc.Status == "False" && mc.Reason == "Error" && componentsConflict(obj) {
-			return waiters.Result{Status: mc.String(), Failed: fmt.Errorf("%s=False (Error): %q; ogx and llamastackoperator are both Managed, which RHOAI %s refuses, so MaaS never deploys although the DSC may report Ready: set llamastackoperator to Removed (move it to rhoai.removedComponents) and re-run",
-				l.MaaSCondition(), mc.Message, l.Version)}
+			return waiters.Result{Status: mc.String(), Failed: &Problem{
+				Message: fmt.Sprintf("%s=False (Error): %q; ogx and llamastackoperator are both Managed, which RHOAI %s refuses, so MaaS never deploys although the DSC may report Ready",
+					l.MaaSCondition(), mc.Message, l.Version),
+				Fix: "set llamastackoperator to Removed (move it to rhoai.removedComponents) and re-run"}}
 		}
 		r := waiters.And(waiters.Phase([]string{"Ready"}), waiters.ConditionTrue("Ready"))(obj)
 		maasNotReady := hasMaaS && mc.Status != "True"
@@ -252,8 +255,9 @@ func liveLayout(ctx context.Context, e *Env) (release.Release, error) {
 		return want, err
 	}
 	if have.KServeMaaS() != want.KServeMaaS() {
-		return want, fmt.Errorf("the cluster serves %s (MaaS switch %s), but this run rendered the RHOAI %s layout (%s): re-run maasctl install, which reads the layout again, or set operators[rhoai].channel=stable-%s",
-			have, have.MaaSField(), want.Version, want.MaaSField(), have.Version)
+		return want, &Problem{
+			Message: fmt.Sprintf("the cluster serves %s (MaaS switch %s), but this run rendered the RHOAI %s layout (%s)", have, have.MaaSField(), want.Version, want.MaaSField()),
+			Fix:     "re-run maasctl install, which reads the layout again, or set operators[rhoai].channel=stable-" + have.Version}
 	}
 	return want, nil
 }
@@ -312,8 +316,11 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 				}
 			}
 			if len(missing) > 0 {
-				return fmt.Errorf("%w; CRD(s) %s not registered: is %s Managed in DataScienceCluster %s and the DSC reconciled? (oc get datasciencecluster %s -o yaml; the RHOAI operator registers them when MaaS deploys)",
-					err, strings.Join(missing, ", "), l.MaaSField(), obj.GetName(), obj.GetName())
+				return &Problem{
+					Message: fmt.Sprintf("%v; CRD(s) %s not registered", err, strings.Join(missing, ", ")),
+					Fix: fmt.Sprintf("check that %s is Managed in DataScienceCluster %s and the DSC reconciled (oc get datasciencecluster %s -o yaml; the RHOAI operator registers them when MaaS deploys)",
+						l.MaaSField(), obj.GetName(), obj.GetName()),
+					Err: err}
 			}
 		}
 		return err
@@ -393,8 +400,10 @@ func dryRunDSC(ctx context.Context, e *Env, obj *unstructured.Unstructured, l re
 	}
 	spec := map[string]any{"spec": obj.Object["spec"]}
 	if p, ok := Contains(out.Object, spec); !ok {
-		return fmt.Errorf("the cluster would drop DataScienceCluster %s field %s (its schema does not have it; maasctl wrote for %s), nothing was written: check 'oc explain datasciencecluster.spec.components' and the RHOAI version",
-			obj.GetName(), strings.TrimPrefix(p, "."), l)
+		return &Problem{
+			Message: fmt.Sprintf("the cluster would drop DataScienceCluster %s field %s (its schema does not have it; maasctl wrote for %s), nothing was written",
+				obj.GetName(), strings.TrimPrefix(p, "."), l),
+			Fix: "check 'oc explain datasciencecluster.spec.components' and the RHOAI version"}
 	}
 	return nil
 }

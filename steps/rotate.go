@@ -116,7 +116,7 @@ func RotateDBPassword(ctx context.Context, o RotateOptions) (RotateResult, error
 	}
 	if err != nil {
 		sum.Failed = []string{RotateStepID}
-		emit(Event{Type: EventFailed, Step: RotateStepID, Title: rotateTitle, Index: 1, Message: err.Error(), Duration: sum.Duration})
+		emit(failedEvent(RotateStepID, rotateTitle, 1, err, sum.Duration))
 	} else {
 		sum.Done = []string{RotateStepID}
 		emit(Event{Type: EventDone, Step: RotateStepID, Title: rotateTitle, Index: 1,
@@ -253,7 +253,9 @@ func installedPassword(ctx context.Context, env *Env) (string, error) {
 	live, err := env.Clients.Kube.CoreV1().Secrets(d.Namespace).Get(ctx, d.SecretName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && !ready):
-		return "", fmt.Errorf("no installed database to rotate the password of: CNPG Cluster %s/%s must be Ready and Secret %s/%s must exist; run `maasctl install` first", d.Namespace, d.ClusterName, d.Namespace, d.SecretName)
+		return "", &Problem{
+			Message: fmt.Sprintf("no installed database to rotate the password of: CNPG Cluster %s/%s must be Ready and Secret %s/%s must exist", d.Namespace, d.ClusterName, d.Namespace, d.SecretName),
+			Fix:     "run `maasctl install` first"}
 	case err != nil:
 		return "", fmt.Errorf("read Secret %s/%s: %w", d.Namespace, d.SecretName, err)
 	}

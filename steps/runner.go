@@ -186,7 +186,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 	}
 	t0 := time.Now()
 	fail := func(err error, d time.Duration) (EventType, error) {
-		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: d})
+		emit(failedEvent(s.ID, s.Title, idx, err, d))
 		return EventFailed, err
 	}
 	if !s.ReadOnly && r.Record != nil {
@@ -232,7 +232,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emit func(Event), applied func()) (ev EventType, end bool, err error) {
 	t0 := time.Now()
 	fail := func(err error) (EventType, bool, error) {
-		emit(Event{Type: EventFailed, Step: s.ID, Title: s.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+		emit(failedEvent(s.ID, s.Title, idx, err, time.Since(t0)))
 		return EventFailed, true, err
 	}
 	live, msg, err := s.check(ctx, r.Env)

@@ -466,7 +466,7 @@ func (u *uninstaller) removeStep(ctx context.Context, st UninstallStep, idx int)
 	t0 := time.Now()
 	u.emit(Event{Type: EventStarted, Step: st.ID, Title: st.Title, Index: idx})
 	if err := u.runStep(ctx, st, idx); err != nil {
-		u.emit(Event{Type: EventFailed, Step: st.ID, Title: st.Title, Index: idx, Message: err.Error(), Duration: time.Since(t0)})
+		u.emit(failedEvent(st.ID, st.Title, idx, err, time.Since(t0)))
 		return EventFailed, err
 	}
 	u.afterStep(ctx, st)

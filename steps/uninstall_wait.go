@@ -94,7 +94,8 @@ func (u *uninstaller) waitGone(ctx context.Context, ts []goneTarget, progress fu
 		return err
 	}
 	if !u.o.ForceRemoveFinalizers {
-		return fmt.Errorf("%w\nan object whose finalizer is never cleared blocks the uninstall: make its controller run again, or re-run with --force-remove-finalizers to clear them (the cleanup those finalizers guard is then skipped)", err)
+		return &Problem{Message: err.Error() + "\nan object whose finalizer is never cleared blocks the uninstall",
+			Fix: "make its controller run again, or re-run with --force-remove-finalizers to clear them (the cleanup those finalizers guard is then skipped)", Err: err}
 	}
 	for _, t := range ts {
 		ri, _, rerr := u.c.Resource(t.stub.GroupVersionKind(), t.stub.GetNamespace())

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/steps/event"
 )
 
 // Cond is one entry of status.conditions as Kubernetes API conventions
@@ -237,8 +239,9 @@ func DeploymentRolledOut(d *unstructured.Unstructured) Result {
 	// ReplicaSet for a new template, so the rollout cannot go on: waiting
 	// would only time out.
 	if paused, _, _ := unstructured.NestedBool(d.Object, "spec", "paused"); paused && (updated < want || total > updated) {
-		return Result{Status: "paused", Failed: fmt.Errorf("Deployment %s/%s is paused (spec.paused: true), so its current template is not rolled out (%d of %d replicas updated); resume it: oc rollout resume deployment/%s -n %s",
-			d.GetNamespace(), d.GetName(), updated, want, d.GetName(), d.GetNamespace())}
+		return Result{Status: "paused", Failed: &event.Problem{
+			Message: fmt.Sprintf("Deployment %s/%s is paused (spec.paused: true), so its current template is not rolled out (%d of %d replicas updated)", d.GetNamespace(), d.GetName(), updated, want),
+			Fix:     fmt.Sprintf("resume it: oc rollout resume deployment/%s -n %s", d.GetName(), d.GetNamespace())}}
 	}
 	switch {
 	case updated < want:

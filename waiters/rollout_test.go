@@ -1,10 +1,13 @@
 package waiters
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/maasctl/maasctl/steps/event"
 )
 
 func TestDeploymentRolledOut(t *testing.T) {
@@ -57,6 +60,10 @@ func TestDeploymentRolledOutPaused(t *testing.T) {
 		r := DeploymentRolledOut(d)
 		if r.Done || r.Failed == nil {
 			t.Fatalf("paused, not rolled out: done %v, failed %v (%s); want a failure at once", r.Done, r.Failed, r.Status)
+		}
+		var p *event.Problem
+		if !errors.As(r.Failed, &p) || !strings.HasPrefix(p.Fix, "resume it: oc rollout resume") || strings.Contains(p.Message, "oc rollout") {
+			t.Errorf("failure %q: want a Problem with the resume command as its fix, apart from its message", r.Failed)
 		}
 		for _, want := range []string{"Deployment openshift-operators/kuadrant-operator-controller-manager", "spec.paused", "oc rollout resume deployment/kuadrant-operator-controller-manager -n openshift-operators"} {
 			if !strings.Contains(r.Failed.Error(), want) {

@@ -119,7 +119,7 @@ func stepTimes(evs []steps.Event) (start, end map[string]time.Time) {
 			start[ev.Step] = ev.Time
 		case steps.EventDone, steps.EventFailed:
 			end[ev.Step] = ev.Time
-		case steps.EventSkipped:
+		case steps.EventUnchanged:
 			start[ev.Step] = ev.Time.Add(-ev.Duration)
 			end[ev.Step] = ev.Time
 		}

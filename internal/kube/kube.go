@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/maasctl/maasctl/internal/names"
+	"github.com/maasctl/maasctl/steps/event"
 )
 
 // FieldManager is the server-side apply field manager of every write maasctl
@@ -312,7 +313,10 @@ var platformOwnedCRDGroups = []string{"gateway.networking.k8s.io"}
 // ErrPlatformOwnedCRD is the error of an apply (or a delete by maasctl's
 // uninstall) of a CRD in platformOwnedCRDGroups: maasctl never writes
 // them, and no request is sent.
-var ErrPlatformOwnedCRD = errors.New("the CRDs of gateway.networking.k8s.io belong to the platform (the OpenShift 4.19+ ingress operator owns them and an admission policy denies other writers): maasctl never creates, updates or deletes them; check their version with 'maasctl preflight' (check gateway-api-crds)")
+var ErrPlatformOwnedCRD error = &event.Problem{
+	Message: "the CRDs of gateway.networking.k8s.io belong to the platform (the OpenShift 4.19+ ingress operator owns them and an admission policy denies other writers): maasctl never creates, updates or deletes them",
+	Fix:     "check their version with 'maasctl preflight' (check gateway-api-crds)",
+}
 
 // IsPlatformOwnedCRD reports whether obj is a CustomResourceDefinition of
 // a platform-owned group (by spec.group, else by its name's suffix).

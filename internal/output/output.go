@@ -198,6 +198,11 @@ func (t *text) render(ev event.Event) {
 		fmt.Fprintf(t.w, "%s %s %-26s done %s\n", pos, t.paint("32", "✓"), ev.Step, dur(ev.Duration))
 	case event.Failed:
 		fmt.Fprintf(t.w, "%s %s %-26s failed after %s: %s\n", pos, t.paint("31", "✗"), ev.Step, dur(ev.Duration), ev.Message)
+		if ev.Fix != "" {
+			// Its own line, named like a progress line, so that a log
+			// grep for the step finds it.
+			fmt.Fprintf(t.w, "%s   %-26s %s %s\n", strings.Repeat(" ", len(pos)), ev.Step, t.paint("33", "fix:"), ev.Fix)
+		}
 	case event.Blocked:
 		fmt.Fprintf(t.w, "%s %s %-26s not run: %s\n", pos, t.paint("33", "-"), ev.Step, ev.Message)
 	case event.RunDone:

@@ -37,6 +37,7 @@ type stepLine struct {
 	waiting   string
 	took      time.Duration
 	message   string // the failure or the reason it was not run, in full
+	fix       string // what resolves the failure (event.Event.Fix), or ""
 }
 
 // viewModel is the bubbletea model of the live view: a renderer of run
@@ -143,7 +144,7 @@ func (m *viewModel) apply(ev event.Event) {
 	case event.Unchanged:
 		s.state = unchanged
 	case event.Failed:
-		s.state, s.message = failed, ev.Message
+		s.state, s.message, s.fix = failed, ev.Message, ev.Fix
 	case event.Blocked:
 		s.state, s.message = blocked, ev.Message
 	}
@@ -282,12 +283,15 @@ func (m *viewModel) footer() string {
 }
 
 // failures is what the view prints below itself when it ends: every
-// failed step with its full message, which names the fix.
+// failed step with its full message and, on its own line, its fix.
 func (m *viewModel) failures() string {
 	var b strings.Builder
 	for _, s := range m.ordered() {
 		if s.state == failed {
 			fmt.Fprintf(&b, "\n%s %s failed after %s:\n  %s\n", styleFail.Render("✗"), s.id, dur(s.took), strings.ReplaceAll(s.message, "\n", "\n  "))
+			if s.fix != "" {
+				fmt.Fprintf(&b, "  fix: %s\n", s.fix)
+			}
 		}
 	}
 	if m.summary != nil {

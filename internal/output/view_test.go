@@ -19,7 +19,7 @@ import (
 )
 
 // fakeRun is a run of five steps as the engine emits it: two finished
-// (done, unchanged), one failed with a two-line message naming the fix,
+// (done, unchanged), one failed with its fix apart (event.Event.Fix),
 // one running for 65s that waits on a Deployment, one not started.
 func fakeRun(t0 time.Time) []event.Event {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -34,7 +34,7 @@ func fakeRun(t0 time.Time) []event.Event {
 		{Type: event.Progress, Step: "operators/rhoai", Index: 3, Total: 5, Message: "waiting for Deployment redhat-ods-operator/rhods-operator: Available", Time: at(4 * time.Second)},
 		{Type: event.Started, Step: "database/cluster", Index: 4, Total: 5, Time: at(2 * time.Second)},
 		{Type: event.Failed, Step: "database/cluster", Index: 4, Total: 5, Duration: 3 * time.Second, Time: at(5 * time.Second),
-			Message: "PVC rhoai-maas-db/maas-postgres-1 is Pending (no StorageClass)\nfix: set database.storageClass in the inventory"},
+			Message: "PVC rhoai-maas-db/maas-postgres-1 is Pending (no StorageClass)", Fix: "set database.storageClass in the inventory"},
 	}
 }
 

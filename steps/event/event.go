@@ -32,6 +32,9 @@ type Event struct {
 	Total int `json:"total,omitempty"`
 	// Message is progress text, the reason a step re-ran, or an error.
 	Message string `json:"message,omitempty"`
+	// Fix is, on a failed event, the command or setting that resolves the
+	// failure, when its error is a Problem; "" otherwise.
+	Fix string `json:"fix,omitempty"`
 	// Duration is the step's (or run's) wall time.
 	Duration time.Duration `json:"durationNs,omitempty"`
 	// Summary is set on run-done.

@@ -273,7 +273,9 @@ func checkClusterToken(ctx context.Context, cfg *rest.Config, spec string) error
 	}
 	_, err = cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) {
-		return fmt.Errorf("the API server %s rejects the token from Vault %s (401 Unauthorized): the ServiceAccount token has expired or was rotated; store a current one, e.g. `vault kv put ... token=$(oc create token rhoai-deployer -n <namespace> --duration=24h)`", cfg.Host, spec)
+		return &steps.Problem{
+			Message: fmt.Sprintf("the API server %s rejects the token from Vault %s (401 Unauthorized): the ServiceAccount token has expired or was rotated", cfg.Host, spec),
+			Fix:     "store a current one, e.g. `vault kv put ... token=$(oc create token rhoai-deployer -n <namespace> --duration=24h)`"}
 	}
 	return nil
 }

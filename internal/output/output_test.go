@@ -1,0 +1,49 @@
+package output
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maasctl/maasctl/steps/event"
+)
+
+// TestFailedStepFix: a failed event's fix is a line of its own in the
+// plain lines (after the failure, naming the step) and a field of its own
+// in the JSON lines.
+func TestFailedStepFix(t *testing.T) {
+	failed := event.Event{Type: event.Failed, Step: "database/cluster", Index: 4, Total: 5, Duration: 3 * time.Second,
+		Message: "PVC rhoai-maas-db/maas-postgres-1 is Pending (no StorageClass)", Fix: "set database.storageClass in the inventory"}
+
+	var plain bytes.Buffer
+	emit, end := New(Plain, &plain)
+	emit(failed)
+	end()
+	lines := strings.Split(strings.TrimSuffix(plain.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "failed after 3.0s: PVC rhoai-maas-db/maas-postgres-1 is Pending (no StorageClass)") ||
+		strings.TrimSpace(lines[1]) != "database/cluster           fix: set database.storageClass in the inventory" {
+		t.Errorf("plain lines:\n%s", plain.String())
+	}
+
+	var js bytes.Buffer
+	emit, end = New(JSON, &js)
+	emit(failed)
+	emit(event.Event{Type: event.Failed, Step: "models", Message: "no fix known"})
+	end()
+	dec := json.NewDecoder(&js)
+	var withFix, without map[string]any
+	if err := dec.Decode(&withFix); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.Decode(&without); err != nil {
+		t.Fatal(err)
+	}
+	if withFix["fix"] != failed.Fix || withFix["message"] != failed.Message {
+		t.Errorf("JSON of the failed event: %v", withFix)
+	}
+	if _, ok := without["fix"]; ok {
+		t.Errorf("JSON of a failure without a fix has a fix field: %v", without)
+	}
+}

@@ -1,0 +1,92 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/engine"
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// notFoundServer is an API server that serves only the core group: every
+// other request is 404, so checkpoints load empty and their writes fail (a
+// failed step's checkpoint write is best effort).
+func notFoundServer(t *testing.T) *kube.Clients {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api":
+			fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"]}`)
+			return
+		case "/apis":
+			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+			return
+		case "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[]}`)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := kube.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStepFailingWithAProblem: a step whose Apply fails with a Problem
+// (wrapped as a wait wraps it) yields a failed event whose Message and Fix
+// are apart, while the run's error still reads "message: fix" and keeps
+// the cause for errors.Is.
+func TestStepFailingWithAProblem(t *testing.T) {
+	cause := errors.New("timed out")
+	p := &Problem{Message: "Deployment ns/app is paused: " + cause.Error(), Fix: "oc rollout resume deployment/app -n ns", Err: cause}
+	step := &Step{ID: "demo/paused", Title: "A paused Deployment", Apply: func(context.Context, *Env, *Step) error {
+		return &waiters.FailedError{Object: "Deployment ns/app", Err: p}
+	}}
+	reg, err := RegistryOf([]*Step{step}, []string{"demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := notFoundServer(t)
+	cps, err := engine.LoadCheckpoints(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []Event
+	r := &Runner{Registry: reg, Env: &Env{Clients: c, Inv: &inventory.Inventory{WaitTimeoutSeconds: 5}}, Checkpoints: cps,
+		Emit: func(ev Event) {
+			if ev.Type == EventFailed {
+				failed = append(failed, ev)
+			}
+		}}
+	_, err = r.Run(context.Background())
+	if len(failed) != 1 {
+		t.Fatalf("failed events %v (run error %v)", failed, err)
+	}
+	ev := failed[0]
+	if ev.Message != "Deployment ns/app: Deployment ns/app is paused: timed out" || ev.Fix != p.Fix {
+		t.Errorf("failed event message %q fix %q", ev.Message, ev.Fix)
+	}
+	var runErr *engine.RunError
+	if !errors.As(err, &runErr) || len(runErr.Failed) != 1 {
+		t.Fatalf("run error %v, want a RunError of one step", err)
+	}
+	var got *Problem
+	if f := runErr.Failed[0]; !errors.As(f, &got) || !errors.Is(f, cause) ||
+		!strings.Contains(f.Error(), "is paused: timed out: oc rollout resume deployment/app -n ns") {
+		t.Errorf("step error %v: want the Problem, its cause and \"message: fix\"", f)
+	}
+}
