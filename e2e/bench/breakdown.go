@@ -36,10 +36,12 @@ type RequestGroup struct {
 	Max   ms `json:"maxMs"`
 }
 
-// requestGroups groups recs by client, verb and resource.
+// requestGroups groups recs by client, verb and resource; a request
+// still open (a watch the simulators hold) counts until now.
 func requestGroups(recs []faultproxy.Request) []RequestGroup {
 	type k struct{ client, verb, res string }
 	lat := map[k][]time.Duration{}
+	now := time.Now()
 	for _, r := range recs {
 		client := "other"
 		switch {
@@ -50,7 +52,11 @@ func requestGroups(recs []faultproxy.Request) []RequestGroup {
 		}
 		verb, res := verbResource(r)
 		key := k{client, verb, res}
-		lat[key] = append(lat[key], r.End.Sub(r.Start))
+		end := r.End
+		if end.IsZero() {
+			end = now // a watch still open when the requests were read
+		}
+		lat[key] = append(lat[key], end.Sub(r.Start))
 	}
 	out := make([]RequestGroup, 0, len(lat))
 	for key, ds := range lat {
