@@ -567,7 +567,7 @@ func scalePoint(ctx context.Context, o Options, n int, res *Results) error {
 	defer c.stop()
 	var env []string
 	if o.Profile {
-		env = append(env, "MAASCTL_CPUPROFILE="+filepath.Join(c.dir, "cpu.pprof"))
+		env = append(env, "MAASCTL_CPUPROFILE="+filepath.Join(c.dir, "cpu.pprof"), "MAASCTL_MEMPROFILE="+filepath.Join(c.dir, "heap.pprof"))
 	}
 	p, err := modelsRun(ctx, o, c, n, env...)
 	if err != nil {
@@ -580,7 +580,7 @@ func scalePoint(ctx context.Context, o Options, n int, res *Results) error {
 		var b strings.Builder
 		writeBreakdown(&b, n, p.Breakdown)
 		_ = os.WriteFile(filepath.Join(c.dir, "breakdown.txt"), []byte(b.String()), 0o644)
-		o.Logf("%s(CPU profile: %s)", b.String(), filepath.Join(c.dir, "cpu.pprof"))
+		o.Logf("%s(CPU profile: %s, heap profile: %s)", b.String(), filepath.Join(c.dir, "cpu.pprof"), filepath.Join(c.dir, "heap.pprof"))
 	}
 	res.Models = append(res.Models, *p)
 	return nil
