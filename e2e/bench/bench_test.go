@@ -387,7 +387,7 @@ func TestTierModels(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"00-platform.yaml", "10-kuadrant.yaml", "20-tiers.yaml", "40-new-defaults.yaml"} {
-		objs, err := decodeObjects(filepath.Join("..", "testdata", "tiers", f))
+		objs, err := testenv.ReadObjects(filepath.Join("..", "testdata", "tiers", f))
 		if err != nil || len(objs) == 0 {
 			t.Errorf("%s: %d objects, %v", f, len(objs), err)
 		}

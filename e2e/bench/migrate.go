@@ -1,12 +1,8 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,9 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/e2e/sim"
 	"github.com/maasctl/maasctl/e2e/testenv"
@@ -134,7 +127,7 @@ func tierSetup(ctx context.Context, c *cluster, clients *kube.Clients, fixtures 
 	read := func(names ...string) ([]*unstructured.Unstructured, error) {
 		var out []*unstructured.Unstructured
 		for _, f := range names {
-			objs, err := decodeObjects(filepath.Join(fixtures, f))
+			objs, err := testenv.ReadObjects(filepath.Join(fixtures, f))
 			if err != nil {
 				return nil, err
 			}
@@ -298,36 +291,6 @@ func applyParallel(ctx context.Context, c *cluster, objs []*unstructured.Unstruc
 		}
 	}
 	return g.Wait()
-}
-
-// decodeObjects reads the objects of a multi-document YAML file.
-func decodeObjects(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*unstructured.Unstructured
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		var m map[string]any
-		if err := utiljson.Unmarshal(j, &m); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
 }
 
 // tierModelName is the name of generated model i.

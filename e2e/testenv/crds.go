@@ -150,6 +150,16 @@ func waitEstablished(ctx context.Context, ri dynamic.ResourceInterface, names []
 	return err
 }
 
+// ReadObjects reads the objects of a multi-document YAML (or JSON) file,
+// as decodeObjects does; errors name the file and the document.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return decodeObjects(data, path)
+}
+
 // decodeObjects splits YAML (or JSON) documents into objects, skipping
 // empty documents. Every object needs apiVersion, kind and metadata.name.
 func decodeObjects(data []byte, source string) ([]*unstructured.Unstructured, error) {
