@@ -144,6 +144,16 @@ func olmFixture(objs []*unstructured.Unstructured) []*unstructured.Unstructured 
 	return out
 }
 
+// restartFlag makes netns-run start a program of OLM's again when it exits,
+// after the kubelet's back-off, as the kubelet restarts the container of
+// the olm-operator or catalog-operator Deployment's pod on a cluster. OLM
+// v0.46.0 has been seen to panic once at start (a nil OperatorGroup from
+// its lister in syncNamespace, olm/operator.go:1126); on a cluster that is
+// one container restart, and here it must be no more than that. Each
+// restart is a "netns-run: restart" line in the component's log
+// (ComponentStatus.Restarts).
+const restartFlag = "--restart"
+
 // olmLaunch is one OLM process group to start through netns-run.
 type olmLaunch struct {
 	name string
@@ -159,7 +169,7 @@ func olmLaunches(o *resolved, stateDir, kubeconfig string, apiPort int) ([]olmLa
 	bin := func(n string) string { return filepath.Join(o.BinDir, n) }
 	fwd := "--forward=" + strconv.Itoa(apiPort)
 	var catalogArgs []string
-	catalogArgs = append(catalogArgs, fwd, "--")
+	catalogArgs = append(catalogArgs, fwd, restartFlag, "--")
 	names := []string{CatalogRedHat, CatalogCertified}
 	for _, n := range names {
 		dir := filepath.Join(stateDir, "catalogs", n)
@@ -178,7 +188,7 @@ func olmLaunches(o *resolved, stateDir, kubeconfig string, apiPort int) ([]olmLa
 		"--writeStatusName=", // no ClusterOperator outside OpenShift
 	)
 	return []olmLaunch{
-		{name: OLMOperator, args: []string{fwd, "--", bin(OLMOperator), "--writeStatusName=", "--writePackageServerStatusName="},
+		{name: OLMOperator, args: []string{fwd, restartFlag, "--", bin(OLMOperator), "--writeStatusName=", "--writePackageServerStatusName="},
 			// olm reads KUBECONFIG (it has no flag); OPERATOR_NAMESPACE
 			// and OPERATOR_NAME are its Deployment's env upstream.
 			env: []string{"KUBECONFIG=" + kubeconfig, "OPERATOR_NAMESPACE=openshift-operator-lifecycle-manager", "OPERATOR_NAME=olm-operator"}},

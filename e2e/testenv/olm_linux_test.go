@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,6 +163,73 @@ func TestRealOLM(t *testing.T) {
 	if len(olmNS) != 4 {
 		t.Errorf("%d distinct OLM network namespaces, want 4 (olm and catalog of each control plane): %v", len(olmNS), olmNS)
 	}
+	checkOLMCrashRestart(ctx, t, envs[1])
+}
+
+// checkOLMCrashRestart kills the olm operator of env (SIGSEGV, a crash)
+// and checks that netns-run starts it again after the kubelet's 10 s
+// back-off, that the restart is counted, and that the new olm works: it
+// syncs an OperatorGroup made after the crash.
+func checkOLMCrashRestart(ctx context.Context, t *testing.T, env *Env) {
+	t.Helper()
+	olmPID := func() int {
+		p := env.proc(OLMOperator)
+		for pid, comp := range descendants(map[int]string{p.pid: OLMOperator}) {
+			if comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm")); comp == OLMOperator && strings.TrimSpace(string(comm)) == OLMOperator {
+				return pid
+			}
+		}
+		return 0
+	}
+	first := olmPID()
+	if first == 0 {
+		t.Fatal("no olm process below its netns-run")
+	}
+	if err := syscall.Kill(first, syscall.SIGSEGV); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	var second int
+	for second == 0 || second == first {
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("olm not started again 30 s after its crash; log:\n%s", tail(env.LogFile(OLMOperator), 10))
+		}
+		time.Sleep(100 * time.Millisecond)
+		second = olmPID()
+	}
+	if d := time.Since(t0); d < 10*time.Second {
+		t.Errorf("olm started again after %s, before the kubelet's 10 s back-off", d)
+	}
+	restarts := -1
+	for _, c := range env.Components() {
+		if c.Name == OLMOperator {
+			restarts = c.Restarts
+		}
+	}
+	if restarts != 1 {
+		t.Errorf("ComponentStatus.Restarts of olm = %d, want 1", restarts)
+	}
+	dyn := dynamic.NewForConfigOrDie(env.RESTConfig())
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "after-crash"}}}
+	og := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+		"metadata": map[string]any{"name": "og", "namespace": "after-crash"},
+		"spec":     map[string]any{"targetNamespaces": []any{"after-crash"}},
+	}}
+	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(gvrOperatorGroup).Namespace("after-crash").Create(ctx, og, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := waitFor(ctx, dyn.Resource(gvrOperatorGroup).Namespace("after-crash"), "og", func(u *unstructured.Unstructured) (bool, error) {
+		_, found, _ := unstructured.NestedSlice(u.Object, "status", "namespaces")
+		return found, nil
+	})
+	if err != nil {
+		t.Fatalf("OperatorGroup after the crash not synced by the restarted olm: %v\nolm log:\n%s", err, tail(env.LogFile(OLMOperator), 10))
+	}
+	t.Logf("olm (pid %d) killed with SIGSEGV, started again as pid %d after %d ms, then synced a new OperatorGroup", first, second, time.Since(t0).Milliseconds())
 }
 
 // TestOLMModuleVersions: the module versions testenv reads CRDs of match

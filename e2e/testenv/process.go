@@ -186,9 +186,60 @@ func (p *process) stop(grace time.Duration) error {
 }
 
 // exitError describes an exited child for an error message: its exit
-// status and the last lines of its log.
+// status, the first line of a Go panic or fatal error in its log (a
+// stack trace pushes it out of the last lines) and the last lines.
 func (p *process) exitError() error {
-	return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.waitErr, p.logFile, tail(p.logFile, 15))
+	crash := ""
+	if l := firstLineWith(p.logFile, "panic: ", "fatal error: "); l != "" {
+		crash = "; it crashed: " + l
+	}
+	return fmt.Errorf("%s exited (%v)%s; last lines of %s:\n%s", p.name, p.waitErr, crash, p.logFile, tail(p.logFile, 15))
+}
+
+// withRestarts adds to err, for each of components whose programs netns-run
+// started again, how often and the first panic in its log: a component
+// that crashes at every start leaves a wait to run out, not an exit.
+func withRestarts(stateDir string, err error, components ...string) error {
+	for _, c := range components {
+		log := filepath.Join(stateDir, c+".log")
+		if n := countLines(log, "netns-run: restart "); n > 0 {
+			err = fmt.Errorf("%w (%s was restarted %d times after exiting; first crash: %q; log %s)", err, c, n, firstLineWith(log, "panic: ", "fatal error: "), log)
+		}
+	}
+	return err
+}
+
+// firstLineWith returns the first line of a file that starts with one of
+// prefixes, "" if none does (or the file cannot be read).
+func firstLineWith(path string, prefixes ...string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for l := range strings.Lines(string(b)) {
+		for _, pre := range prefixes {
+			if strings.HasPrefix(l, pre) {
+				return strings.TrimSpace(l)
+			}
+		}
+	}
+	return ""
+}
+
+// countLines is how many lines of a file contain s (0 when it cannot be
+// read).
+func countLines(path, s string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for l := range strings.Lines(string(b)) {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
 }
 
 // tail returns the last n lines of a file, indented, or a note why not.

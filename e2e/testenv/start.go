@@ -427,7 +427,7 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			return nil, err
 		}
 		if err := waitOLMReady(mctx, dyn, objs); err != nil {
-			return nil, cause(err)
+			return nil, withRestarts(o.StateDir, cause(err), OLMOperator, CatalogOperator)
 		}
 		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
 		if o.RealKuadrant {

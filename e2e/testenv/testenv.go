@@ -266,6 +266,10 @@ type ComponentStatus struct {
 	Running bool
 	// Log is the path of the component's log file.
 	Log string
+	// Restarts is how often netns-run started the component's programs
+	// again after they exited (OLM's operators and opm servers, which it
+	// restarts as the kubelet would; 0 for the others).
+	Restarts int
 }
 
 // Components reports the components recorded in StateDir, in start order.
@@ -280,6 +284,7 @@ func (e *Env) Components() []ComponentStatus {
 			s.PID = p.pid
 			s.Running = p.alive()
 		}
+		s.Restarts = countLines(s.Log, "netns-run: restart ")
 		out = append(out, s)
 	}
 	if e.pg != nil {

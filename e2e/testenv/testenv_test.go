@@ -503,6 +503,16 @@ func TestStartFailure(t *testing.T) {
 			wantAttempts: 1,
 		},
 		{
+			// A Go panic: its first line is named although the stack
+			// pushes it out of the quoted last lines.
+			name: "component panics",
+			etcd: "#!/bin/sh\necho x >> attempts\n" + waitForAPIServer +
+				"echo 'panic: runtime error: invalid memory address or nil pointer dereference' >&2\n" +
+				"for i in $(seq 30); do echo \"\tframe $i\" >&2; done\nexit 2\n",
+			wantErr:      []string{"etcd exited (exit status 2); it crashed: panic: runtime error: invalid memory address", "frame 30"},
+			wantAttempts: 1,
+		},
+		{
 			name:         "port taken is retried",
 			etcd:         "#!/bin/sh\necho x >> attempts\n" + waitForAPIServer + "echo 'listen tcp 127.0.0.1:2379: bind: address already in use' >&2\nexit 1\n",
 			wantErr:      []string{"address already in use"},
@@ -563,5 +573,29 @@ func TestVolumeDirsRewrite(t *testing.T) {
 		if got := v.rewrite(in); got != want {
 			t.Errorf("rewrite(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestWithRestarts(t *testing.T) {
+	dir := t.TempDir()
+	log := "starting\npanic: runtime error: index out of range\n\tframe\nnetns-run: restart /bin/olm in 10s: it exited (exit status 2) after 1s\n" +
+		"panic: again\nnetns-run: restart /bin/olm in 20s: it exited (exit status 2) after 1s\n"
+	if err := os.WriteFile(filepath.Join(dir, OLMOperator+".log"), []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CatalogOperator+".log"), []byte("fine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := errors.New("wait for CatalogSource READY: context deadline exceeded")
+	err := withRestarts(dir, base, OLMOperator, CatalogOperator)
+	if !errors.Is(err, base) {
+		t.Errorf("%v does not wrap the wait's error", err)
+	}
+	want := `olm was restarted 2 times after exiting; first crash: "panic: runtime error: index out of range"`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q lacks %q", err, want)
+	}
+	if strings.Contains(err.Error(), CatalogOperator+" was restarted") {
+		t.Errorf("error %q names the catalog operator, which did not restart", err)
 	}
 }

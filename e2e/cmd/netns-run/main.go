@@ -5,7 +5,7 @@
 // with TLS), so two control planes on one machine would collide on them,
 // and inside a private namespace nothing they start can reach beyond it.
 //
-//	netns-run [--forward PORT]... [--log NAME=FILE]... -- PROG ARGS... [--- PROG ARGS...]...
+//	netns-run [--forward PORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]...
 //
 // Each --forward PORT listens on 127.0.0.1:PORT inside the new namespace and
 // copies every connection to 127.0.0.1:PORT of the host namespace (the
@@ -14,6 +14,16 @@
 // and stderr. netns-run exits when the first program exits (with its
 // status), after SIGTERM to the others; SIGTERM or SIGINT to netns-run is
 // passed on to every program. It needs CAP_SYS_ADMIN (root).
+//
+// With --restart a program that exits is started again instead, as the
+// kubelet restarts the container of a Deployment's pod (restartPolicy
+// Always): after a back-off of 10 s that doubles with each exit up to
+// 5 min, and starts again from 10 s once the program has run for 10 min
+// (Kubernetes docs, "Pod Lifecycle", Container restarts); --restart-backoff
+// sets the first back-off (a Go duration; the doubling and the cap stay).
+// Each restart is logged to stderr as a line starting "netns-run: restart";
+// netns-run then exits only on SIGTERM or SIGINT (or when a program cannot
+// be started again).
 //
 // How: one OS thread (locked, never unlocked, so never reused by another
 // goroutine) calls unshare(CLONE_NEWNET), brings lo up (SIOCSIFFLAGS), makes
@@ -39,18 +49,19 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 func main() {
-	forwards, progs, err := parseArgs(os.Args[1:])
+	a, err := parseArgs(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "netns-run:", err)
 		os.Exit(2)
 	}
-	code, err := run(forwards, progs)
+	code, err := run(a)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "netns-run:", err)
 		if code == 0 {
@@ -60,9 +71,18 @@ func main() {
 	os.Exit(code)
 }
 
-// parseArgs splits the command line into forwarded ports and programs.
-func parseArgs(args []string) ([]int, [][]string, error) {
-	var ports []int
+// runArgs is netns-run's parsed command line.
+type runArgs struct {
+	forwards []int         // --forward ports
+	restart  bool          // --restart
+	backoff  time.Duration // --restart-backoff: the first back-off
+	progs    [][]string    // the programs, each argv
+}
+
+// parseArgs splits the command line into forwarded ports, the restart
+// flag and programs.
+func parseArgs(args []string) (runArgs, error) {
+	r := runArgs{backoff: restartBackoff}
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -70,19 +90,31 @@ func parseArgs(args []string) ([]int, [][]string, error) {
 			i++
 			break
 		}
+		if a == "--restart" {
+			r.restart = true
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "--restart-backoff="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return r, fmt.Errorf("--restart-backoff %q: want a positive Go duration such as 10s", v)
+			}
+			r.backoff = d
+			continue
+		}
 		v, ok := strings.CutPrefix(a, "--forward=")
 		if !ok && a == "--forward" && i+1 < len(args) {
 			i++
 			v, ok = args[i], true
 		}
 		if !ok {
-			return nil, nil, fmt.Errorf("unknown argument %q (usage: netns-run [--forward PORT]... -- PROG ARGS... [--- PROG ARGS...])", a)
+			return r, fmt.Errorf("unknown argument %q (usage: netns-run [--forward PORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...])", a)
 		}
 		p, err := strconv.Atoi(v)
 		if err != nil || p <= 0 || p > 65535 {
-			return nil, nil, fmt.Errorf("--forward %q: want a TCP port 1-65535", v)
+			return r, fmt.Errorf("--forward %q: want a TCP port 1-65535", v)
 		}
-		ports = append(ports, p)
+		r.forwards = append(r.forwards, p)
 	}
 	var progs [][]string
 	cur := []string{}
@@ -97,10 +129,11 @@ func parseArgs(args []string) ([]int, [][]string, error) {
 	progs = append(progs, cur)
 	for _, p := range progs {
 		if len(p) == 0 {
-			return nil, nil, errors.New("no program after -- (or an empty one between ---)")
+			return r, errors.New("no program after -- (or an empty one between ---)")
 		}
 	}
-	return ports, progs, nil
+	r.progs = progs
+	return r, nil
 }
 
 // nsThread is the one goroutine (and OS thread) inside the new namespace.
@@ -158,12 +191,12 @@ func loUp() error {
 	return nil
 }
 
-func run(forwards []int, progs [][]string) (int, error) {
+func run(a runArgs) (int, error) {
 	t, err := startNSThread()
 	if err != nil {
 		return 1, err
 	}
-	for _, p := range forwards {
+	for _, p := range a.forwards {
 		var l net.Listener
 		var lerr error
 		t.do(func() { l, lerr = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)) })
@@ -175,45 +208,26 @@ func run(forwards []int, progs [][]string) (int, error) {
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	type exit struct {
-		i   int
-		err error
-	}
-	exited := make(chan exit, len(progs))
-	var cmds []*exec.Cmd
-	for i, argv := range progs {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		// Dies with this process: the parent-death signal fires when the
-		// forking thread exits, and the namespace thread never does
-		// before the process.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		var serr error
-		t.do(func() { serr = cmd.Start() })
+	s := &supervisor{t: t, restart: a.restart, backoff: a.backoff, cmds: make([]*exec.Cmd, len(a.progs)), stop: make(chan struct{})}
+	exited := make(chan exit, len(a.progs))
+	for i, argv := range a.progs {
+		cmd, serr := s.start(argv)
 		if serr != nil {
-			for _, c := range cmds {
-				_ = c.Process.Kill()
-			}
-			return 1, fmt.Errorf("start %s: %w", argv[0], serr)
+			s.shutdown(syscall.SIGKILL)
+			return 1, serr
 		}
-		cmds = append(cmds, cmd)
-		go func() { exited <- exit{i, cmd.Wait()} }()
+		s.set(i, cmd)
+		go s.watch(i, argv, cmd, exited)
 	}
 	var first exit
 	select {
 	case first = <-exited:
-	case s := <-sigs:
-		for _, c := range cmds {
-			_ = c.Process.Signal(s)
-		}
+		s.shutdown(syscall.SIGTERM)
+	case sig := <-sigs:
+		s.shutdown(sig)
 		first = <-exited
 	}
-	for j, c := range cmds {
-		if j != first.i {
-			_ = c.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	for range len(cmds) - 1 {
+	for range len(a.progs) - 1 {
 		<-exited
 	}
 	code := 0
@@ -227,6 +241,127 @@ func run(forwards []int, progs [][]string) (int, error) {
 		return 1, first.err
 	}
 	return code, nil
+}
+
+// exit is how program i ended for good (not restarted).
+type exit struct {
+	i   int
+	err error
+}
+
+// The kubelet's back-off between restarts of a container that exits
+// (Kubernetes docs, "Pod Lifecycle": 10 s, doubled each time, capped at
+// 300 s, reset once the container has run for 10 min).
+const (
+	restartBackoff    = 10 * time.Second
+	restartBackoffMax = 5 * time.Minute
+	restartReset      = 10 * time.Minute
+)
+
+// nextBackoff is the wait before the next restart of a program that ran
+// for ran after a restart that waited prev (0: it has not been restarted);
+// first is the first back-off.
+func nextBackoff(prev, ran, first time.Duration) time.Duration {
+	if prev == 0 || ran >= restartReset {
+		return first
+	}
+	return min(2*prev, restartBackoffMax)
+}
+
+// supervisor runs the programs in the namespace and, with restart, starts
+// again those that exit until shutdown.
+type supervisor struct {
+	t       *nsThread
+	restart bool
+	backoff time.Duration // the first back-off
+
+	mu       sync.Mutex
+	cmds     []*exec.Cmd // the current process of each program
+	stopping bool
+	stop     chan struct{} // closed by shutdown
+}
+
+// start forks argv on the namespace's thread.
+func (s *supervisor) start(argv []string) (*exec.Cmd, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// Dies with this process: the parent-death signal fires when the
+	// forking thread exits, and the namespace thread never does before
+	// the process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var err error
+	s.t.do(func() { err = cmd.Start() })
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	return cmd, nil
+}
+
+// set records cmd as program i's process; one started after shutdown is
+// killed at once (its watch then reports it).
+func (s *supervisor) set(i int, cmd *exec.Cmd) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cmds[i] = cmd
+	if s.stopping {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// shutdown ends restarts and sends sig to every program's process.
+func (s *supervisor) shutdown(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.stopping {
+		s.stopping = true
+		close(s.stop)
+	}
+	for _, c := range s.cmds {
+		if c != nil {
+			_ = c.Process.Signal(sig) // an exited one: "process already finished"
+		}
+	}
+}
+
+func (s *supervisor) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// watch waits for program i's process cmd and, with restart and until
+// shutdown, starts it again after the back-off; it sends the program's
+// final exit to exited.
+func (s *supervisor) watch(i int, argv []string, cmd *exec.Cmd, exited chan<- exit) {
+	var backoff time.Duration
+	for {
+		started := time.Now()
+		err := cmd.Wait()
+		if !s.restart || s.isStopping() {
+			exited <- exit{i, err}
+			return
+		}
+		backoff = nextBackoff(backoff, time.Since(started), s.backoff)
+		status := "exit status 0"
+		if err != nil {
+			status = err.Error()
+		}
+		fmt.Fprintf(os.Stderr, "netns-run: restart %s in %s: it exited (%s) after %s\n", argv[0], backoff, status, time.Since(started).Round(time.Millisecond))
+		select {
+		case <-time.After(backoff):
+		case <-s.stop:
+			exited <- exit{i, err}
+			return
+		}
+		next, serr := s.start(argv)
+		if serr != nil {
+			fmt.Fprintln(os.Stderr, "netns-run:", serr)
+			exited <- exit{i, serr}
+			return
+		}
+		s.set(i, next)
+		cmd = next
+	}
 }
 
 // forward accepts connections on l (inside the namespace) and copies each

@@ -194,7 +194,7 @@ func newStatusCommand(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tLOG")
+			fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tRESTARTS\tLOG")
 			problems, recorded := 0, 0
 			for _, c := range env.Components() {
 				st, pid := "not started", "-"
@@ -210,7 +210,7 @@ func newStatusCommand(stdout io.Writer) *cobra.Command {
 						problems++
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, pid, st, c.Log)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", c.Name, pid, st, c.Restarts, c.Log)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
