@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
@@ -177,8 +176,8 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 		if !isShard && cm.Name != RecordConfigMap {
 			continue
 		}
-		var list []RecordEntry
-		if err := yaml.Unmarshal([]byte(cm.Data[recordKey]), &list); err != nil {
+		list, err := decodeRecordList(cm.Data[recordKey])
+		if err != nil {
 			return nil, fmt.Errorf("read record %s/%s: key %s: %w", StateNamespace, cm.Name, recordKey, err)
 		}
 		if !isShard {

@@ -3,6 +3,7 @@ package steps
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -66,25 +67,55 @@ func shardStem(id string) string {
 	return strings.Join(out, ".")
 }
 
-// recordChunks encodes entries (of one step, in order) as YAML lists of
-// at most limit bytes each (an entry larger than limit gets a chunk of its
-// own). The chunks decode to the entries in order. No entries: no chunk.
+// recordChunks encodes entries (of one step, in order) as JSON arrays of
+// at most limit bytes each, one entry per line (an entry larger than limit
+// gets a chunk of its own). The chunks decode to the entries in order
+// (decodeRecordList; JSON is YAML, so an older maasctl reads them too). No
+// entries: no chunk. JSON rather than YAML: sigs.k8s.io/yaml.Marshal
+// allocated about 100 KB per entry (433 MB of a 1,000-model install,
+// issue 16); encoding/json allocates a few hundred bytes.
 func recordChunks(entries []RecordEntry, limit int) ([]string, error) {
 	var out []string
 	var cur strings.Builder
+	flush := func() {
+		cur.WriteString("\n]\n")
+		out = append(out, cur.String())
+		cur.Reset()
+	}
 	for _, e := range entries {
-		b, err := yaml.Marshal([]RecordEntry{e})
+		b, err := json.Marshal(e)
 		if err != nil {
 			return nil, fmt.Errorf("encode record entry %s: %w", e, err)
 		}
-		if cur.Len() > 0 && cur.Len()+len(b) > limit {
-			out = append(out, cur.String())
-			cur.Reset()
+		// Each entry adds ",\n" (or "[\n") before it; a chunk ends "\n]\n".
+		if cur.Len() > 0 && cur.Len()+2+len(b)+3 > limit {
+			flush()
+		}
+		if cur.Len() == 0 {
+			cur.WriteString("[\n")
+		} else {
+			cur.WriteString(",\n")
 		}
 		cur.Write(b)
 	}
 	if cur.Len() > 0 {
-		out = append(out, cur.String())
+		flush()
 	}
 	return out, nil
+}
+
+// decodeRecordList decodes one stored chunk of the record: a JSON array
+// (recordChunks) or the YAML list older maasctl versions wrote.
+func decodeRecordList(data string) ([]RecordEntry, error) {
+	var list []RecordEntry
+	if strings.HasPrefix(data, "[") {
+		if err := json.Unmarshal([]byte(data), &list); err == nil {
+			return list, nil
+		}
+	}
+	list = nil
+	if err := yaml.Unmarshal([]byte(data), &list); err != nil {
+		return nil, err
+	}
+	return list, nil
 }

@@ -83,10 +83,11 @@ func testEntries(step string, n int) []RecordEntry {
 // TestRecordChunks: chunks stay within the limit (an oversized entry alone
 // in its chunk) and decode, in order, to exactly the entries.
 func TestRecordChunks(t *testing.T) {
-	one, err := yaml.Marshal(testEntries("s", 1))
-	if err != nil {
-		t.Fatal(err)
+	oneChunk, err := recordChunks(testEntries("s", 1), 1<<20)
+	if err != nil || len(oneChunk) != 1 {
+		t.Fatalf("one entry: %d chunks, %v", len(oneChunk), err)
 	}
+	one := oneChunk[0] // "[\n" entry "\n]\n"; two entries take 2*len(one)-3
 	tests := []struct {
 		name       string
 		entries    []RecordEntry
@@ -95,7 +96,7 @@ func TestRecordChunks(t *testing.T) {
 	}{
 		{name: "none", entries: nil, limit: 1000, wantChunks: 0},
 		{name: "one chunk", entries: testEntries("s", 3), limit: 100 * len(one), wantChunks: 1},
-		{name: "two per chunk", entries: testEntries("s", 5), limit: 2*len(one) + 1, wantChunks: 3},
+		{name: "two per chunk", entries: testEntries("s", 5), limit: 2*len(one) - 3, wantChunks: 3},
 		{name: "entry over the limit", entries: testEntries("s", 2), limit: 10, wantChunks: 2},
 		// 1,000 external models: their ExternalModels and MaaSModelRefs
 		// alone exceed what one shard holds.
@@ -112,17 +113,22 @@ func TestRecordChunks(t *testing.T) {
 			}
 			var got []RecordEntry
 			for i, c := range chunks {
-				if len(c) > tt.limit && strings.Count(c, "\n- ") > 0 {
+				if len(c) > tt.limit && strings.Count(c, ",\n") > 0 {
 					t.Errorf("chunk %d has %d bytes and several entries; limit %d", i, len(c), tt.limit)
 				}
 				if len(c) >= 1<<20 {
 					t.Errorf("chunk %d has %d bytes, over the 1 MiB object limit", i, len(c))
 				}
-				var list []RecordEntry
-				if err := yaml.Unmarshal([]byte(c), &list); err != nil {
+				list, err := decodeRecordList(c)
+				if err != nil {
 					t.Fatalf("chunk %d does not decode: %v", i, err)
 				}
 				got = append(got, list...)
+				// An older maasctl reads the record with sigs.k8s.io/yaml.
+				var old []RecordEntry
+				if err := yaml.Unmarshal([]byte(c), &old); err != nil || !cmp.Equal(list, old) {
+					t.Errorf("chunk %d as an older maasctl reads it (YAML): %v, %d entries, want %d", i, err, len(old), len(list))
+				}
 			}
 			if diff := cmp.Diff(tt.entries, got); diff != "" {
 				t.Errorf("chunks decode to other entries (-want +got):\n%s", diff)
