@@ -92,6 +92,10 @@ func (g *globalOptions) logger() (*zap.Logger, func(), error) {
 	cfg.OutputPaths = []string{g.logFile}
 	cfg.ErrorOutputPaths = []string{g.logFile}
 	cfg.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+	// The production config samples (after 100 entries of one message in
+	// a second, one in 100): the debug log would then drop most of a
+	// run's "api request" lines. It is written for diagnosis; keep all.
+	cfg.Sampling = nil
 	l, err := cfg.Build()
 	if err != nil {
 		return nil, nil, fmt.Errorf("--log-file %s: %w", g.logFile, err)

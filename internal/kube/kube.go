@@ -102,9 +102,15 @@ func (c *RequestCounter) Reads() int64 { return c.reads.Load() }
 // Writes returns the number of write requests sent so far.
 func (c *RequestCounter) Writes() int64 { return c.writes.Load() }
 
+// countingTransport counts every request and, when log is enabled at
+// debug level, logs one "api request" line per attempt: method, path,
+// query (labelSelector, watch, dryRun and the like; never a body or a
+// header, so never a credential), status code and milliseconds. A watch is
+// logged when its response headers arrive.
 type countingTransport struct {
 	next    http.RoundTripper
 	counter *RequestCounter
+	log     *zap.Logger
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -116,7 +122,22 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			t.counter.writes.Add(1)
 		}
 	}
-	return t.next.RoundTrip(req)
+	if t.log == nil || !t.log.Core().Enabled(zap.DebugLevel) {
+		return t.next.RoundTrip(req)
+	}
+	t0 := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	fields := []zap.Field{zap.String("method", req.Method), zap.String("path", req.URL.Path),
+		zap.String("query", req.URL.RawQuery), zap.Int("status", status), zap.Int64("ms", time.Since(t0).Milliseconds())}
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	t.log.Debug("api request", fields...)
+	return resp, err
 }
 
 // Options configures NewWithOptions. The zero value is what New uses.
@@ -152,7 +173,7 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 	}
 	counter := &RequestCounter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &countingTransport{next: rt, counter: counter}
+		return &countingTransport{next: rt, counter: counter, log: o.Log}
 	})
 	// Wrapped after the counter, so it is the outer layer: each attempt is
 	// counted.

@@ -183,6 +183,21 @@ func TestRetryTransport(t *testing.T) {
 			if got := c.Requests.Reads() + c.Requests.Writes(); got != int64(tt.attempts) {
 				t.Errorf("counted %d requests, want one per attempt (%d)", got, tt.attempts)
 			}
+			// The debug log has one "api request" line per attempt, with
+			// the method, path and status (0 for a dropped connection).
+			reqLines := logs.FilterMessage("api request").All()
+			if len(reqLines) != tt.attempts {
+				t.Errorf("%d api request log lines, want one per attempt (%d)", len(reqLines), tt.attempts)
+			}
+			for _, e := range reqLines {
+				m := e.ContextMap()
+				if m["method"] == "" || !strings.HasPrefix(m["path"].(string), "/api/v1/namespaces/ns/configmaps") {
+					t.Errorf("api request log line lacks method or path: %v", m)
+				}
+				if _, ok := m["status"]; !ok {
+					t.Errorf("api request log line lacks the status: %v", m)
+				}
+			}
 			if got := logs.FilterMessage("retrying API request").Len(); got != tt.retries {
 				t.Errorf("%d retry log lines, want %d", got, tt.retries)
 			}
