@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // ReadMemo remembers the API server's answers to read requests while
@@ -41,8 +43,9 @@ type ReadMemo struct {
 	answers map[string]*memoAnswer
 	// gen counts writes seen; a read keeps its answer only when no write
 	// happened while it was in flight.
-	gen  uint64
-	hits atomic.Int64
+	gen    uint64
+	hits   atomic.Int64
+	flight singleflight.Group
 }
 
 type memoAnswer struct {
@@ -54,7 +57,8 @@ type memoAnswer struct {
 // NewReadMemo returns an empty memo.
 func NewReadMemo() *ReadMemo { return &ReadMemo{answers: map[string]*memoAnswer{}} }
 
-// Hits is how many reads the memo answered without a request.
+// Hits is how many reads the memo answered without a request of their
+// own (kept answers, and reads that shared a concurrent one's request).
 func (m *ReadMemo) Hits() int64 { return m.hits.Load() }
 
 // Clear forgets every answer.
@@ -130,28 +134,48 @@ func (t *memoTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// protobuf, dynamic ones for JSON, at the same URL.
 	key := req.Header.Get("Accept") + " " + req.URL.Path + "?" + req.URL.RawQuery
 	m.mu.Lock()
-	a, gen := m.answers[key], m.gen
+	a := m.answers[key]
 	m.mu.Unlock()
 	if a != nil {
 		m.hits.Add(1)
 		return a.response(req), nil
 	}
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound) {
-		return resp, err
+	// Concurrent misses of one key (preflight checks run side by side)
+	// share one request; each caller gets its own copy of the answer.
+	v, err, shared := m.flight.Do(key, func() (any, error) { return m.fetch(t.next, req, key) })
+	if err != nil {
+		return nil, err
+	}
+	if shared {
+		m.hits.Add(1)
+	}
+	return v.(*memoAnswer).response(req), nil
+}
+
+// fetch sends req and reads its whole answer; a 200 or 404 is kept under
+// key unless a write happened meanwhile.
+func (m *ReadMemo) fetch(next http.RoundTripper, req *http.Request, key string) (*memoAnswer, error) {
+	m.mu.Lock()
+	gen := m.gen
+	m.mu.Unlock()
+	resp, err := next.RoundTrip(req)
+	if err != nil {
+		return nil, err
 	}
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	a = &memoAnswer{status: resp.StatusCode, header: resp.Header.Clone(), body: body}
-	m.mu.Lock()
-	if m.gen == gen {
-		m.answers[key] = a
+	a := &memoAnswer{status: resp.StatusCode, header: resp.Header.Clone(), body: body}
+	if a.status == http.StatusOK || a.status == http.StatusNotFound {
+		m.mu.Lock()
+		if m.gen == gen {
+			m.answers[key] = a
+		}
+		m.mu.Unlock()
 	}
-	m.mu.Unlock()
-	return a.response(req), nil
+	return a, nil
 }
 
 // response is a fresh http.Response of the kept answer (its own body
