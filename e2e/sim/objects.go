@@ -3,7 +3,8 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -263,16 +264,33 @@ func toUnstructured(obj any) *unstructured.Unstructured {
 }
 
 func sortByAge(l []*unstructured.Unstructured) {
-	sort.SliceStable(l, func(i, j int) bool {
-		ti, tj := l[i].GetCreationTimestamp(), l[j].GetCreationTimestamp()
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
+	if len(l) < 2 {
+		return
+	}
+	// Each creationTimestamp is parsed once, not at every comparison.
+	type aged struct {
+		t metav1.Time
+		u *unstructured.Unstructured
+	}
+	a := make([]aged, len(l))
+	for i, u := range l {
+		a[i] = aged{u.GetCreationTimestamp(), u}
+	}
+	slices.SortStableFunc(a, func(x, y aged) int {
+		if !x.t.Equal(&y.t) {
+			if x.t.Before(&y.t) {
+				return -1
+			}
+			return 1
 		}
-		if l[i].GetNamespace() != l[j].GetNamespace() {
-			return l[i].GetNamespace() < l[j].GetNamespace()
+		if c := strings.Compare(x.u.GetNamespace(), y.u.GetNamespace()); c != 0 {
+			return c
 		}
-		return l[i].GetName() < l[j].GetName()
+		return strings.Compare(x.u.GetName(), y.u.GetName())
 	})
+	for i := range a {
+		l[i] = a[i].u
+	}
 }
 
 // str reads a string field.
