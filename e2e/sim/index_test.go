@@ -237,3 +237,35 @@ func TestSortByAge(t *testing.T) {
 		t.Errorf("sortByAge = %v, want %v", got, want)
 	}
 }
+
+// TestWriteStatusUnchanged: a status equal to the cached one is not
+// written, whether it is built of the decoded JSON types or of others
+// (int, []string) that only the normalized comparison matches; a changed
+// one is.
+func TestWriteStatusUnchanged(t *testing.T) {
+	obj := maasObj("MaaSSubscription", "a", "s", 1, nil)
+	obj.Object["status"] = map[string]any{"phase": "Active", "count": int64(2), "names": []any{"x"}, "extra": "kept"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gvrMaaSSubscription: "MaaSSubscriptionList"}, obj.DeepCopy())
+	m := &manager{log: zaptest.NewLogger(t), dyn: dyn}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+		write  bool
+	}{
+		{"same, decoded types", map[string]any{"phase": "Active", "count": int64(2), "names": []any{"x"}}, false},
+		{"same, other types", map[string]any{"phase": "Active", "count": 2, "names": []string{"x"}}, false},
+		{"changed", map[string]any{"phase": "Degraded"}, true},
+		{"changed, other types", map[string]any{"count": 3}, true},
+	} {
+		before := len(dyn.Actions())
+		out, err := m.writeStatus(ctx, gvrMaaSSubscription, obj, tc.status)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if wrote := len(dyn.Actions()) > before; wrote != tc.write || (out != nil) != tc.write {
+			t.Errorf("%s: wrote %v (returned %v), want %v", tc.name, wrote, out != nil, tc.write)
+		}
+	}
+}

@@ -753,11 +753,19 @@ func (m *manager) updateStatus(ctx context.Context, g schema.GroupVersionResourc
 // holds after the write; nil when nothing was written (the status was
 // unchanged, or held back, see hold).
 func (m *manager) writeStatus(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, status map[string]any) (*unstructured.Unstructured, error) {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "status")
+	old, _ := v.(map[string]any) // not copied: only compared
+	// Most reconciles find the status unchanged: compare the status as
+	// built first. Where it holds values of other Go types than the
+	// decoded JSON (int for int64, []string for []any) that comparison
+	// fails, and the normalized one decides.
+	if subsetEqual(status, old) {
+		return nil, nil
+	}
 	norm, err := normalize(status)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s %s: %w", g.Resource, keyOf(obj), err)
 	}
-	old, _, _ := unstructured.NestedMap(obj.Object, "status")
 	if subsetEqual(norm, old) {
 		return nil, nil
 	}
