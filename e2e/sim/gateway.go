@@ -89,7 +89,7 @@ func registerGateway(m *manager) {
 // routeParents maps an HTTPRoute to the Gateways it names.
 func routeParents(u *unstructured.Unstructured) []key {
 	var out []key
-	for _, p := range sliceOf(u, "spec", "parentRefs") {
+	for _, p := range sliceView(u, "spec", "parentRefs") {
 		pm, _ := p.(map[string]any)
 		if k := mstr(pm, "kind"); k != "" && k != "Gateway" {
 			continue
@@ -260,7 +260,7 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 	if t := gw.GetAnnotations()[serviceTypeAnnotation]; t != "" {
 		svcType = corev1.ServiceType(t)
 	}
-	listeners := sliceOf(gw, "spec", "listeners")
+	listeners := sliceView(gw, "spec", "listeners")
 	if err := g.ensureService(ctx, gw, svcName, svcType, listeners); err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 			oldListeners[mstr(xm, "name")] = xm["conditions"]
 		}
 	}
-	routes := m.list(gvrHTTPRoute, "")
+	routes := m.unsorted(gvrHTTPRoute, "")
 	var lstatus []any
 	var invalid []string
 	var ports []string
@@ -531,7 +531,7 @@ func (g *gatewayCtl) ensureDeployment(ctx context.Context, gw *unstructured.Unst
 // hostnames intersect.
 func (g *gatewayCtl) routeAllowed(route, gw *unstructured.Unstructured, l map[string]any) (bool, string, string) {
 	named := false
-	for _, p := range sliceOf(route, "spec", "parentRefs") {
+	for _, p := range sliceView(route, "spec", "parentRefs") {
 		pm, _ := p.(map[string]any)
 		if mstr(pm, "name") != gw.GetName() {
 			continue
@@ -614,7 +614,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 	gen := route.GetGeneration()
 	var others, ours []any
 	oldOurs := map[string]any{}
-	for _, p := range sliceOf(route, "status", "parents") {
+	for _, p := range sliceView(route, "status", "parents") {
 		pm, _ := p.(map[string]any)
 		if mstr(pm, "controllerName") != openshiftGatewayController {
 			others = append(others, p)
@@ -624,7 +624,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 		oldOurs[mstr(ref, "namespace")+"/"+mstr(ref, "name")+"/"+mstr(ref, "sectionName")] = pm["conditions"]
 	}
 	resolved, rreason, rmsg := g.backendRefs(route)
-	for _, p := range sliceOf(route, "spec", "parentRefs") {
+	for _, p := range sliceView(route, "spec", "parentRefs") {
 		pm, _ := p.(map[string]any)
 		if kind := mstr(pm, "kind"); kind != "" && kind != "Gateway" {
 			continue
@@ -638,7 +638,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 			continue
 		}
 		acc, reason, msg := false, "NoMatchingParent", "no listener matches this parent reference"
-		for _, l := range sliceOf(gw, "spec", "listeners") {
+		for _, l := range sliceView(gw, "spec", "listeners") {
 			lm, _ := l.(map[string]any)
 			if sn := mstr(pm, "sectionName"); sn != "" && sn != mstr(lm, "name") {
 				continue
@@ -689,7 +689,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 // (in the route's namespace); Istio's networking.istio.io Hostname kind is
 // accepted as is; other kinds are InvalidKind.
 func (g *gatewayCtl) backendRefs(route *unstructured.Unstructured) (bool, string, string) {
-	for _, rule := range sliceOf(route, "spec", "rules") {
+	for _, rule := range sliceView(route, "spec", "rules") {
 		rm, _ := rule.(map[string]any)
 		refs, _ := rm["backendRefs"].([]any)
 		for _, b := range refs {

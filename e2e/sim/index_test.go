@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -266,6 +267,25 @@ func TestWriteStatusUnchanged(t *testing.T) {
 		}
 		if wrote := len(dyn.Actions()) > before; wrote != tc.write || (out != nil) != tc.write {
 			t.Errorf("%s: wrote %v (returned %v), want %v", tc.name, wrote, out != nil, tc.write)
+		}
+	}
+}
+
+// TestConditionToMap: a condition built into a map directly equals its
+// JSON round trip, for every optional field set or empty, HTML characters
+// (which encoding/json escapes) and text that is not valid UTF-8.
+func TestConditionToMap(t *testing.T) {
+	for _, c := range []condition{
+		cond("Ready", true, "Reconciled", "ok"),
+		cond("Ready", false, "", ""),
+		cond("Ready", false, "X", "a <b> & \"c\" é").gen(3),
+		cond("Ready", true, "X", "m").gen(-1),
+		{Type: "Available", Status: "True", Message: "m", LastTransitionTime: "2026-12-02T00:00:00Z", LastUpdatedTime: "2026-12-02T00:00:01Z", Severity: "Info"},
+		cond("Ready", false, "X", "bad \xff utf-8"),
+	} {
+		got, want := c.toMap(), toMap(c)
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("%+v: toMap() = %#v, JSON round trip %#v", c, got, want)
 		}
 	}
 }

@@ -505,7 +505,7 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 // routeGateway returns the programmed OpenShift Gateway that accepted route
 // and the hostname of the listener it attached to.
 func (c *maasCtl) routeGateway(route *unstructured.Unstructured) (*unstructured.Unstructured, string) {
-	for _, p := range sliceOf(route, "status", "parents") {
+	for _, p := range sliceView(route, "status", "parents") {
 		pm, _ := p.(map[string]any)
 		if mstr(pm, "controllerName") != openshiftGatewayController {
 			continue
@@ -523,7 +523,7 @@ func (c *maasCtl) routeGateway(route *unstructured.Unstructured) (*unstructured.
 		if !accepted || !conditionTrue(gw, "Programmed") {
 			continue
 		}
-		for _, li := range sliceOf(gw, "spec", "listeners") {
+		for _, li := range sliceView(gw, "spec", "listeners") {
 			lm, _ := li.(map[string]any)
 			if sn := mstr(ref, "sectionName"); sn != "" && sn != mstr(lm, "name") {
 				continue

@@ -721,9 +721,9 @@ func (m *manager) byIndex(g schema.GroupVersionResource, index, value string) []
 	return out
 }
 
-// list returns the cached objects of g in ns ("" for all namespaces), sorted
-// by creation time then name.
-func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
+// unsorted is list without the sort, for callers that only count or
+// test each object.
+func (m *manager) unsorted(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
 	lister := m.factory.ForResource(g).Lister()
 	var objs []runtime.Object
 	if ns == "" {
@@ -737,6 +737,13 @@ func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured
 			out = append(out, u)
 		}
 	}
+	return out
+}
+
+// list returns the cached objects of g in ns ("" for all namespaces), sorted
+// by creation time then name.
+func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
+	out := m.unsorted(g, ns)
 	sortByAge(out)
 	return out
 }
