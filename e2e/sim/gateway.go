@@ -450,6 +450,15 @@ func (g *gatewayCtl) ensureService(ctx context.Context, gw *unstructured.Unstruc
 			AppProtocol: new(strings.ToLower(mstr(lm, "protocol"))),
 		})
 	}
+	// The cached Service, when it already has the type and ports, needs
+	// no request (every route that attaches reconciles the Gateway); any
+	// other case reads the live one. A change the cache has not delivered
+	// yet requeues the Gateway when it does (the Service watch).
+	if u := g.m.get(gvrService, gw.GetNamespace(), name); u != nil {
+		if cached, err := fromUnstructured[corev1.Service](u); err == nil && cached.Spec.Type == typ && samePorts(cached.Spec.Ports, ports) {
+			return nil
+		}
+	}
 	svcs := g.m.kube.CoreV1().Services(gw.GetNamespace())
 	live, err := svcs.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
