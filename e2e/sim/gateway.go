@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,13 +78,39 @@ func registerGateway(m *manager) {
 	g.route = &reconciler{
 		name: "gateway/httproute", delayKey: Gateway, primary: gvrHTTPRoute,
 		watches: []watch{
-			{gvr: gvrGateway, mapFn: m.allOf(gvrHTTPRoute, false)},
+			// Every route is judged again on a Gateway event, except the
+			// Gateway status write that only recounts attachedRoutes
+			// (one per route that attaches): a route's status reads the
+			// Gateway's spec and class, never its status, so that write
+			// changes no route. istiod (pilot/pkg/config/kube/gateway)
+			// likewise derives route status from the Gateway's spec, not
+			// from the status it writes itself.
+			{gvr: gvrGateway, mapFn: m.allOf(gvrHTTPRoute, false), changed: notOnlyAttachedRoutes},
 			{gvr: gvrService, mapFn: m.allOf(gvrHTTPRoute, false)},
 			{gvr: gvrNamespace, mapFn: m.allOf(gvrHTTPRoute, false)},
 		},
 		reconcile: g.reconcileRoute,
 	}
 	m.add(g.route)
+}
+
+// notOnlyAttachedRoutes is an update filter (watch.changed) that drops a
+// Gateway update whose only change is the attachedRoutes count of its
+// listeners' status (besides resourceVersion and managedFields), and
+// informer resyncs; every other update passes.
+func notOnlyAttachedRoutes(old, new *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
+		for _, l := range sliceView(c, "status", "listeners") {
+			if lm, ok := l.(map[string]any); ok {
+				delete(lm, "attachedRoutes")
+			}
+		}
+		return c.Object
+	}
+	return !equality.Semantic.DeepEqual(strip(old), strip(new))
 }
 
 // routeParents maps an HTTPRoute to the Gateways it names.

@@ -289,3 +289,54 @@ func TestConditionToMap(t *testing.T) {
 		}
 	}
 }
+
+// TestNotOnlyAttachedRoutes: the routes' Gateway watch drops the status
+// write that only recounts attachedRoutes (and resyncs) and admits every
+// other change: spec, labels, deletion, conditions, listeners.
+func TestNotOnlyAttachedRoutes(t *testing.T) {
+	base := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "gw", "namespace": "ns", "resourceVersion": "1", "generation": int64(1)},
+		"spec":     map[string]any{"listeners": []any{map[string]any{"name": "https", "port": int64(443)}}},
+		"status": map[string]any{
+			"conditions": []any{map[string]any{"type": "Programmed", "status": "True"}},
+			"listeners":  []any{map[string]any{"name": "https", "attachedRoutes": int64(1), "conditions": []any{}}},
+		},
+	}}
+	edit := func(f func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+		u := base.DeepCopy()
+		u.SetResourceVersion("2")
+		f(u)
+		return u
+	}
+	for _, tc := range []struct {
+		name string
+		new  *unstructured.Unstructured
+		want bool
+	}{
+		{"resync", base.DeepCopy(), false},
+		{"attachedRoutes recounted", edit(func(u *unstructured.Unstructured) {
+			sliceView(u, "status", "listeners")[0].(map[string]any)["attachedRoutes"] = int64(2)
+		}), false},
+		{"condition changed", edit(func(u *unstructured.Unstructured) {
+			sliceView(u, "status", "conditions")[0].(map[string]any)["status"] = "False"
+		}), true},
+		{"condition and count changed", edit(func(u *unstructured.Unstructured) {
+			sliceView(u, "status", "listeners")[0].(map[string]any)["attachedRoutes"] = int64(2)
+			sliceView(u, "status", "conditions")[0].(map[string]any)["reason"] = "X"
+		}), true},
+		{"listener status added", edit(func(u *unstructured.Unstructured) {
+			u.Object["status"].(map[string]any)["listeners"] = append(sliceView(u, "status", "listeners"), map[string]any{"name": "http", "attachedRoutes": int64(0)})
+		}), true},
+		{"spec changed", edit(func(u *unstructured.Unstructured) { u.SetGeneration(2) }), true},
+		{"label added", edit(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a": "b"}) }), true},
+		{"deletion starts", edit(func(u *unstructured.Unstructured) { now := metav1.Now(); u.SetDeletionTimestamp(&now) }), true},
+	} {
+		if got := notOnlyAttachedRoutes(base, tc.new); got != tc.want {
+			t.Errorf("%s: notOnlyAttachedRoutes = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if sliceView(base, "status", "listeners")[0].(map[string]any)["attachedRoutes"] != int64(1) {
+		t.Error("the filter changed the cached object")
+	}
+}
