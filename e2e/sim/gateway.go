@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,7 +78,14 @@ func registerGateway(m *manager) {
 	g.route = &reconciler{
 		name: "gateway/httproute", delayKey: Gateway, primary: gvrHTTPRoute,
 		watches: []watch{
-			{gvr: gvrGateway, mapFn: m.allOf(gvrHTTPRoute, false)},
+			// Every route is judged again on a Gateway event, except the
+			// Gateway status write that only recounts attachedRoutes
+			// (one per route that attaches): a route's status reads the
+			// Gateway's spec and class, never its status, so that write
+			// changes no route. istiod (pilot/pkg/config/kube/gateway)
+			// likewise derives route status from the Gateway's spec, not
+			// from the status it writes itself.
+			{gvr: gvrGateway, mapFn: m.allOf(gvrHTTPRoute, false), changed: notOnlyAttachedRoutes},
 			{gvr: gvrService, mapFn: m.allOf(gvrHTTPRoute, false)},
 			{gvr: gvrNamespace, mapFn: m.allOf(gvrHTTPRoute, false)},
 		},
@@ -86,10 +94,29 @@ func registerGateway(m *manager) {
 	m.add(g.route)
 }
 
+// notOnlyAttachedRoutes is an update filter (watch.changed) that drops a
+// Gateway update whose only change is the attachedRoutes count of its
+// listeners' status (besides resourceVersion and managedFields), and
+// informer resyncs; every other update passes.
+func notOnlyAttachedRoutes(old, new *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
+		for _, l := range sliceView(c, "status", "listeners") {
+			if lm, ok := l.(map[string]any); ok {
+				delete(lm, "attachedRoutes")
+			}
+		}
+		return c.Object
+	}
+	return !equality.Semantic.DeepEqual(strip(old), strip(new))
+}
+
 // routeParents maps an HTTPRoute to the Gateways it names.
 func routeParents(u *unstructured.Unstructured) []key {
 	var out []key
-	for _, p := range sliceOf(u, "spec", "parentRefs") {
+	for _, p := range sliceView(u, "spec", "parentRefs") {
 		pm, _ := p.(map[string]any)
 		if k := mstr(pm, "kind"); k != "" && k != "Gateway" {
 			continue
@@ -260,7 +287,7 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 	if t := gw.GetAnnotations()[serviceTypeAnnotation]; t != "" {
 		svcType = corev1.ServiceType(t)
 	}
-	listeners := sliceOf(gw, "spec", "listeners")
+	listeners := sliceView(gw, "spec", "listeners")
 	if err := g.ensureService(ctx, gw, svcName, svcType, listeners); err != nil {
 		return err
 	}
@@ -275,7 +302,7 @@ func (g *gatewayCtl) reconcileGateway(ctx context.Context, k key) error {
 			oldListeners[mstr(xm, "name")] = xm["conditions"]
 		}
 	}
-	routes := m.list(gvrHTTPRoute, "")
+	routes := m.unsorted(gvrHTTPRoute, "")
 	var lstatus []any
 	var invalid []string
 	var ports []string
@@ -450,6 +477,15 @@ func (g *gatewayCtl) ensureService(ctx context.Context, gw *unstructured.Unstruc
 			AppProtocol: new(strings.ToLower(mstr(lm, "protocol"))),
 		})
 	}
+	// The cached Service, when it already has the type and ports, needs
+	// no request (every route that attaches reconciles the Gateway); any
+	// other case reads the live one. A change the cache has not delivered
+	// yet requeues the Gateway when it does (the Service watch).
+	if u := g.m.get(gvrService, gw.GetNamespace(), name); u != nil {
+		if cached, err := fromUnstructured[corev1.Service](u); err == nil && cached.Spec.Type == typ && samePorts(cached.Spec.Ports, ports) {
+			return nil
+		}
+	}
 	svcs := g.m.kube.CoreV1().Services(gw.GetNamespace())
 	live, err := svcs.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -531,7 +567,7 @@ func (g *gatewayCtl) ensureDeployment(ctx context.Context, gw *unstructured.Unst
 // hostnames intersect.
 func (g *gatewayCtl) routeAllowed(route, gw *unstructured.Unstructured, l map[string]any) (bool, string, string) {
 	named := false
-	for _, p := range sliceOf(route, "spec", "parentRefs") {
+	for _, p := range sliceView(route, "spec", "parentRefs") {
 		pm, _ := p.(map[string]any)
 		if mstr(pm, "name") != gw.GetName() {
 			continue
@@ -614,7 +650,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 	gen := route.GetGeneration()
 	var others, ours []any
 	oldOurs := map[string]any{}
-	for _, p := range sliceOf(route, "status", "parents") {
+	for _, p := range sliceView(route, "status", "parents") {
 		pm, _ := p.(map[string]any)
 		if mstr(pm, "controllerName") != openshiftGatewayController {
 			others = append(others, p)
@@ -624,7 +660,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 		oldOurs[mstr(ref, "namespace")+"/"+mstr(ref, "name")+"/"+mstr(ref, "sectionName")] = pm["conditions"]
 	}
 	resolved, rreason, rmsg := g.backendRefs(route)
-	for _, p := range sliceOf(route, "spec", "parentRefs") {
+	for _, p := range sliceView(route, "spec", "parentRefs") {
 		pm, _ := p.(map[string]any)
 		if kind := mstr(pm, "kind"); kind != "" && kind != "Gateway" {
 			continue
@@ -638,7 +674,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 			continue
 		}
 		acc, reason, msg := false, "NoMatchingParent", "no listener matches this parent reference"
-		for _, l := range sliceOf(gw, "spec", "listeners") {
+		for _, l := range sliceView(gw, "spec", "listeners") {
 			lm, _ := l.(map[string]any)
 			if sn := mstr(pm, "sectionName"); sn != "" && sn != mstr(lm, "name") {
 				continue
@@ -689,7 +725,7 @@ func (g *gatewayCtl) reconcileRoute(ctx context.Context, k key) error {
 // (in the route's namespace); Istio's networking.istio.io Hostname kind is
 // accepted as is; other kinds are InvalidKind.
 func (g *gatewayCtl) backendRefs(route *unstructured.Unstructured) (bool, string, string) {
-	for _, rule := range sliceOf(route, "spec", "rules") {
+	for _, rule := range sliceView(route, "spec", "rules") {
 		rm, _ := rule.(map[string]any)
 		refs, _ := rm["backendRefs"].([]any)
 		for _, b := range refs {

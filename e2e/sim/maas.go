@@ -42,8 +42,9 @@ import (
 //     Active once it is.
 //     Every subscription carries SpecPriorityDuplicate (True, SharedPriority,
 //     naming the peers, while another one has the same spec.priority;
-//     False, NoDuplicatePeers, otherwise), re-judged when any subscription
-//     is created, deleted or given a new spec (priorityDuplicate).
+//     False, NoDuplicatePeers, otherwise), re-judged when a subscription
+//     of the same priority is created, deleted or given a new spec
+//     (priorityDuplicate, subscriptionPeers).
 //   - Finalizers maas.opendatahub.io/model-cleanup, authpolicy-cleanup and
 //     subscription-cleanup on the three kinds, removed only by the running
 //     controller (see finalize).
@@ -116,11 +117,11 @@ func registerMaaS(m *manager) {
 		watches: []watch{
 			{gvr: gvrMaaSModelRef, mapFn: m.referencing(gvrMaaSSubscription, refName)},
 			{gvr: gvrTokenPolicy, mapFn: m.referencing(gvrMaaSSubscription, trlpModel)},
-			{gvr: gvrHTTPRoute, mapFn: m.allOf(gvrMaaSSubscription, false), changed: objectChanged},
+			{gvr: gvrHTTPRoute, mapFn: c.routeSubscriptions, changed: objectChanged},
 			// duplicatePriorityScanHandler: a subscription created,
-			// deleted or given a new spec re-judges every subscription's
-			// SpecPriorityDuplicate.
-			{gvr: gvrMaaSSubscription, mapFn: m.allOf(gvrMaaSSubscription, false), changed: generationOrDeletion},
+			// deleted or given a new spec re-judges the SpecPriorityDuplicate
+			// of the subscriptions it can change (see subscriptionPeers).
+			{gvr: gvrMaaSSubscription, mapFn: c.subscriptionPeers, changed: generationOrDeletion},
 			c.maasAPIWatch(gvrMaaSSubscription),
 		},
 		reconcile: c.reconcileSubscription,
@@ -142,6 +143,55 @@ func registerMaaS(m *manager) {
 		}
 		m.add(c.legacy)
 	}
+}
+
+// routeSubscriptions maps an HTTPRoute event to the MaaSSubscriptions that
+// reference a MaaSModelRef existing in the route's namespace, as
+// maas-controller's mapHTTPRouteToMaaSSubscriptions does
+// (maassubscription_controller.go: it lists the MaaSModelRefs of the
+// route's namespace, then the subscriptions naming any of them), rather
+// than every subscription of the cluster.
+func (c *maasCtl) routeSubscriptions(u *unstructured.Unstructured) []key {
+	seen := map[key]bool{}
+	var out []key
+	for _, ref := range c.m.list(gvrMaaSModelRef, u.GetNamespace()) {
+		for _, s := range c.m.byIndex(gvrMaaSSubscription, indexModelRefs, modelRefKey(ref.GetNamespace(), ref.GetName())) {
+			if k := keyOf(s); !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// subscriptionPeers maps an event on a MaaSSubscription (created, deleted,
+// its spec changed; old and new object both, see updateHandler) to the
+// subscriptions whose reconcile reads it: those with the same spec.priority
+// (the peers of priorityDuplicate) and those naming one of its models (the
+// model's TokenRateLimitPolicy aggregates every subscription of the model,
+// applyTokenPolicy). No other subscription's status depends on it.
+// maas-controller's duplicatePriorityScanHandler (maassubscription_controller.go)
+// enqueues no reconcile at all: it patches only the SpecPriorityDuplicate
+// condition, which changes only on subscriptions of the same priority.
+func (c *maasCtl) subscriptionPeers(u *unstructured.Unstructured) []key {
+	seen := map[key]bool{}
+	var out []key
+	add := func(l []*unstructured.Unstructured) {
+		for _, s := range l {
+			if k := keyOf(s); !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	add([]*unstructured.Unstructured{u})
+	add(c.m.byIndex(gvrMaaSSubscription, indexPriority, priorityKey(u)))
+	refs, _ := modelRefIndex(u)
+	for _, r := range refs {
+		add(c.m.byIndex(gvrMaaSSubscription, indexModelRefs, r))
+	}
+	return out
 }
 
 // refName names the model a MaaSModelRef event is about: the ref itself.
@@ -359,15 +409,9 @@ func (c *maasCtl) applySpec(ctx context.Context, g schema.GroupVersionResource, 
 // Failed).
 func (c *maasCtl) governed(ns, name string) bool {
 	refers := func(g schema.GroupVersionResource) bool {
-		for _, o := range c.m.list(g, "") {
-			if o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			for _, r := range sliceOf(o, "spec", "modelRefs") {
-				rm, _ := r.(map[string]any)
-				if mstr(rm, "name") == name && mstr(rm, "namespace") == ns {
-					return true
-				}
+		for _, o := range c.m.byIndex(g, indexModelRefs, modelRefKey(ns, name)) {
+			if o.GetDeletionTimestamp() == nil {
+				return true
 			}
 		}
 		return false
@@ -461,7 +505,7 @@ func (c *maasCtl) reconcileRef(ctx context.Context, k key) error {
 // routeGateway returns the programmed OpenShift Gateway that accepted route
 // and the hostname of the listener it attached to.
 func (c *maasCtl) routeGateway(route *unstructured.Unstructured) (*unstructured.Unstructured, string) {
-	for _, p := range sliceOf(route, "status", "parents") {
+	for _, p := range sliceView(route, "status", "parents") {
 		pm, _ := p.(map[string]any)
 		if mstr(pm, "controllerName") != openshiftGatewayController {
 			continue
@@ -479,7 +523,7 @@ func (c *maasCtl) routeGateway(route *unstructured.Unstructured) (*unstructured.
 		if !accepted || !conditionTrue(gw, "Programmed") {
 			continue
 		}
-		for _, li := range sliceOf(gw, "spec", "listeners") {
+		for _, li := range sliceView(gw, "spec", "listeners") {
 			lm, _ := li.(map[string]any)
 			if sn := mstr(ref, "sectionName"); sn != "" && sn != mstr(lm, "name") {
 				continue
@@ -874,13 +918,11 @@ func (c *maasCtl) reconcileSubscription(ctx context.Context, k key) error {
 func (c *maasCtl) priorityDuplicate(sub *unstructured.Unstructured) condition {
 	p, _, _ := unstructured.NestedInt64(sub.Object, "spec", "priority")
 	var peers []string
-	for _, o := range c.m.list(gvrMaaSSubscription, "") {
+	for _, o := range c.m.byIndex(gvrMaaSSubscription, indexPriority, priorityKey(sub)) {
 		if o.GetDeletionTimestamp() != nil || (o.GetNamespace() == sub.GetNamespace() && o.GetName() == sub.GetName()) {
 			continue
 		}
-		if q, _, _ := unstructured.NestedInt64(o.Object, "spec", "priority"); q == p {
-			peers = append(peers, o.GetNamespace()+"/"+o.GetName())
-		}
+		peers = append(peers, o.GetNamespace()+"/"+o.GetName())
 	}
 	if len(peers) == 0 {
 		return cond("SpecPriorityDuplicate", false, "NoDuplicatePeers", "")
@@ -902,7 +944,7 @@ func (c *maasCtl) applyTokenPolicy(ctx context.Context, ns, name, routeName stri
 	route := c.m.get(gvrHTTPRoute, ns, routeName)
 	limits := map[string]any{}
 	var subs []string
-	for _, s := range c.m.list(gvrMaaSSubscription, "") {
+	for _, s := range c.m.byIndex(gvrMaaSSubscription, indexModelRefs, modelRefKey(ns, name)) {
 		if s.GetDeletionTimestamp() != nil {
 			continue
 		}

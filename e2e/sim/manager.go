@@ -157,6 +157,10 @@ type manager struct {
 	// written holds, per resource and key, the object the last status
 	// write of this process returned (see fresh).
 	written sync.Map // string -> *unstructured.Unstructured
+	// indexMu guards indexed: the informer indexes byIndex has added,
+	// per resource and index name.
+	indexMu sync.Mutex
+	indexed map[string]bool
 }
 
 func newManager(cfg *rest.Config, o Options) (*manager, error) {
@@ -631,9 +635,95 @@ func (m *manager) get(g schema.GroupVersionResource, ns, name string) *unstructu
 	return u
 }
 
-// list returns the cached objects of g in ns ("" for all namespaces), sorted
-// by creation time then name.
-func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
+// Informer indexes (cache.Indexers on the shared informers). The informer
+// keeps an index under its store's lock, so an index never disagrees with
+// get and list: a lookup by index returns what a scan of list would.
+const (
+	// indexModelRefs holds "namespace/name" of every spec.modelRefs
+	// entry (MaaSAuthPolicy, MaaSSubscription).
+	indexModelRefs = "modelRefs"
+	// indexPriority holds spec.priority in decimal, "0" when unset
+	// (MaaSSubscription).
+	indexPriority = "priority"
+)
+
+var indexFuncs = map[string]cache.IndexFunc{
+	indexModelRefs: modelRefIndex,
+	indexPriority:  priorityIndex,
+}
+
+// modelRefIndex is the IndexFunc of indexModelRefs.
+func modelRefIndex(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	l, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "modelRefs")
+	refs, _ := l.([]any)
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		rm, _ := r.(map[string]any)
+		out = append(out, modelRefKey(mstr(rm, "namespace"), mstr(rm, "name")))
+	}
+	return out, nil
+}
+
+// modelRefKey is the indexModelRefs value of model ns/name.
+func modelRefKey(ns, name string) string { return ns + "/" + name }
+
+// priorityIndex is the IndexFunc of indexPriority.
+func priorityIndex(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	return []string{priorityKey(u)}, nil
+}
+
+// priorityKey is the indexPriority value of a MaaSSubscription: its
+// spec.priority as unstructured.NestedInt64 reads it (0 when unset).
+func priorityKey(u *unstructured.Unstructured) string {
+	p, _, _ := unstructured.NestedInt64(u.Object, "spec", "priority")
+	return strconv.FormatInt(p, 10)
+}
+
+// byIndex returns the cached objects of g whose index (one of indexFuncs)
+// holds value, sorted like list. The index is added to g's informer on
+// first use (an informer indexes the objects it already holds then).
+func (m *manager) byIndex(g schema.GroupVersionResource, index, value string) []*unstructured.Unstructured {
+	inf := m.factory.ForResource(g).Informer()
+	id := g.String() + "|" + index
+	m.indexMu.Lock()
+	if !m.indexed[id] {
+		if err := inf.AddIndexers(cache.Indexers{index: indexFuncs[index]}); err != nil {
+			m.indexMu.Unlock()
+			m.log.Error("add index", zap.String("gvr", g.String()), zap.String("index", index), zap.Error(err))
+			return nil
+		}
+		if m.indexed == nil {
+			m.indexed = map[string]bool{}
+		}
+		m.indexed[id] = true
+	}
+	m.indexMu.Unlock()
+	objs, err := inf.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		m.log.Error("read index", zap.String("gvr", g.String()), zap.String("index", index), zap.Error(err))
+		return nil
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	sortByAge(out)
+	return out
+}
+
+// unsorted is list without the sort, for callers that only count or
+// test each object.
+func (m *manager) unsorted(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
 	lister := m.factory.ForResource(g).Lister()
 	var objs []runtime.Object
 	if ns == "" {
@@ -647,6 +737,13 @@ func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured
 			out = append(out, u)
 		}
 	}
+	return out
+}
+
+// list returns the cached objects of g in ns ("" for all namespaces), sorted
+// by creation time then name.
+func (m *manager) list(g schema.GroupVersionResource, ns string) []*unstructured.Unstructured {
+	out := m.unsorted(g, ns)
 	sortByAge(out)
 	return out
 }
@@ -663,11 +760,19 @@ func (m *manager) updateStatus(ctx context.Context, g schema.GroupVersionResourc
 // holds after the write; nil when nothing was written (the status was
 // unchanged, or held back, see hold).
 func (m *manager) writeStatus(ctx context.Context, g schema.GroupVersionResource, obj *unstructured.Unstructured, status map[string]any) (*unstructured.Unstructured, error) {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "status")
+	old, _ := v.(map[string]any) // not copied: only compared
+	// Most reconciles find the status unchanged: compare the status as
+	// built first. Where it holds values of other Go types than the
+	// decoded JSON (int for int64, []string for []any) that comparison
+	// fails, and the normalized one decides.
+	if subsetEqual(status, old) {
+		return nil, nil
+	}
 	norm, err := normalize(status)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s %s: %w", g.Resource, keyOf(obj), err)
 	}
-	old, _, _ := unstructured.NestedMap(obj.Object, "status")
 	if subsetEqual(norm, old) {
 		return nil, nil
 	}
@@ -808,24 +913,18 @@ func referencedRefs(u *unstructured.Unstructured) []key {
 }
 
 // referencing maps an event on model namespace/name to every object of g
-// whose spec.modelRefs names it; model returns that name from the event
-// object ("" maps to every object of g).
+// whose spec.modelRefs names it (g is a kind with indexModelRefs); model
+// returns that name from the event object ("" maps to every object of g).
 func (m *manager) referencing(g schema.GroupVersionResource, model func(*unstructured.Unstructured) (ns, name string)) func(*unstructured.Unstructured) []key {
+	all := m.allOf(g, false)
 	return func(u *unstructured.Unstructured) []key {
 		ns, name := model(u)
+		if name == "" {
+			return all(u)
+		}
 		var out []key
-		for _, o := range m.list(g, "") {
-			if name == "" {
-				out = append(out, keyOf(o))
-				continue
-			}
-			for _, r := range sliceOf(o, "spec", "modelRefs") {
-				rm, _ := r.(map[string]any)
-				if mstr(rm, "name") == name && mstr(rm, "namespace") == ns {
-					out = append(out, keyOf(o))
-					break
-				}
-			}
+		for _, o := range m.byIndex(g, indexModelRefs, modelRefKey(ns, name)) {
+			out = append(out, keyOf(o))
 		}
 		return out
 	}

@@ -3,8 +3,10 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -168,9 +170,39 @@ func conditions(old any, want ...condition) []any {
 				}
 			}
 		}
-		out = append(out, toMap(c))
+		out = append(out, c.toMap())
 	}
 	return out
+}
+
+// toMap is toMap(c) (the JSON round trip) built directly: the same keys,
+// empty optional fields left out, observedGeneration an int64. A string
+// that is not valid UTF-8 (which encoding/json would rewrite) takes the
+// round trip.
+func (c condition) toMap() map[string]any {
+	for _, s := range []string{c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime, c.LastUpdatedTime, c.Severity} {
+		if !utf8.ValidString(s) {
+			return toMap(c)
+		}
+	}
+	m := make(map[string]any, 8)
+	m["type"], m["status"], m["message"] = c.Type, c.Status, c.Message
+	if c.Reason != "" {
+		m["reason"] = c.Reason
+	}
+	if c.ObservedGeneration != 0 {
+		m["observedGeneration"] = c.ObservedGeneration
+	}
+	if c.LastTransitionTime != "" {
+		m["lastTransitionTime"] = c.LastTransitionTime
+	}
+	if c.LastUpdatedTime != "" {
+		m["lastUpdatedTime"] = c.LastUpdatedTime
+	}
+	if c.Severity != "" {
+		m["severity"] = c.Severity
+	}
+	return m
 }
 
 // statusConditions returns obj's status.conditions.
@@ -263,16 +295,35 @@ func toUnstructured(obj any) *unstructured.Unstructured {
 }
 
 func sortByAge(l []*unstructured.Unstructured) {
-	sort.SliceStable(l, func(i, j int) bool {
-		ti, tj := l[i].GetCreationTimestamp(), l[j].GetCreationTimestamp()
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
+	if len(l) < 2 {
+		return
+	}
+	// Each creationTimestamp is parsed once, not at every comparison.
+	type aged struct {
+		t metav1.Time
+		u *unstructured.Unstructured
+	}
+	a := make([]aged, len(l))
+	for i, u := range l {
+		a[i] = aged{u.GetCreationTimestamp(), u}
+	}
+	// Objects of one kind differ in namespace or name, so the order is
+	// total and a stable sort would give the same.
+	slices.SortFunc(a, func(x, y aged) int {
+		if !x.t.Equal(&y.t) {
+			if x.t.Before(&y.t) {
+				return -1
+			}
+			return 1
 		}
-		if l[i].GetNamespace() != l[j].GetNamespace() {
-			return l[i].GetNamespace() < l[j].GetNamespace()
+		if c := strings.Compare(x.u.GetNamespace(), y.u.GetNamespace()); c != 0 {
+			return c
 		}
-		return l[i].GetName() < l[j].GetName()
+		return strings.Compare(x.u.GetName(), y.u.GetName())
 	})
+	for i := range a {
+		l[i] = a[i].u
+	}
 }
 
 // str reads a string field.
@@ -290,6 +341,18 @@ func sliceOf(u *unstructured.Unstructured, fields ...string) []any {
 		return nil
 	}
 	s, _, _ := unstructured.NestedSlice(u.Object, fields...)
+	return s
+}
+
+// sliceView reads a list field as sliceOf does, without copying it: the
+// slice and what it holds are the informer cache's, for reading only.
+// Used where a reconcile runs for every object of a kind on every event.
+func sliceView(u *unstructured.Unstructured, fields ...string) []any {
+	if u == nil {
+		return nil
+	}
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, fields...)
+	s, _ := v.([]any)
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +19,8 @@ import (
 
 func main() {
 	o := bench.Options{Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
-	var models, figures, jsonPath string
+	var models, figures, jsonPath, cpuProfile string
+	stopProfile := func() {}
 	flag.StringVar(&o.Maasctl, "maasctl", "bin/maasctl", "maasctl binary to measure")
 	flag.StringVar(&o.Dir, "dir", "", "folder for control plane state, logs and Ansible files (default a new temporary folder)")
 	flag.Float64Var(&o.Scale, "scale", 100, "divide the realistic operator delays by this")
@@ -31,7 +33,20 @@ func main() {
 	flag.StringVar(&figures, "figures", "install,slow,serial,ansible,scale,migrate", "figure groups to measure: install (with detection latency and the no-op re-run), slow (the install with 10× longer delays), serial, ansible, scale, migrate (migrate tiers with the -models counts of annotated models)")
 	flag.BoolVar(&o.Profile, "profile", false, "scale figure: record requests through the proxy, write maasctl's CPU and heap profiles and print where the time went")
 	flag.StringVar(&jsonPath, "json", "e2e/bench/results.json", "write the figures here as JSON")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process itself (the simulated operators run in it) to this file")
 	flag.Parse()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "maasctl-bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	defer stopProfile()
 	for _, s := range strings.Split(models, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -56,6 +71,7 @@ func main() {
 		if jsonPath != "" {
 			if werr := res.WriteJSON(jsonPath); werr != nil {
 				fmt.Fprintln(os.Stderr, "maasctl-bench:", werr)
+				stopProfile()
 				os.Exit(1)
 			}
 			fmt.Fprintln(os.Stderr, "bench: figures written to", jsonPath)
@@ -63,6 +79,7 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "maasctl-bench:", err)
+		stopProfile()
 		os.Exit(1)
 	}
 }
