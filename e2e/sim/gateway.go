@@ -80,11 +80,11 @@ func registerGateway(m *manager) {
 		watches: []watch{
 			// Every route is judged again on a Gateway event, except the
 			// Gateway status write that only recounts attachedRoutes
-			// (one per route that attaches): a route's status reads the
-			// Gateway's spec and class, never its status, so that write
-			// changes no route. istiod (pilot/pkg/config/kube/gateway)
-			// likewise derives route status from the Gateway's spec, not
-			// from the status it writes itself.
+			// (one per route that attaches): reconcileRoute derives a
+			// route's status from the Gateway's spec and class
+			// (routeAllowed), never from the Gateway's status, so that
+			// write changes no route. (Whether istiod filters the same
+			// way was not checked against its source.)
 			{gvr: gvrGateway, mapFn: m.allOf(gvrHTTPRoute, false), changed: notOnlyAttachedRoutes},
 			{gvr: gvrService, mapFn: m.allOf(gvrHTTPRoute, false)},
 			{gvr: gvrNamespace, mapFn: m.allOf(gvrHTTPRoute, false)},
