@@ -299,12 +299,6 @@ func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied f
 	err = s.apply(sctx, r.Env)
 	cancel()
 	d = time.Since(t0)
-	if m := r.Env.Clients.Memo(); m != nil && !s.ReadOnly {
-		// What the operators did about this step's writes (seen by its
-		// waits) may postdate answers other steps read meanwhile: the
-		// dependents' checks read afresh.
-		m.Clear()
-	}
 	if err == nil {
 		applied()
 	}

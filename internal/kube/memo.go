@@ -31,8 +31,7 @@ import (
 // across a write is not kept. So the memo holds only while maasctl has
 // not written since the answers were read: on a converged re-run that is
 // the whole run; once a step applies, later checks read afresh what its
-// writes (and the controllers answering them) changed: the Runner also
-// clears the memo when a step's Apply, its waits included, returns. Changes by
+// writes (and the controllers answering them) changed. Changes by
 // controllers alone since an answer are not seen, exactly as if the two
 // reads had been made in the other order.
 //
