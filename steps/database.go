@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -370,18 +369,7 @@ func checkSecret(ctx context.Context, e *Env, want *unstructured.Unstructured) (
 	return true, "", nil
 }
 
-// crdEstablished reports whether CRD name (PLURAL.GROUP) is Established.
-// A resource that discovery serves (read once per command, so no request)
-// is: the API server lists a CRD's group and versions in discovery only
-// while its Established condition is True (apiextensions-apiserver,
-// customresource_discovery_controller.go). Otherwise the CRD is read, to
-// tell a missing CRD (false, nil) from one not yet Established.
 func crdEstablished(ctx context.Context, e *Env, name string) (bool, error) {
-	if plural, group, ok := strings.Cut(name, "."); ok && e.Clients.Mapper != nil {
-		if _, err := e.Clients.Mapper.KindFor(schema.GroupVersionResource{Group: group, Resource: plural}); err == nil {
-			return true, nil
-		}
-	}
 	crd, err := e.Clients.Dynamic.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
