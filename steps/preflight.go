@@ -269,15 +269,7 @@ func IsPreflightFailed(err error) bool {
 func Preflight(ctx context.Context, e *Env) *PreflightReport {
 	checks := PreflightChecks()
 	results := make([][]Finding, len(checks))
-	// The checks run side by side and several read the same object (the
-	// CatalogSource all three operators subscribe from, the CNPG Cluster
-	// and CRD): they read through a read memo (kube.ReadMemo), Install's
-	// when it runs them, else one for this call.
-	if e.Clients.Memo() == nil {
-		e.Clients.SetMemo(kube.NewReadMemo())
-		defer e.Clients.SetMemo(nil)
-	}
-	ctx = kube.Memoized(ctx)
+	ctx = withReadMemo(ctx)
 	var wg sync.WaitGroup
 	for i, c := range checks {
 		wg.Add(1)

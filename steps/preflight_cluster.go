@@ -172,7 +172,7 @@ func checkModelSecrets(ctx context.Context, e *Env) ([]Finding, error) {
 // one, else they stay Pending and the primary is never set up (case B09).
 func checkStorageClass(ctx context.Context, e *Env) ([]Finding, error) {
 	d := e.Inv.Database
-	if cl, err := getOptional(ctx, e.Clients, cnpgClusterGVK, d.Namespace, d.ClusterName); err == nil && cl != nil && waiters.ConditionTrue("Ready")(cl).Done {
+	if cl, err := getShared(ctx, e, cnpgClusterGVK, d.Namespace, d.ClusterName); err == nil && cl != nil && waiters.ConditionTrue("Ready")(cl).Done {
 		return nil, nil // the database already runs
 	}
 	scs, err := e.Clients.Kube.StorageV1().StorageClasses().List(ctx, cachedList(""))
@@ -206,7 +206,7 @@ func checkStorageClass(ctx context.Context, e *Env) ([]Finding, error) {
 // cloudnative-pg#3309, case B09).
 func checkStalePVCs(ctx context.Context, e *Env) ([]Finding, error) {
 	d := e.Inv.Database
-	cl, err := getOptional(ctx, e.Clients, cnpgClusterGVK, d.Namespace, d.ClusterName)
+	cl, err := getShared(ctx, e, cnpgClusterGVK, d.Namespace, d.ClusterName)
 	if err != nil && !kube.IsNotServed(err) {
 		return nil, err
 	}

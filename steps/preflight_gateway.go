@@ -60,7 +60,7 @@ var (
 // history entry). onOpenShift is false when ClusterVersion is not served;
 // known is false when no version can be read.
 func openShiftRelease(ctx context.Context, e *Env) (v semver.Version, known, onOpenShift bool, err error) {
-	cv, err := getOptional(ctx, e.Clients, clusterVersionGVK, "", "version")
+	cv, err := getShared(ctx, e, clusterVersionGVK, "", "version")
 	if kube.IsNotServed(err) {
 		return semver.Version{}, false, false, nil
 	}
@@ -115,7 +115,7 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 		out = append(out, f)
 	}
 	for _, name := range GatewayAPICRDs {
-		crd, err := getOptional(ctx, e.Clients, waiters.CRDGVK, "", name)
+		crd, err := getShared(ctx, e, waiters.CRDGVK, "", name)
 		if err != nil {
 			return nil, err
 		}
@@ -228,14 +228,14 @@ func checkOSSMSubscriptions(ctx context.Context, e *Env) ([]Finding, error) {
 	fixed := semver.MustParse(OSSMConflictFixedIn)
 	affected := known && ocp.LT(fixed)
 	var evidence []string
-	if co, err := getOptional(ctx, e.Clients, clusterOperatorGVK, "", "ingress"); err == nil && co != nil {
+	if co, err := getShared(ctx, e, clusterOperatorGVK, "", "ingress"); err == nil && co != nil {
 		if c, ok := waiters.GetCondition(co, "Degraded"); ok && c.Status == "True" {
 			evidence = append(evidence, "ClusterOperator ingress is "+c.String())
 		}
 	} else if err != nil && !kube.IsNotServed(err) {
 		return nil, err
 	}
-	if gc, err := getOptional(ctx, e.Clients, gatewayClassGVK, "", e.Inv.Gateway.ClassName); err == nil && gc != nil {
+	if gc, err := getShared(ctx, e, gatewayClassGVK, "", e.Inv.Gateway.ClassName); err == nil && gc != nil {
 		if c, ok := waiters.GetCondition(gc, "Accepted"); ok && c.Status != "True" {
 			evidence = append(evidence, "GatewayClass "+e.Inv.Gateway.ClassName+" is "+c.String())
 		}

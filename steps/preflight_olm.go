@@ -20,7 +20,7 @@ import (
 // operator only when postgresql.cnpg.io is not served yet.
 func plannedOperators(ctx context.Context, e *Env) ([]inventory.Operator, error) {
 	ops := slices.Clone(e.Inv.Operators)
-	served, err := crdEstablished(ctx, e, cnpgCRD)
+	served, err := crdEstablishedShared(ctx, e, cnpgCRD)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func checkCatalogSources(ctx context.Context, e *Env) ([]Finding, error) {
 		if installed {
 			sev = warnf // already installed: only updates need the catalog
 		}
-		cs, err := getOptional(ctx, e.Clients, catalogSourceGVK, op.SourceNamespace, op.Source)
+		cs, err := getShared(ctx, e, catalogSourceGVK, op.SourceNamespace, op.Source)
 		if kube.IsNotServed(err) {
 			return nil, errOLMNotServed
 		}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // ReadMemo remembers the API server's answers to read requests while
@@ -43,9 +41,8 @@ type ReadMemo struct {
 	answers map[string]*memoAnswer
 	// gen counts writes seen; a read keeps its answer only when no write
 	// happened while it was in flight.
-	gen    uint64
-	hits   atomic.Int64
-	flight singleflight.Group
+	gen  uint64
+	hits atomic.Int64
 }
 
 type memoAnswer struct {
@@ -57,8 +54,7 @@ type memoAnswer struct {
 // NewReadMemo returns an empty memo.
 func NewReadMemo() *ReadMemo { return &ReadMemo{answers: map[string]*memoAnswer{}} }
 
-// Hits is how many reads the memo answered without a request of their
-// own (kept answers, and reads that shared a concurrent one's request).
+// Hits is how many reads the memo answered without a request.
 func (m *ReadMemo) Hits() int64 { return m.hits.Load() }
 
 // Clear forgets every answer.
@@ -134,48 +130,28 @@ func (t *memoTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// protobuf, dynamic ones for JSON, at the same URL.
 	key := req.Header.Get("Accept") + " " + req.URL.Path + "?" + req.URL.RawQuery
 	m.mu.Lock()
-	a := m.answers[key]
+	a, gen := m.answers[key], m.gen
 	m.mu.Unlock()
 	if a != nil {
 		m.hits.Add(1)
 		return a.response(req), nil
 	}
-	// Concurrent misses of one key (preflight checks run side by side)
-	// share one request; each caller gets its own copy of the answer.
-	v, err, shared := m.flight.Do(key, func() (any, error) { return m.fetch(t.next, req, key) })
-	if err != nil {
-		return nil, err
-	}
-	if shared {
-		m.hits.Add(1)
-	}
-	return v.(*memoAnswer).response(req), nil
-}
-
-// fetch sends req and reads its whole answer; a 200 or 404 is kept under
-// key unless a write happened meanwhile.
-func (m *ReadMemo) fetch(next http.RoundTripper, req *http.Request, key string) (*memoAnswer, error) {
-	m.mu.Lock()
-	gen := m.gen
-	m.mu.Unlock()
-	resp, err := next.RoundTrip(req)
-	if err != nil {
-		return nil, err
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound) {
+		return resp, err
 	}
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	a := &memoAnswer{status: resp.StatusCode, header: resp.Header.Clone(), body: body}
-	if a.status == http.StatusOK || a.status == http.StatusNotFound {
-		m.mu.Lock()
-		if m.gen == gen {
-			m.answers[key] = a
-		}
-		m.mu.Unlock()
+	a = &memoAnswer{status: resp.StatusCode, header: resp.Header.Clone(), body: body}
+	m.mu.Lock()
+	if m.gen == gen {
+		m.answers[key] = a
 	}
-	return a, nil
+	m.mu.Unlock()
+	return a.response(req), nil
 }
 
 // response is a fresh http.Response of the kept answer (its own body

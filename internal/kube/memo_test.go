@@ -174,26 +174,6 @@ func TestReadMemo(t *testing.T) {
 		t.Errorf("typed and dynamic reads of one URL made %d requests, want 2 (one per Accept header)", n)
 	}
 
-	// Concurrent reads of one object make one request (shared while in
-	// flight, kept after).
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Go(func() {
-			if _, err := get(mctx, "together"); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if n := s.count("GET /api/v1/namespaces/ns/configmaps/together"); n != 1 {
-		t.Errorf("8 concurrent reads made %d requests, want 1", n)
-	}
-
 	// Without a memo every read goes out.
 	c.SetMemo(nil)
 	before = s.count(cmPath)
