@@ -74,12 +74,6 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One read memo for the command: what the checks of a converged run
-	// read again (the installed inventory, the RHOAI layout's Subscription
-	// and CSV) is read once (kube.ReadMemo; the Runner reads through it in
-	// its snapshot, checks and read-only steps).
-	clients.SetMemo(kube.NewReadMemo())
-	mctx := kube.Memoized(ctx)
 	reg, err := registryFor(o.Registry, o.Inventory)
 	if err != nil {
 		return nil, err
@@ -90,7 +84,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	}
 	// A plain run on a cluster installed from another inventory stops
 	// here, before the Lease (the first write) is taken.
-	if err := checkInstalled(mctx, clients, "install", o.Source, o.Inventory, changedFrom(mctx, clients, reg, o)); err != nil {
+	if err := checkInstalled(ctx, clients, "install", o.Source, o.Inventory, changedFrom(ctx, clients, reg, o)); err != nil {
 		return nil, err
 	}
 	// Rendering only reads the cluster (apps domain, RHOAI layout), so it
@@ -100,7 +94,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	envDone := make(chan error, 1)
 	go func() {
 		var err error
-		env, err = NewEnvFor(mctx, clients, reg, o.Inventory, o.Secrets, o.Log)
+		env, err = NewEnvFor(ctx, clients, reg, o.Inventory, o.Secrets, o.Log)
 		envDone <- err
 	}()
 	lock, err := AcquireLock(ctx, clients.Kube, o.Identity, o.LeaseDuration)

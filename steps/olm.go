@@ -231,34 +231,6 @@ func ownedCRDs(csv *unstructured.Unstructured) []string {
 	return out
 }
 
-// ownedKindServed reports whether discovery (cached for the run, so no
-// request) serves the kind the CSV's spec.customresourcedefinitions.owned
-// entry of CRD name declares: the API server lists a CRD's group and
-// versions in discovery only while its Established condition is True
-// (apiextensions-apiserver, customresource_discovery_controller.go), so a
-// served kind needs no GET of its CRD. false when the entry gives no
-// version or kind, or the kind is not served: the caller reads the CRD.
-func ownedKindServed(e *Env, csv *unstructured.Unstructured, name string) bool {
-	owned, _, _ := unstructured.NestedSlice(csv.Object, "spec", "customresourcedefinitions", "owned")
-	_, group, ok := strings.Cut(name, ".")
-	if !ok {
-		return false
-	}
-	for _, o := range owned {
-		m, _ := o.(map[string]any)
-		n, _ := m["name"].(string)
-		version, _ := m["version"].(string)
-		kind, _ := m["kind"].(string)
-		if n != name || version == "" || kind == "" {
-			continue
-		}
-		if _, err := e.Clients.Mapping(schema.GroupVersionKind{Group: group, Version: version, Kind: kind}); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // checkMinVersion rejects a CSV that the version policy refuses: a denied
 // version of dependencyPolicy (RHCL 1.4.0 has a known auth bypass) or one
 // below the policy's or op.MinVersion's minimum. The error starts with
@@ -324,9 +296,6 @@ func checkOperator(ctx context.Context, e *Env, s *Step, op inventory.Operator) 
 		return false, err.Error(), nil
 	}
 	for _, name := range ownedCRDs(csv) {
-		if ownedKindServed(e, csv, name) {
-			continue
-		}
 		crd, err := e.Clients.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || !waiters.ConditionTrue("Established")(crd).Done {
 			return false, "CRD " + name + " not Established", nil

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -100,16 +99,6 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	if err := r.checkDependencies(ctx, selected); err != nil {
 		return nil, err
 	}
-	// The run's read memo: the record's snapshot, the checks of converged
-	// steps and read-only steps read through it, so an object they all
-	// read is read once until maasctl next writes (kube.ReadMemo).
-	memo := r.Env.Clients.Memo()
-	if memo == nil {
-		memo = kube.NewReadMemo()
-		r.Env.Clients.SetMemo(memo)
-		defer r.Env.Clients.SetMemo(nil)
-	}
-	hits0 := memo.Hits()
 	emit := engine.Emitter(r.Emit, len(selected))
 	index, title := map[string]int{}, map[string]string{}
 	for i, s := range selected {
@@ -131,7 +120,6 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	sum.Duration = time.Since(start)
 	sum.Reads = r.Env.Clients.Requests.Reads() - reads0
 	sum.Writes = r.Env.Clients.Requests.Writes() - writes0
-	sum.MemoReads = memo.Hits() - hits0
 	emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
 	if snap, ok := results[snapshotNode]; ok && snap.Err != nil {
 		return sum, snap.Err
@@ -162,7 +150,7 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 	var snapFailed atomic.Bool
 	sc.Run = func(id string, release func()) (EventType, error) {
 		if id == snapshotNode {
-			if err := r.Record.Snapshot(kube.Memoized(ctx), r.Env, r.Registry); err != nil {
+			if err := r.Record.Snapshot(ctx, r.Env, r.Registry); err != nil {
 				snapFailed.Store(true)
 				return EventFailed, fmt.Errorf("record the objects that exist before the run: %w", err)
 			}
@@ -262,7 +250,7 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 		emit(failedEvent(s.ID, s.Title, idx, err, time.Since(t0)))
 		return EventFailed, true, err
 	}
-	live, msg, err := s.check(kube.Memoized(ctx), r.Env)
+	live, msg, err := s.check(ctx, r.Env)
 	if err == nil && live {
 		applied()
 		// Objects still recorded absent: a kill between Apply and
@@ -293,9 +281,6 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 // since t0.
 func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied func()) (d time.Duration, err error) {
 	sctx, cancel := context.WithTimeout(ctx, stepTimeout(s, r.Env))
-	if s.ReadOnly {
-		sctx = kube.Memoized(sctx)
-	}
 	err = s.apply(sctx, r.Env)
 	cancel()
 	d = time.Since(t0)

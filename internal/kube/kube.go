@@ -46,8 +46,6 @@ type Clients struct {
 	Mapper    *restmapper.DeferredDiscoveryRESTMapper
 	// Requests counts the HTTP requests sent through these clients.
 	Requests *RequestCounter
-	// memo is the current ReadMemo (SetMemo), nil for none.
-	memo *atomic.Pointer[ReadMemo]
 
 	// missMu guards missed: kinds that were still unknown right after a
 	// discovery reset, with the time of that reset (see Mapping).
@@ -182,12 +180,6 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &retryTransport{next: rt, policy: o.Retry.withDefaults(), log: o.Log, counter: counter}
 	})
-	// Outermost: a read the memo answers is no request (not counted, not
-	// retried); see ReadMemo.
-	memo := &atomic.Pointer[ReadMemo]{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &memoTransport{next: rt, memo: memo}
-	})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
@@ -204,7 +196,6 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 		Discovery: disc,
 		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(disc),
 		Requests:  counter,
-		memo:      memo,
 	}, nil
 }
 

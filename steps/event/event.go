@@ -53,7 +53,4 @@ type Summary struct {
 	Reads      int64 `json:"reads"`
 	Writes     int64 `json:"writes"`
 	LockWrites int64 `json:"lockWrites"`
-	// MemoReads counts reads the run's read memo answered without a
-	// request (kube.ReadMemo); they are not in Reads.
-	MemoReads int64 `json:"memoReads"`
 }
