@@ -52,12 +52,15 @@ func TestLiveViewOnATerminal(t *testing.T) {
 		}
 		return ""
 	}
-	var first string
+	var first, lastRunning string
 	if !scr.WaitFor(3*time.Minute, func(l []string) bool {
 		first = elapsed(l)
+		if first != "" {
+			lastRunning = strings.Join(l, "\n")
+		}
 		return first != "" && anyRow(l, waiting) && anyRow(l, preflight) && anyRow(l, footer)
 	}) {
-		t.Fatalf("no live view with database/cluster waiting on its Cluster; screen:\n%s", scr.Text())
+		t.Fatalf("no live view with database/cluster waiting on its Cluster; the last screen with it running:\n%s\nscreen:\n%s", lastRunning, scr.Text())
 	}
 	if !scr.WaitFor(10*time.Second, func(l []string) bool { e := elapsed(l); return e != "" && e != first }) {
 		t.Errorf("the elapsed time of database/cluster stays %s; screen:\n%s", first, scr.Text())

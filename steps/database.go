@@ -312,7 +312,9 @@ func (p *pvcTracker) watch(ctx context.Context, e *Env, id, sel string) {
 			sc = "StorageClass " + *c.Spec.StorageClassName
 		}
 		if _, seen := p.pending[c.Name]; !seen {
-			e.progress(id, "PVC %s/%s is Pending (%s)", c.Namespace, c.Name, sc)
+			// The line still names the Cluster the step waits on: a
+			// progress line replaces the last one in the live view.
+			e.progress(id, "waiting for Cluster %s/%s: PVC %s/%s is Pending (%s)", c.Namespace, e.Inv.Database.ClusterName, c.Namespace, c.Name, sc)
 		}
 		p.pending[c.Name] = sc
 		return false, nil
