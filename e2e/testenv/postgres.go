@@ -451,13 +451,8 @@ func beginPostgres(ctx context.Context, o *resolved) *postgresStart {
 	s := &postgresStart{done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		ports, err := freePorts(1)
-		if err != nil {
-			s.err = err
-			return
-		}
 		t0 := time.Now()
-		s.pg, s.err = startPostgres(ctx, o.StateDir, ports[0], o.Detach)
+		s.pg, s.err = startPostgresFreePort(ctx, o.StateDir, o.Detach)
 		if s.err == nil {
 			o.logf("%s started (pid %d) and ready after %d ms on %s: %s", Postgres, s.pg.proc.pid, time.Since(t0).Milliseconds(), s.pg.Addr(), s.pg.Version)
 		}
@@ -490,15 +485,32 @@ func StartPostgres(ctx context.Context) (*PostgresServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	pg, err := startPostgresFreePort(ctx, dir, false)
 	if err == nil {
-		var pg *PostgresServer
-		if pg, err = startPostgres(ctx, dir, ports[0], false); err == nil {
-			pg.ownDir = dir
-			return pg, nil
-		}
+		pg.ownDir = dir
+		return pg, nil
 	}
 	_ = os.RemoveAll(dir)
+	return nil, err
+}
+
+// startPostgresFreePort starts PostgreSQL on a port free right now, and on
+// another one (three tries in all) when the server could not bind it: a
+// port freePorts found free can be taken by a parallel test before the
+// postmaster binds it (CI of 2026-12-03, TestVerifyDoctorGather: "could
+// not bind IPv4 address \"127.0.0.1\": Address already in use").
+func startPostgresFreePort(ctx context.Context, stateDir string, detach bool) (*PostgresServer, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		var ports []int
+		if ports, err = freePorts(1); err != nil {
+			return nil, err
+		}
+		var pg *PostgresServer
+		if pg, err = startPostgres(ctx, stateDir, ports[0], detach); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+			return pg, err
+		}
+	}
 	return nil, err
 }
 
