@@ -495,7 +495,8 @@ func StartPostgres(ctx context.Context) (*PostgresServer, error) {
 }
 
 // startPostgresFreePort starts PostgreSQL on a port free right now, and on
-// another one (three tries in all) when the server could not bind it: a
+// another one (three tries in all) when the server could not bind it
+// (exitedError.portInUse, as Start retries the control plane): a
 // port freePorts found free can be taken by a parallel test before the
 // postmaster binds it (CI of 2026-12-03, TestVerifyDoctorGather: "could
 // not bind IPv4 address \"127.0.0.1\": Address already in use").
@@ -507,7 +508,8 @@ func startPostgresFreePort(ctx context.Context, stateDir string, detach bool) (*
 			return nil, err
 		}
 		var pg *PostgresServer
-		if pg, err = startPostgres(ctx, stateDir, ports[0], detach); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+		var ex *exitedError
+		if pg, err = startPostgres(ctx, stateDir, ports[0], detach); err == nil || !errors.As(err, &ex) || !ex.portInUse() {
 			return pg, err
 		}
 	}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -87,5 +88,31 @@ func TestPostgresTLSAndPasswords(t *testing.T) {
 	var method string
 	if err := admin.QueryRow(ctx, `SELECT left(rolpassword, 13) FROM pg_authid WHERE rolname = 'app'`).Scan(&method); err != nil || method != "SCRAM-SHA-256" {
 		t.Errorf("password not stored as SCRAM-SHA-256: %q %v", method, err)
+	}
+}
+
+// TestPostgresPortTaken: PostgreSQL started on a port another process
+// holds exits with an exitedError whose portInUse is true, the check
+// startPostgresFreePort and Start retry on (PostgreSQL logs
+// "Address already in use", capitalised, which the Go servers' check
+// missed: CI of 2026-12-03).
+func TestPostgresPortTaken(t *testing.T) {
+	startTestPostgres(t) // skips or fails as the others do when not installed
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := startPostgres(ctx, dir, l.Addr().(*net.TCPAddr).Port, false)
+	if err == nil {
+		_ = pg.stop()
+		t.Fatal("PostgreSQL started on a port another listener holds")
+	}
+	var ex *exitedError
+	if !errors.As(err, &ex) || !ex.portInUse() {
+		t.Fatalf("the start error is not taken as a port in use (no retry would follow): %v", err)
 	}
 }

@@ -194,9 +194,10 @@ type exitedError struct{ p *process }
 func (e *exitedError) Error() string { return e.p.exitError().Error() }
 
 // portInUse reports whether the component exited because its port was
-// taken.
+// taken: Go servers log "address already in use", PostgreSQL logs
+// strerror(EADDRINUSE), "Address already in use".
 func (e *exitedError) portInUse() bool {
-	return logContains(e.p.logFile, "address already in use")
+	return logContains(e.p.logFile, "address already in use") || logContains(e.p.logFile, "Address already in use")
 }
 
 // startOnce runs one start attempt on freshly picked ports. On error it
