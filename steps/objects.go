@@ -280,8 +280,8 @@ const listAtLeast = 4
 
 // readLive reads the live copy of each of objs (by kind, namespace and
 // name), in objs' order: a kind with at least listAtLeast objects in one
-// namespace is read by one LIST of that kind there (a quorum read, like a
-// GET), fewer are read by GETs, observeWorkers at a time. An object the
+// namespace is read by one paged LIST of that kind there (kube.ListAll: a
+// quorum read, like a GET, without managedFields), fewer are read by GETs, observeWorkers at a time. An object the
 // LIST does not hold gets a NotFound error, as a GET would. Secrets are
 // always read one by one: a LIST would carry every other Secret of the
 // namespace.
@@ -337,17 +337,14 @@ func readLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) ([
 		}
 		k := lists[j-len(gets)]
 		idx := groups[k]
-		var items []unstructured.Unstructured
+		var items []*unstructured.Unstructured
 		ri, m, err := e.Clients.Resource(k.gvk, k.ns)
 		if err == nil {
-			var l *unstructured.UnstructuredList
-			if l, err = ri.List(ctx, metav1.ListOptions{}); err == nil {
-				items = l.Items
-			}
+			items, err = kube.ListAll(ctx, ri, metav1.ListOptions{})
 		}
-		byName := map[string]*unstructured.Unstructured{}
-		for n := range items {
-			byName[items[n].GetName()] = &items[n]
+		byName := make(map[string]*unstructured.Unstructured, len(items))
+		for _, it := range items {
+			byName[it.GetName()] = it
 		}
 		for _, i := range idx {
 			switch live := byName[objs[i].GetName()]; {

@@ -220,11 +220,11 @@ func NameListWatch(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return ri.List(ctx, o)
+			return leanList(ri.List(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
+			return leanWatch(ri.Watch(ctx, o))
 		},
 	}
 }
@@ -379,10 +379,10 @@ func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstruct
 	// writes.
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, o)
+			return leanList(ri.List(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
+			return leanWatch(ri.Watch(ctx, o))
 		},
 	}
 	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, g.observe)
@@ -542,11 +542,27 @@ func SelectorListWatch[L runtime.Object](list func(context.Context, metav1.ListO
 	return ListThenWatch(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
-			return list(ctx, o)
+			return leanList(list(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
-			return watchFn(ctx, o)
+			return leanWatch(watchFn(ctx, o))
 		},
 	})
+}
+
+// leanList and leanWatch drop metadata.managedFields from what a wait's
+// informer stores (kube.LeanList, kube.LeanWatch): no condition reads them.
+func leanList[L runtime.Object](l L, err error) (runtime.Object, error) {
+	if err != nil {
+		return nil, err
+	}
+	return kube.LeanList(l), nil
+}
+
+func leanWatch(w watch.Interface, err error) (watch.Interface, error) {
+	if err != nil {
+		return nil, err
+	}
+	return kube.LeanWatch(w), nil
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 
@@ -44,6 +45,7 @@ func main() {
 	_ = kf.Set("logtostderr", "false")
 	_ = kf.Set("stderrthreshold", "FATAL") // errors too: only to stderr below
 	klog.SetOutput(stderr)
+	softMemoryLimit()
 	stopProfile := cpuProfile(stderr)
 	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, stderr)
 	root := newRootCmd()
@@ -79,6 +81,25 @@ func cpuProfile(stderr io.Writer) func() {
 		return func() {}
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }
+}
+
+// DefaultMemoryLimit is the Go runtime's soft memory limit maasctl sets
+// when GOMEMLIMIT is not in the environment: 100 MiB of heap, stacks and
+// runtime metadata (runtime/debug.SetMemoryLimit; the executable's own
+// pages, about 40 MB of resident set, are not counted). Without a limit
+// the garbage collector lets the heap grow to twice what is live (GOGC=100),
+// and the bursts of a 1,000-model install (its first record, the verify
+// snapshot of every model's objects) took the resident set to 225 MiB with
+// 90 MB live; with it the collector runs earlier instead. A live heap over
+// the limit costs CPU, never correctness: the runtime bounds the collector
+// to about half the CPU and then lets the heap grow. GOMEMLIMIT (Go's own
+// variable: a size such as 300MiB, or "off") replaces it.
+const DefaultMemoryLimit = 100 << 20
+
+func softMemoryLimit() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(DefaultMemoryLimit)
+	}
 }
 
 // heapProfile writes a Go heap profile (runtime/pprof "heap": the

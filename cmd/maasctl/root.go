@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps/session"
@@ -20,7 +19,7 @@ var version = "dev"
 var commands []func(*globalOptions) *cobra.Command
 
 type globalOptions struct {
-	kube    *genericclioptions.ConfigFlags
+	kube    *session.KubeFlags
 	logFile string
 	// kubeAuth holds --kube-token-from-vault (kubeconfig.go).
 	kubeAuth kubeAuthOptions
@@ -56,7 +55,7 @@ func (g *globalOptions) inventory() (*inventory.Inventory, error) {
 }
 
 func newRootCmd() *cobra.Command {
-	g := &globalOptions{kube: genericclioptions.NewConfigFlags(true)}
+	g := &globalOptions{kube: &session.KubeFlags{}}
 	root := &cobra.Command{
 		Use:   "maasctl",
 		Short: "Install and operate Red Hat OpenShift AI Models-as-a-Service",
@@ -68,8 +67,8 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err} })
 	fs := root.PersistentFlags()
-	fs.StringVar(g.kube.KubeConfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	fs.StringVar(g.kube.Context, "context", "", "kubeconfig context to use")
+	fs.StringVar(&g.kube.KubeConfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&g.kube.Context, "context", "", "kubeconfig context to use")
 	fs.StringVar(&g.logFile, "log-file", "", "write the debug log (JSON) to this file; it never contains secrets")
 	g.kubeAuth.addFlags(fs, g)
 	fs.StringArrayVarP(&g.in.files, "file", "f", nil, "inventory YAML file, or Ansible vars with rhoai_maas_* variables (repeatable; later files win)")

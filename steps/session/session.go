@@ -20,7 +20,6 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -41,7 +40,7 @@ type Options struct {
 	VaultAddr string
 	// Kube are the kubectl flags (--kubeconfig, --context, --server,
 	// --certificate-authority); nil means the defaults (KUBECONFIG).
-	Kube *genericclioptions.ConfigFlags
+	Kube *KubeFlags
 	// KubeTokenFromVault is PATH:KEY of the cluster's bearer token in
 	// Vault (--kube-token-from-vault); empty means vault.kubeTokenPath.
 	KubeTokenFromVault string
@@ -124,7 +123,7 @@ func Open(o Options) (*Session, error) {
 		return nil, err
 	}
 	if o.Kube == nil {
-		o.Kube = genericclioptions.NewConfigFlags(true)
+		o.Kube = &KubeFlags{}
 	}
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
@@ -189,7 +188,7 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 	}
 	spec := s.tokenSpec()
 	if spec == "" {
-		cfg, err := s.opts.Kube.ToRESTConfig()
+		cfg, err := s.opts.Kube.RESTConfig()
 		if err != nil {
 			return nil, fmt.Errorf("kubeconfig: %w", err)
 		}
@@ -199,7 +198,7 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 	if err != nil {
 		return nil, &FlagError{Flag: "--kube-token-from-vault", Err: err}
 	}
-	base, err := s.opts.Kube.ToRESTConfig()
+	base, err := s.opts.Kube.RESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("find the API server for the token from Vault %s (kubeconfig cluster or --server): %w", spec, err)
 	}
@@ -223,13 +222,13 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 // cluster. client-go would otherwise fall back to http://localhost:8080
 // (clientcmd.ClusterDefaults) with a klog warning, and every request
 // would fail with "connection refused" far from the cause.
-func noCluster(f *genericclioptions.ConfigFlags) error {
-	if f.APIServer != nil && *f.APIServer != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+func noCluster(f *KubeFlags) error {
+	if f.APIServer != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		return nil
 	}
-	raw, err := f.ToRawKubeConfigLoader().RawConfig()
+	raw, err := f.ClientConfig().RawConfig()
 	if err != nil || len(raw.Clusters) > 0 {
-		return nil // a broken kubeconfig is reported by ToRESTConfig
+		return nil // a broken kubeconfig is reported by RESTConfig
 	}
 	return &FlagError{Flag: "--kubeconfig", Err: errors.New("no cluster to talk to: no kubeconfig names a cluster (KUBECONFIG, ~/.kube/config) and --server is not set; log in with 'oc login' or set KUBECONFIG")}
 }
