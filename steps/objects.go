@@ -131,25 +131,36 @@ func checkLive(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstru
 }
 
 func checkLiveFields(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
-	// One read per kind and namespace where there are many (readLive);
-	// the verdict is the first problem in objs' order.
-	lives, errs := readLive(ctx, e, objs)
-	for i, o := range objs {
-		live, err := lives[i], errs[i]
-		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
-			return false, kube.Describe(o) + " missing", nil
+	// One read per kind and namespace where there are many (eachLive);
+	// each object is judged as it arrives and dropped, and the verdict is
+	// the first problem in objs' order.
+	type verdict struct {
+		problem string
+		err     error
+	}
+	verdicts := make([]verdict, len(objs))
+	eachLive(ctx, e, objs, func(i int, live *unstructured.Unstructured, err error) {
+		o := objs[i]
+		switch {
+		case apierrors.IsNotFound(err) || kube.IsNotServed(err):
+			verdicts[i].problem = kube.Describe(o) + " missing"
+		case err != nil:
+			verdicts[i].err = err
+		case o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && !namespaceFields:
+		default:
+			if path, ok := Contains(live.Object, o.Object); !ok {
+				verdicts[i].problem = fmt.Sprintf("%s drifted at %s", kube.Describe(o), path)
+			} else if r := s.readiness(o)(live); !r.Done {
+				verdicts[i].problem = fmt.Sprintf("%s not ready: %s", kube.Describe(o), r.Status)
+			}
 		}
-		if err != nil {
-			return false, "", err
+	})
+	for _, v := range verdicts {
+		if v.err != nil {
+			return false, "", v.err
 		}
-		if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && !namespaceFields {
-			continue
-		}
-		if path, ok := Contains(live.Object, o.Object); !ok {
-			return false, fmt.Sprintf("%s drifted at %s", kube.Describe(o), path), nil
-		}
-		if r := s.readiness(o)(live); !r.Done {
-			return false, fmt.Sprintf("%s not ready: %s", kube.Describe(o), r.Status), nil
+		if v.problem != "" {
+			return false, v.problem, nil
 		}
 	}
 	return true, "", nil
@@ -230,7 +241,7 @@ func ensureNamespace(ctx context.Context, e *Env, stepID string, ns *unstructure
 }
 
 // checkConditions evaluates each target once against the live object, read
-// once per kind and namespace where there are many (readLive).
+// once per kind and namespace where there are many (eachLive).
 func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, string, error) {
 	mappingErrs := make([]error, len(ts))
 	var stubs []*unstructured.Unstructured
@@ -247,47 +258,56 @@ func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, st
 		stubs = append(stubs, u)
 		at = append(at, i)
 	}
-	lives, errs := readLive(ctx, e, stubs)
-	type read struct {
-		live *unstructured.Unstructured
-		err  error
+	// Each target is judged as its object arrives (eachLive); the verdict
+	// is the first problem in ts' order.
+	type verdict struct {
+		problem string
+		err     error
 	}
-	reads := make([]read, len(ts))
-	for j, i := range at {
-		reads[i] = read{lives[j], errs[j]}
-	}
+	verdicts := make([]verdict, len(ts))
+	eachLive(ctx, e, stubs, func(j int, live *unstructured.Unstructured, err error) {
+		i := at[j]
+		t := ts[i]
+		switch {
+		case apierrors.IsNotFound(err):
+			verdicts[i].problem = t.String() + " missing"
+		case err != nil:
+			verdicts[i].err = err
+		default:
+			if r := t.Cond(live); !r.Done {
+				verdicts[i].problem = t.String() + " not ready: " + r.Status
+			}
+		}
+	})
 	for i, t := range ts {
 		if err := mappingErrs[i]; err != nil {
 			return false, t.String() + ": " + err.Error(), nil
 		}
-		live, err := reads[i].live, reads[i].err
-		if apierrors.IsNotFound(err) {
-			return false, t.String() + " missing", nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		if r := t.Cond(live); !r.Done {
-			return false, t.String() + " not ready: " + r.Status, nil
+		if v := verdicts[i]; v.err != nil {
+			return false, "", v.err
+		} else if v.problem != "" {
+			return false, v.problem, nil
 		}
 	}
 	return true, "", nil
 }
 
 // listAtLeast is the number of objects of one kind in one namespace from
-// which readLive lists the kind instead of getting each object.
+// which eachLive lists the kind instead of getting each object.
 const listAtLeast = 4
 
-// readLive reads the live copy of each of objs (by kind, namespace and
-// name), in objs' order: a kind with at least listAtLeast objects in one
-// namespace is read by one paged LIST of that kind there (kube.ListAll: a
-// quorum read, like a GET, without managedFields), fewer are read by GETs, observeWorkers at a time. An object the
-// LIST does not hold gets a NotFound error, as a GET would. Secrets are
+// eachLive reads the live copy of each of objs (by kind, namespace and
+// name) and calls fn(i, live, err) once per index of objs: a kind with at
+// least listAtLeast objects in one namespace is read by one paged LIST of
+// that kind there (kube.EachListItem: a quorum read, like a GET, without
+// managedFields), fewer by GETs, observeWorkers reads at a time. An object
+// the LIST does not hold gets a NotFound error, as a GET would. Secrets are
 // always read one by one: a LIST would carry every other Secret of the
-// namespace.
-func readLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []error) {
-	lives := make([]*unstructured.Unstructured, len(objs))
-	errs := make([]error, len(objs))
+// namespace. fn runs concurrently for different indexes (each index once)
+// and must not keep live unless it needs it: a list's objects are garbage
+// as soon as fn has seen them, so a step checking 1,000 models holds one
+// page of them, not all.
+func eachLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured, fn func(i int, live *unstructured.Unstructured, err error)) {
 	type gkey struct {
 		gvk schema.GroupVersionKind
 		ns  string
@@ -331,31 +351,36 @@ func readLive(ctx context.Context, e *Env, objs []*unstructured.Unstructured) ([
 			i := gets[j]
 			live, err := e.Clients.Get(ctx, objs[i])
 			for _, d := range same[okey{objs[i].GroupVersionKind(), objs[i].GetNamespace(), objs[i].GetName()}] {
-				lives[d], errs[d] = live, err
+				fn(d, live, err)
 			}
 			return
 		}
 		k := lists[j-len(gets)]
-		idx := groups[k]
-		var items []*unstructured.Unstructured
+		byName := map[string][]int{}
+		for _, i := range groups[k] {
+			byName[objs[i].GetName()] = append(byName[objs[i].GetName()], i)
+		}
 		ri, m, err := e.Clients.Resource(k.gvk, k.ns)
 		if err == nil {
-			items, err = kube.ListAll(ctx, ri, metav1.ListOptions{})
+			err = kube.EachListItem(ctx, ri, metav1.ListOptions{}, func(live *unstructured.Unstructured) error {
+				for _, i := range byName[live.GetName()] {
+					fn(i, live, nil)
+				}
+				delete(byName, live.GetName())
+				return nil
+			})
 		}
-		byName := make(map[string]*unstructured.Unstructured, len(items))
-		for _, it := range items {
-			byName[it.GetName()] = it
-		}
-		for _, i := range idx {
-			switch live := byName[objs[i].GetName()]; {
-			case err != nil:
-				errs[i] = err
-			case live != nil:
-				lives[i] = live
-			default:
-				errs[i] = apierrors.NewNotFound(m.Resource.GroupResource(), objs[i].GetName())
+		// What the list did not hold, or all of the group when it failed
+		// (before or after some objects were seen: those were passed on,
+		// and their indexes are no longer in byName).
+		for name, idx := range byName {
+			for _, i := range idx {
+				if err != nil {
+					fn(i, nil, err)
+				} else {
+					fn(i, nil, apierrors.NewNotFound(m.Resource.GroupResource(), name))
+				}
 			}
 		}
 	})
-	return lives, errs
 }

@@ -325,7 +325,7 @@ type recordLook struct {
 }
 
 // record reads looks, once per kind and namespace where there are many
-// (readLive; a first run reads every object once), sets the entries whose origin changed in looks' order, and saves
+// (eachLive; a first run reads every object once), sets the entries whose origin changed in looks' order, and saves
 // the shards that changed.
 func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error {
 	if len(looks) == 0 {
@@ -335,10 +335,10 @@ func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error 
 	for i, l := range looks {
 		objs[i] = l.obj
 	}
-	lives, errs := readLive(ctx, e, objs)
-	for i, l := range looks {
-		l.exists, l.uid, l.owned, l.err = stateOf(lives[i], errs[i])
-	}
+	eachLive(ctx, e, objs, func(i int, live *unstructured.Unstructured, err error) {
+		l := looks[i]
+		l.exists, l.uid, l.owned, l.err = stateOf(live, err)
+	})
 	changed := false
 	for _, l := range looks {
 		if l.err != nil {

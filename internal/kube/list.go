@@ -31,17 +31,8 @@ const ListPageSize = 250
 // bytes, a TokenRateLimitPolicy 1,329 of 3,032), so keeping the lists of
 // 1,000 models without them is what keeps maasctl's memory flat.
 func ListAll(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOptions) ([]*unstructured.Unstructured, error) {
-	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
-		return ri.List(ctx, o)
-	}))
-	p.PageSize = ListPageSize
 	var out []*unstructured.Unstructured
-	err := p.EachListItem(ctx, opts, func(o runtime.Object) error {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("list: item of type %T, want *unstructured.Unstructured", o)
-		}
-		DropManagedFields(u)
+	err := EachListItem(ctx, ri, opts, func(u *unstructured.Unstructured) error {
 		out = append(out, u)
 		return nil
 	})
@@ -49,6 +40,26 @@ func ListAll(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.List
 		return nil, err
 	}
 	return out, nil
+}
+
+// EachListItem is ListAll without the slice: fn gets each object, without
+// managedFields, as its page arrives, one at a time in the server's
+// order; an object fn does not keep is garbage once fn returns, so a caller
+// that only looks at each object holds one page at most. An error from fn
+// stops the list and is returned.
+func EachListItem(ctx context.Context, ri dynamic.ResourceInterface, opts metav1.ListOptions, fn func(*unstructured.Unstructured) error) error {
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) {
+		return ri.List(ctx, o)
+	}))
+	p.PageSize = ListPageSize
+	return p.EachListItem(ctx, opts, func(o runtime.Object) error {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("list: item of type %T, want *unstructured.Unstructured", o)
+		}
+		DropManagedFields(u)
+		return fn(u)
+	})
 }
 
 // DropManagedFields removes metadata.managedFields from u in place (server-
