@@ -134,11 +134,7 @@ func checkLiveFields(ctx context.Context, e *Env, s *Step, objs []*unstructured.
 	// One read per kind and namespace where there are many (eachLive);
 	// each object is judged as it arrives and dropped, and the verdict is
 	// the first problem in objs' order.
-	type verdict struct {
-		problem string
-		err     error
-	}
-	verdicts := make([]verdict, len(objs))
+	verdicts := make([]liveVerdict, len(objs))
 	eachLive(ctx, e, objs, func(i int, live *unstructured.Unstructured, err error) {
 		o := objs[i]
 		switch {
@@ -260,11 +256,7 @@ func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, st
 	}
 	// Each target is judged as its object arrives (eachLive); the verdict
 	// is the first problem in ts' order.
-	type verdict struct {
-		problem string
-		err     error
-	}
-	verdicts := make([]verdict, len(ts))
+	verdicts := make([]liveVerdict, len(ts))
 	eachLive(ctx, e, stubs, func(j int, live *unstructured.Unstructured, err error) {
 		i := at[j]
 		t := ts[i]
@@ -290,6 +282,13 @@ func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, st
 		}
 	}
 	return true, "", nil
+}
+
+// liveVerdict is what a check found for one object: a problem (missing,
+// drifted, not ready) or a read error; both empty when all is well.
+type liveVerdict struct {
+	problem string
+	err     error
 }
 
 // listAtLeast is the number of objects of one kind in one namespace from
