@@ -219,9 +219,9 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 
 // noCluster returns a FlagError when nothing names an API server: no
 // --server, not in a pod (KUBERNETES_SERVICE_HOST), and no kubeconfig
-// cluster. client-go would otherwise fall back to http://localhost:8080
-// (clientcmd.ClusterDefaults) with a klog warning, and every request
-// would fail with "connection refused" far from the cause.
+// cluster. clientcmd would otherwise fail with "invalid configuration: no
+// configuration has been provided", which names neither the flag nor the
+// fix.
 func noCluster(f *KubeFlags) error {
 	if f.APIServer != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		return nil
