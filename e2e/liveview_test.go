@@ -33,12 +33,19 @@ func TestLiveViewOnATerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := c.command(ctx, "install") // -o auto
-	master, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 150, Rows: 60})
+	// Tall enough for everything printed after Ctrl-C: the 25 step rows,
+	// then each failure in full and the error summary below the view. At
+	// 60 rows a long failure (operators/rhcl still waiting for OLM to copy
+	// the Subscription's env, six wrapped rows twice) scrolled the header
+	// off the top (CI check of 2026-12-03), and the header count below
+	// then saw 0.
+	const cols, rows = 150, 100
+	master, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cols, Rows: rows})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer master.Close()
-	scr := termtest.New(master, 150, 60)
+	scr := termtest.New(master, cols, rows)
 	waiting := regexp.MustCompile(`^[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] \[ ?\d+/\d+\] database/cluster +(\d+s|\dm\d\ds)  waiting for Cluster rhoai-maas-db/maas-postgres`)
 	preflight := regexp.MustCompile(`^✓ \[ ?1/\d+\] ` + regexp.QuoteMeta(steps.PreflightStepID) + ` +done \d`)
 	footer := regexp.MustCompile(`^─── [1-9]\d* running · [1-9]\d* done · \d+ unchanged · 0 failed · 0 not run .*│ elapsed \S+ │ slowest \S+ \S+$`)
