@@ -98,7 +98,9 @@ func TestListAllPagesWithoutManagedFields(t *testing.T) {
 		if ev.Type != watch.Added {
 			t.Fatalf("first event %s, want ADDED", ev.Type)
 		}
-		u, ok := ev.Object.(interface{ GetManagedFields() []metav1.ManagedFieldsEntry })
+		u, ok := ev.Object.(interface {
+			GetManagedFields() []metav1.ManagedFieldsEntry
+		})
 		if !ok {
 			t.Fatalf("event object %T", ev.Object)
 		}
