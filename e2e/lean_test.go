@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -79,7 +80,7 @@ func TestListAllPagesWithoutManagedFields(t *testing.T) {
 		if mf := it.GetManagedFields(); len(mf) != 0 {
 			t.Fatalf("%s kept %d managedFields entries", it.GetName(), len(mf))
 		}
-		if v, _, _ := unstructuredString(it.Object, "data", "i"); v != fmt.Sprint(i) {
+		if v, _, _ := unstructured.NestedString(it.Object, "data", "i"); v != fmt.Sprint(i) {
 			t.Fatalf("%s has data.i %q, want %d", it.GetName(), v, i)
 		}
 	}
@@ -111,17 +112,4 @@ func TestListAllPagesWithoutManagedFields(t *testing.T) {
 		t.Fatal("no watch event for cm-new")
 	}
 	lw.Stop()
-}
-
-func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, nil
-		}
-		cur = m[f]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }
