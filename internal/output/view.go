@@ -307,8 +307,11 @@ func firstLine(s string) string {
 }
 
 // clock writes a duration as a person reads a timer: 7s, 1m05s, 1h02m.
+// Like a stopwatch it counts whole seconds passed (truncates): rounded, a
+// step that failed after 584ms had shown 1s running, more than its result
+// said.
 func clock(d time.Duration) string {
-	d = d.Round(time.Second)
+	d = d.Truncate(time.Second)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))
