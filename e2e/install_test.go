@@ -182,6 +182,11 @@ func TestInstallEndToEnd(t *testing.T) {
 		t.Errorf("second run wrote %d times to managed objects, want 0", s2.Writes)
 	}
 	t.Logf("second run: %s wall (%s in the runner), %d reads, %d writes, %d lock writes", second.wall, s2.Duration, s2.Reads, s2.Writes, s2.LockWrites)
+	// Issue 16: a converged re-run reads each kind once (the run's read
+	// view, kube.ReadView), at most 1.2 reads per managed object.
+	if limit := 1.2 * float64(len(before)); float64(s2.Reads) > limit {
+		t.Errorf("second run read %d times for %d managed objects (%.2f each), want at most 1.2 each", s2.Reads, len(before), float64(s2.Reads)/float64(len(before)))
+	}
 	after := managedObjects(t, c)
 	for k, rv := range before {
 		if after[k] != rv {

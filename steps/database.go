@@ -37,7 +37,7 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 			ID: "database/operator", Title: "CloudNativePG operator (OLM, unless postgresql.cnpg.io is served)",
 			Serves: []string{"postgresql.cnpg.io"},
 			Apply: func(ctx context.Context, e *Env, s *Step) error {
-				if served, err := crdEstablished(ctx, e, cnpgCRD); err != nil || served {
+				if served, err := crdServed(ctx, e, cnpgCRD); err != nil || served {
 					if served {
 						e.progress(s.ID, "%s already served: not installing CNPG", cnpgCRD)
 					}
@@ -46,14 +46,14 @@ func databaseSteps(inv *inventory.Inventory) []*Step {
 				return olmInstall(ctx, e, s, op)
 			},
 			Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
-				served, err := crdEstablished(ctx, e, cnpgCRD)
+				served, err := crdServed(ctx, e, cnpgCRD)
 				if err != nil || !served {
 					return false, cnpgCRD + " not served", err
 				}
 				return true, "", nil
 			},
 			Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
-				if served, err := crdEstablished(ctx, e, cnpgCRD); err != nil || served {
+				if served, err := crdServed(ctx, e, cnpgCRD); err != nil || served {
 					return nil, err // the step installs nothing then
 				}
 				return olmDesired(ctx, e, s, op)
@@ -371,13 +371,13 @@ func checkSecret(ctx context.Context, e *Env, want *unstructured.Unstructured) (
 	return true, "", nil
 }
 
-func crdEstablished(ctx context.Context, e *Env, name string) (bool, error) {
-	crd, err := e.Clients.Dynamic.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
+// crdServed reports whether the CRD named plural.group is Established and
+// served, from discovery (kube.Clients.CRDServed: no request when the run's
+// discovery already lists it).
+func crdServed(_ context.Context, e *Env, name string) (bool, error) {
+	ok, err := e.Clients.CRDServed(name)
 	if err != nil {
-		return false, fmt.Errorf("get CRD %s: %w", name, err)
+		return false, fmt.Errorf("discovery of CRD %s: %w", name, err)
 	}
-	return waiters.ConditionTrue("Established")(crd).Done, nil
+	return ok, nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,9 +81,15 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Until the run's first write, its reads share one view of the
+	// cluster (kube.ReadView): a converged re-run then reads each object
+	// once, and the kinds of viewWhole by one LIST each.
+	view := clients.BeginView(kube.ViewOptions{Whole: viewWhole})
+	defer view.End()
+	vctx := kube.ViewReads(ctx)
 	// A plain run on a cluster installed from another inventory stops
 	// here, before the Lease (the first write) is taken.
-	if err := checkInstalled(ctx, clients, "install", o.Source, o.Inventory, changedFrom(ctx, clients, reg, o)); err != nil {
+	if err := checkInstalled(vctx, clients, "install", o.Source, o.Inventory, changedFrom(vctx, clients, reg, o)); err != nil {
 		return nil, err
 	}
 	// Rendering only reads the cluster (apps domain, RHOAI layout), so it
@@ -94,7 +99,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	envDone := make(chan error, 1)
 	go func() {
 		var err error
-		env, err = NewEnvFor(ctx, clients, reg, o.Inventory, o.Secrets, o.Log)
+		env, err = NewEnvFor(vctx, clients, reg, o.Inventory, o.Secrets, o.Log)
 		envDone <- err
 	}()
 	lock, err := AcquireLock(ctx, clients.Kube, o.Identity, o.LeaseDuration)
@@ -110,7 +115,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 		defer cancel()
 		_ = lock.Release(rctx)
 	}()
-	cps, rec, lerr := loadRunState(ctx, clients)
+	cps, rec, lerr := loadRunState(vctx, clients)
 	if err := <-envDone; err != nil {
 		return nil, err
 	}
@@ -130,6 +135,26 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 		sum.Writes -= lock.Writes() - lockWrites0
 	}
 	return sum, err
+}
+
+// viewWhole are the resources an install's read view (kube.ReadView)
+// reads by one LIST on their first read. A run reads several of each:
+// every operator's Namespace, Subscription, CSV and OperatorGroup (across
+// namespaces; a cluster holds few of them), and the operators' Deployments
+// and Pods in their namespace (openshift-operators holds all three of
+// RHCL's), and the Authorino CRs (the Kuadrant step reads the one it
+// wants, verify lists them). CSVs are listed without the copies OLM makes in every
+// namespace of an AllNamespaces operator (olm.copiedFrom), like
+// preflight's own LIST; Secrets are never listed (a LIST would carry
+// every other Secret of the namespace).
+var viewWhole = map[schema.GroupResource]kube.WholeList{
+	{Group: "", Resource: "namespaces"}:                                 {},
+	{Group: "operators.coreos.com", Resource: "subscriptions"}:          {},
+	{Group: "operators.coreos.com", Resource: "operatorgroups"}:         {},
+	{Group: "operators.coreos.com", Resource: "clusterserviceversions"}: {Selector: "!olm.copiedFrom"},
+	{Group: "apps", Resource: "deployments"}:                            {PerNamespace: true},
+	{Group: "", Resource: "pods"}:                                       {PerNamespace: true},
+	{Group: "operator.authorino.kuadrant.io", Resource: "authorinos"}:   {PerNamespace: true},
 }
 
 // NewEnv is NewEnvFor the registry of inv.
@@ -208,15 +233,19 @@ func changedFrom(ctx context.Context, clients *kube.Clients, reg *Registry, o In
 	}
 }
 
-// loadRunState reads the checkpoints and the run record side by side.
+// loadRunState reads the run record and then the checkpoints, once the
+// run holds the Lease. Through the run's read view (ctx from
+// kube.ViewReads, the LIST sent after the Lease was taken), the record's
+// LIST of the state namespace's maasctl ConfigMaps also holds the
+// checkpoints ConfigMap, whose GET is then answered without a request.
 func loadRunState(ctx context.Context, clients *kube.Clients) (*Checkpoints, *Record, error) {
-	var (
-		cps *Checkpoints
-		rec *Record
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { cps, err = LoadCheckpoints(gctx, clients); return err })
-	g.Go(func() (err error) { rec, err = LoadRecord(gctx, clients); return err })
-	err := g.Wait()
-	return cps, rec, err
+	rec, err := LoadRecord(ctx, clients)
+	if err != nil {
+		return nil, nil, err
+	}
+	cps, err := LoadCheckpoints(ctx, clients)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cps, rec, nil
 }

@@ -10,8 +10,7 @@ import (
 
 // readMemo shares reads among the preflight checks of one Preflight call:
 // they run concurrently and several read the same object (the
-// CatalogSource all three operators subscribe from, the CNPG Cluster, the
-// CNPG CRD). Each key is read once; a later caller waits for the first
+// CatalogSource all three operators subscribe from, the CNPG Cluster). Each key is read once; a later caller waits for the first
 // read and gets its result, error included. It lives only as long as one
 // Preflight call, so no step ever sees a result older than the preflight.
 type readMemo struct {
@@ -58,13 +57,4 @@ func getShared(ctx context.Context, e *Env, gvk schema.GroupVersionKind, ns, nam
 		return o, o != nil, err
 	})
 	return obj, err
-}
-
-// crdEstablishedShared is crdEstablished through the memo of ctx.
-func crdEstablishedShared(ctx context.Context, e *Env, name string) (bool, error) {
-	_, ok, err := memoized(ctx, "crd "+name, func() (*unstructured.Unstructured, bool, error) {
-		ok, err := crdEstablished(ctx, e, name)
-		return nil, ok, err
-	})
-	return ok, err
 }

@@ -296,9 +296,8 @@ func checkOperator(ctx context.Context, e *Env, s *Step, op inventory.Operator) 
 		return false, err.Error(), nil
 	}
 	for _, name := range ownedCRDs(csv) {
-		crd, err := e.Clients.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || !waiters.ConditionTrue("Established")(crd).Done {
-			return false, "CRD " + name + " not Established", nil
+		if ok, err := crdServed(ctx, e, name); err != nil || !ok {
+			return false, "CRD " + name + " not served (not Established)", err
 		}
 	}
 	if want := envOf(e.Inv, op); len(want) > 0 {

@@ -154,7 +154,7 @@ func (r *Runner) depNotDone(ctx context.Context, d *Step) string {
 	case cp.Result != "done":
 		return "last run " + cp.Result
 	}
-	live, msg, err := d.check(ctx, r.Env)
+	live, msg, err := d.check(kube.ViewReads(ctx), r.Env)
 	switch {
 	case err != nil:
 		return "check failed: " + err.Error()

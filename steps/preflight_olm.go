@@ -20,7 +20,7 @@ import (
 // operator only when postgresql.cnpg.io is not served yet.
 func plannedOperators(ctx context.Context, e *Env) ([]inventory.Operator, error) {
 	ops := slices.Clone(e.Inv.Operators)
-	served, err := crdEstablishedShared(ctx, e, cnpgCRD)
+	served, err := crdServed(ctx, e, cnpgCRD)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +428,10 @@ func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
 		return nil, err
 	}
 	return eachConcurrently(ops, func(op inventory.Operator) ([]Finding, error) {
-		csvs, err := listOptional(ctx, e.Clients, csvGVK, op.Namespace, "")
+		// Not the copies of an AllNamespaces operator's CSV OLM makes in
+		// every namespace: they reference no Subscription and are no
+		// orphans.
+		csvs, err := listOptional(ctx, e.Clients, csvGVK, op.Namespace, "!olm.copiedFrom")
 		if err != nil {
 			return nil, err
 		}

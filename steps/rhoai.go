@@ -437,8 +437,8 @@ func dscCheck(ctx context.Context, e *Env, want *unstructured.Unstructured) (boo
 		return false, "DataScienceCluster " + r.Status, nil
 	}
 	for _, crd := range l.MaaSCRDs() {
-		if ok, err := crdEstablished(ctx, e, crd); err != nil || !ok {
-			return false, "CRD " + crd + " not Established", err
+		if ok, err := crdServed(ctx, e, crd); err != nil || !ok {
+			return false, "CRD " + crd + " not served (not Established)", err
 		}
 	}
 	ns := l.MaaSAPINamespace(e.Inv)

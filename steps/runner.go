@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -250,7 +251,7 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 		emit(failedEvent(s.ID, s.Title, idx, err, time.Since(t0)))
 		return EventFailed, true, err
 	}
-	live, msg, err := s.check(ctx, r.Env)
+	live, msg, err := s.check(kube.ViewReads(ctx), r.Env)
 	if err == nil && live {
 		applied()
 		// Objects still recorded absent: a kill between Apply and
@@ -281,6 +282,11 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 // since t0.
 func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied func()) (d time.Duration, err error) {
 	sctx, cancel := context.WithTimeout(ctx, stepTimeout(s, r.Env))
+	if s.ReadOnly {
+		// A read-only step (preflight) judges the cluster as the checks
+		// do: through the run's read view while it is open.
+		sctx = kube.ViewReads(sctx)
+	}
 	err = s.apply(sctx, r.Env)
 	cancel()
 	d = time.Since(t0)

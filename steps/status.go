@@ -275,7 +275,7 @@ func operatorStatus(ctx context.Context, e *Env, step string, op inventory.Opera
 	if apierrors.IsNotFound(err) {
 		st.Detail = "no Subscription"
 		if step == "database/operator" {
-			if ok, _ := crdEstablished(ctx, e, cnpgCRD); ok {
+			if ok, _ := crdServed(ctx, e, cnpgCRD); ok {
 				st.Detail = "no Subscription; " + cnpgCRD + " is served (installed another way)"
 			}
 		}

@@ -242,6 +242,20 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.CSVGVK, "openshift-operators", "servicemeshoperator3.v3.3.2", set("3.1.0", "spec", "version"))
 			}},
+		{name: "Service Mesh 3.1 in its own namespace", code: doctor.CodeServiceMeshOld, object: "ClusterServiceVersion istio-system/servicemeshoperator3.v3.1.0", evidence: "Service Mesh 3.1.0",
+			fix: "oc get csv -n istio-system",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				o, err := r.Get(context.Background(), verify.CSVGVK, "openshift-operators", "servicemeshoperator3.v3.3.2")
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Remove(verify.CSVGVK, "openshift-operators", "servicemeshoperator3.v3.3.2")
+				o = o.DeepCopy()
+				o.SetNamespace("istio-system")
+				o.SetName("servicemeshoperator3.v3.1.0")
+				set("3.1.0", "spec", "version")(o.Object)
+				r.Put(o)
+			}},
 		{name: "llama-coder without ready endpoints", code: doctor.CodeModelNotServing, object: "Service " + mns + "/llama-coder", evidence: "Deployment llama-coder: 0 of 1 replicas ready",
 			fix: "oc logs -n " + mns + " deploy/llama-coder",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

@@ -404,11 +404,7 @@ func serviceMesh(s *verify.State) []Finding {
 		if err != nil || v.GTE(min) {
 			continue
 		}
-		op := s.Inv.Operator("rhcl")
 		ns := c.GetNamespace()
-		if op != nil {
-			ns = op.Namespace
-		}
 		out = append(out, finding(CodeServiceMeshOld, obj("ClusterServiceVersion", c.GetNamespace(), c.GetName()),
 			fmt.Sprintf("Service Mesh %s installed (phase %s); 3.3.1 or later needed", v, orUnknown(str(c, "status", "phase"))),
 			"Service Mesh before 3.3.1 can truncate or corrupt request bodies over 16 KB on the gateway (chained ext_proc, OSSM-15498)",

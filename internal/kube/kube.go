@@ -47,15 +47,22 @@ type Clients struct {
 	// Requests counts the HTTP requests sent through these clients.
 	Requests *RequestCounter
 
-	// missMu guards missed: kinds that were still unknown right after a
-	// discovery reset, with the time of that reset (see Mapping).
+	// view is the open read view (BeginView), shared by the transports of
+	// the clients above.
+	view *viewSlot
+	log  *zap.Logger
+
+	// missMu guards missed: kinds and resources (lookup's keys) that were
+	// still unknown right after a discovery reset, with the time of that
+	// reset (see lookup).
 	missMu sync.Mutex
-	missed map[schema.GroupVersionKind]time.Time
+	missed map[string]time.Time
 	// resetMu serializes the discovery re-reads of Mapping; refreshed is
 	// when the last one finished and refreshedGen the value of resetGen
 	// when it began. ResetMapper bumps resetGen without waiting for a
 	// re-read in flight: a re-read that began before it is not fresh.
 	resetMu      sync.Mutex
+	firstLookup  sync.Once
 	refreshed    time.Time
 	refreshedGen uint64
 	resetGen     atomic.Uint64
@@ -68,11 +75,13 @@ type Clients struct {
 // at once, so a CRD that became Established is found right away.
 const NotServedTTL = 2 * time.Second
 
-// FreshDiscovery is how long discovery read by Mapping after a miss
-// answers for every kind: a kind missing from it is reported not served
-// without another read. Lookups of several unserved kinds at once (a
-// first run reads a dozen kinds whose CRDs do not exist yet) cost one
-// discovery read instead of one each. ResetMapper ends it at once.
+// FreshDiscovery is how long discovery read by Mapping (first, or again
+// after a miss) answers for every kind: a kind missing from it is reported
+// not served without another read. Lookups of several unserved kinds at
+// once (a first run reads a dozen kinds whose CRDs do not exist yet) cost
+// one discovery read instead of one each, and a kind a cluster does not
+// serve at all (PackageManifest without OLM's package server) costs no
+// re-read right after the run's first. ResetMapper ends it at once.
 const FreshDiscovery = time.Second
 
 // ResetMapper drops the cached discovery and every remembered miss: call it
@@ -180,6 +189,12 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &retryTransport{next: rt, policy: o.Retry.withDefaults(), log: o.Log, counter: counter}
 	})
+	// Outermost: a read the view answers is neither sent, retried nor
+	// counted.
+	slot := new(viewSlot)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &viewTransport{next: rt, slot: slot}
+	})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
@@ -196,6 +211,8 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 		Discovery: disc,
 		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(disc),
 		Requests:  counter,
+		view:      slot,
+		log:       o.Log,
 	}, nil
 }
 
@@ -205,27 +222,85 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 // still unknown after that is reported not served without a new discovery
 // read for NotServedTTL (or until ResetMapper).
 func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err == nil {
-		return m, nil
-	}
-	if !meta.IsNoMatchError(err) && !discovery.IsGroupDiscoveryFailedError(err) {
+	var m *meta.RESTMapping
+	err := c.lookup("kind "+gvk.String(), func() (err error) {
+		m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err
+	})
+	if err != nil {
+		if meta.IsNoMatchError(err) || discovery.IsGroupDiscoveryFailedError(err) {
+			return nil, &NotServedError{GVK: gvk, Err: err}
+		}
 		return nil, err
 	}
+	return m, nil
+}
+
+// Served reports whether the API server serves resource gr (for a CRD:
+// its plural and group) in at least one version, from discovery. The API
+// server lists a CustomResourceDefinition's versions in discovery only once
+// it is Established (apiextensions-apiserver, DiscoveryController.sync skips
+// every CRD without Established=True), so for a CRD this is "Established,
+// and served" without reading the CRD object, whose schema can be
+// megabytes: a converged re-run checks the two dozen CRDs of its operators
+// with the discovery it read for its REST mappings (no request). A resource
+// missing from the cached discovery is looked up once more after a
+// discovery re-read, as Mapping does, so one Established during the run is
+// found. Errors other than "not served" are discovery read errors.
+func (c *Clients) Served(gr schema.GroupResource) (bool, error) {
+	err := c.lookup("resource "+gr.String(), func() error {
+		rs, err := c.Mapper.ResourcesFor(gr.WithVersion(""))
+		if err == nil && len(rs) == 0 {
+			err = &meta.NoResourceMatchError{PartialResource: gr.WithVersion("")}
+		}
+		return err
+	})
+	if meta.IsNoMatchError(err) || discovery.IsGroupDiscoveryFailedError(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CRDServed is Served for a CRD named plural.group.
+func (c *Clients) CRDServed(name string) (bool, error) {
+	plural, group, _ := strings.Cut(name, ".")
+	return c.Served(schema.GroupResource{Group: group, Resource: plural})
+}
+
+// lookup runs find against the cached discovery; when it reports no match
+// (or a failed group discovery) it re-reads discovery once, unless that
+// happened within FreshDiscovery since the last ResetMapper, and runs find
+// again. A key still not found is answered "not found" without a re-read
+// for NotServedTTL (or until ResetMapper).
+func (c *Clients) lookup(key string, find func() error) error {
+	c.firstLookup.Do(func() {
+		// The first find reads discovery (the mapper is lazy): it is as
+		// fresh as a re-read.
+		c.resetMu.Lock()
+		c.refreshed, c.refreshedGen = time.Now(), c.resetGen.Load()
+		c.resetMu.Unlock()
+	})
+	err := find()
+	if err == nil || (!meta.IsNoMatchError(err) && !discovery.IsGroupDiscoveryFailedError(err)) {
+		return err
+	}
 	c.missMu.Lock()
-	at, recent := c.missed[gvk]
+	at, recent := c.missed[key]
 	recent = recent && time.Since(at) < NotServedTTL
 	c.missMu.Unlock()
 	if recent {
-		return nil, &NotServedError{GVK: gvk, Err: err}
+		return err
 	}
 	c.resetMu.Lock()
 	gen := c.resetGen.Load()
 	stale := c.refreshedGen != gen || time.Since(c.refreshed) >= FreshDiscovery
 	if stale {
+		if c.log != nil {
+			c.log.Debug("discovery re-read", zap.String("missing", key))
+		}
 		c.Mapper.Reset()
 	}
-	m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	err = find()
 	if stale {
 		c.refreshed, c.refreshedGen = time.Now(), gen
 	}
@@ -233,13 +308,12 @@ func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error
 	if err != nil {
 		c.missMu.Lock()
 		if c.missed == nil {
-			c.missed = map[schema.GroupVersionKind]time.Time{}
+			c.missed = map[string]time.Time{}
 		}
-		c.missed[gvk] = time.Now()
+		c.missed[key] = time.Now()
 		c.missMu.Unlock()
-		return nil, &NotServedError{GVK: gvk, Err: err}
 	}
-	return m, nil
+	return err
 }
 
 // NotServedError says that the API server does not serve a kind (yet).

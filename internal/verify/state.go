@@ -142,7 +142,7 @@ type State struct {
 	// namespace).
 	GatewayAuthPolicy *unstructured.Unstructured
 	Backends          map[string]*Backend          // by provider namespace/name
-	CSVs              []*unstructured.Unstructured // in the RHCL operator namespace
+	CSVs              []*unstructured.Unstructured // every namespace's, without OLM's copies (olm.copiedFrom)
 	RHCLSubscription  *unstructured.Unstructured   // the RHCL operator's Subscription
 	// WasmPlugin is the one Kuadrant writes for the MaaS Gateway
 	// (WasmPluginName, in the Gateway's namespace).
@@ -402,7 +402,7 @@ func (sn *snapshotter) getMany(gvk schema.GroupVersionKind, ns string, names []s
 }
 
 // access starts the reads of the access objects: MaaS auth policies and
-// subscriptions, the gateway AuthPolicy, and RHCL's CSVs and
+// subscriptions, the gateway AuthPolicy, the installed CSVs and RHCL's
 // Subscription.
 func (sn *snapshotter) access(inv *inventory.Inventory, rel release.Release) {
 	s, get, list, async := sn.s, sn.get, sn.list, sn.async
@@ -412,7 +412,10 @@ func (sn *snapshotter) access(inv *inventory.Inventory, rel release.Release) {
 	})
 	async(func() { s.Subscriptions = list(MaaSSubscriptionGVK, inv.RHOAI.MaaSNamespace, "") })
 	if op := inv.Operator("rhcl"); op != nil {
-		async(func() { s.CSVs = list(CSVGVK, op.Namespace, "") })
+		// Every namespace's installed CSVs, not OLM's copies of an
+		// AllNamespaces operator's: Service Mesh may be installed in
+		// another namespace than RHCL (the same LIST as preflight's).
+		async(func() { s.CSVs = list(CSVGVK, "", "!olm.copiedFrom") })
 		async(func() { s.RHCLSubscription = get(SubscriptionGVK, op.Namespace, op.Package) })
 	}
 }

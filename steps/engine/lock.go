@@ -20,6 +20,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/names"
 )
 
@@ -52,6 +53,9 @@ type Lock struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	writes   atomic.Int64
+	// rv is the resourceVersion of the Lease as this run last wrote it;
+	// Release deletes exactly that Lease.
+	rv atomic.Pointer[string]
 	// TookOver, when not empty, says whose unexpired Lease this run took
 	// over because its holder process is gone (see deadHolder).
 	TookOver string
@@ -137,9 +141,10 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 	self := processFacts()
 	l := &Lock{kc: kc, identity: identity, duration: duration, done: make(chan struct{})}
 	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+	var taken *coordinationv1.Lease
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = leases.Create(ctx, &coordinationv1.Lease{
+		taken, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: StateNamespace, Annotations: self},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{FieldManager: names.FieldManager})
@@ -163,7 +168,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 		cur.SetAnnotations(mergeAnnotations(cur.GetAnnotations(), self))
 		cur.Spec.HolderIdentity, cur.Spec.LeaseDurationSeconds = &identity, &secs
 		cur.Spec.AcquireTime, cur.Spec.RenewTime = &now, &now
-		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager})
+		taken, err = leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager})
 		if apierrors.IsConflict(err) {
 			return nil, heldBy(ctx, leases, "another run that took the expired lease just now")
 		}
@@ -172,6 +177,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 		return nil, fmt.Errorf("take Lease %s/%s: %w", StateNamespace, LeaseName, err)
 	}
 	l.writes.Add(1)
+	l.rv.Store(&taken.ResourceVersion)
 	rctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	go l.renew(rctx)
@@ -222,8 +228,9 @@ func (l *Lock) renew(ctx context.Context) {
 			}
 			now := metav1.NewMicroTime(time.Now())
 			cur.Spec.RenewTime = &now
-			if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager}); err == nil {
+			if updated, err := leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager}); err == nil {
 				l.writes.Add(1)
+				l.rv.Store(&updated.ResourceVersion)
 			}
 		}
 	}
@@ -236,12 +243,11 @@ func (l *Lock) Writes() int64 { return l.writes.Load() }
 func (l *Lock) Release(ctx context.Context) error {
 	l.cancel()
 	<-l.done
+	// Deleted only as this run last wrote it (a resourceVersion
+	// precondition, no read): a Lease another run took over since, or
+	// renewed, is theirs and stays (Conflict).
 	leases := l.kc.CoordinationV1().Leases(StateNamespace)
-	cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
-	if err != nil || ptr.Deref(cur.Spec.HolderIdentity, "") != l.identity {
-		return nil
-	}
-	err = leases.Delete(ctx, LeaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cur.ResourceVersion}})
+	err := leases.Delete(ctx, LeaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: l.rv.Load()}})
 	if err == nil {
 		l.writes.Add(1)
 	}
@@ -252,7 +258,9 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 func ensureStateNamespace(ctx context.Context, kc kubernetes.Interface) error {
-	_, err := kc.CoreV1().Namespaces().Get(ctx, StateNamespace, metav1.GetOptions{})
+	// Through the run's read view (kube.ReadView), which reads Namespaces
+	// by one LIST: the steps read several more.
+	_, err := kc.CoreV1().Namespaces().Get(kube.ViewReads(ctx), StateNamespace, metav1.GetOptions{})
 	if err == nil {
 		return nil
 	}
