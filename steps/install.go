@@ -83,7 +83,14 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	}
 	// Until the run's first write, its reads share one view of the
 	// cluster (kube.ReadView): a converged re-run then reads each object
-	// once, and the kinds of viewWhole by one LIST each.
+	// once, and the kinds of viewWhole by one LIST each. Reads made before
+	// the Lease is taken (the installed inventory, NewEnvFor's release
+	// detection) answer the checks after it too. A run that released the
+	// Lease in those milliseconds can only have left them older than the
+	// checkpoints read after the Lease: a step it did not finish has no
+	// done checkpoint and is applied; one it finished holds what this
+	// run's inventory wants (an uninstall leaves no done checkpoint) or
+	// another input hash, and is applied again.
 	view := clients.BeginView(kube.ViewOptions{Whole: viewWhole})
 	defer view.End()
 	vctx := kube.ViewReads(ctx)
@@ -94,7 +101,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	}
 	// Rendering only reads the cluster (apps domain, RHOAI layout), so it
 	// runs while the lock is taken; the run's state is read once the lock
-	// is held, checkpoints and record side by side.
+	// is held (loadRunState).
 	var env *Env
 	envDone := make(chan error, 1)
 	go func() {

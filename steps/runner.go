@@ -109,7 +109,7 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 		emit(Event{Type: EventProgress, Step: id, Title: title[id], Index: index[id], Message: msg})
 	}
 	emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("%d steps", len(selected))})
-	reads0, writes0 := r.Env.Clients.Requests.Reads(), r.Env.Clients.Requests.Writes()
+	reads0, writes0, shared0 := r.Env.Clients.Requests.Reads(), r.Env.Clients.Requests.Writes(), r.Env.Clients.ViewAnswered()
 
 	sc := r.forward(ctx, selected, emit, index)
 	results := sc.Execute()
@@ -121,6 +121,7 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	sum.Duration = time.Since(start)
 	sum.Reads = r.Env.Clients.Requests.Reads() - reads0
 	sum.Writes = r.Env.Clients.Requests.Writes() - writes0
+	sum.Shared = r.Env.Clients.ViewAnswered() - shared0
 	emit(Event{Type: EventRunDone, Duration: sum.Duration, Summary: sum})
 	if snap, ok := results[snapshotNode]; ok && snap.Err != nil {
 		return sum, snap.Err

@@ -109,6 +109,7 @@ type keptResponse struct {
 // ("" for none). done is closed once ok and items are set.
 type viewList struct {
 	scope, selector string
+	key             string // the Whole LIST's key in tried; "" for others
 	done            chan struct{}
 	ok              bool
 	apiVersion      string
@@ -145,6 +146,18 @@ func (c *Clients) BeginView(o ViewOptions) *ReadView {
 	}
 	c.view.Store(v)
 	return v
+}
+
+// ViewAnswered is the number of reads the open or last view of c answered
+// without a request (0 without a view).
+func (c *Clients) ViewAnswered() int64 {
+	if c.view == nil {
+		return 0
+	}
+	if v := c.view.Load(); v != nil {
+		return v.Answered()
+	}
+	return 0
 }
 
 // End closes the view and drops what it kept.
@@ -266,14 +279,18 @@ func (v *ReadView) roundTrip(req *http.Request, next http.RoundTripper) (*http.R
 		req = req.Clone(req.Context())
 		req.Header.Set("Accept", "application/json")
 	}
-	simple := q.Get("fieldSelector") == ""
+	// Only a LIST of the objects as they are now (no field selector, no
+	// resourceVersion but the API server's cache "0", no
+	// resourceVersionMatch) is kept as a list or answered from one.
+	simple := q.Get("fieldSelector") == "" && q.Get("resourceVersionMatch") == "" &&
+		(q.Get("resourceVersion") == "" || q.Get("resourceVersion") == "0")
 	if simple {
 		selector := q.Get("labelSelector")
 		answer := func() *http.Response {
 			if p.name != "" {
 				return v.objectFromLists(req, p)
 			}
-			return v.listFromLists(req, p, selector)
+			return v.listFromLists(req, p, selector, q.Get("limit"))
 		}
 		if resp := answer(); resp != nil {
 			return resp, nil
@@ -323,7 +340,7 @@ func (v *ReadView) exactly(req *http.Request, p viewPath, asList bool, next http
 			return v.replay(req, c.resp), nil
 		}
 		if asList {
-			if resp := v.listFromLists(req, p, req.URL.Query().Get("labelSelector")); resp != nil {
+			if resp := v.listFromLists(req, p, req.URL.Query().Get("labelSelector"), req.URL.Query().Get("limit")); resp != nil {
 				return resp, nil
 			}
 		}
@@ -402,7 +419,7 @@ func (v *ReadView) fillList(l *viewList, kept *keptResponse) {
 				Labels    map[string]string `json:"labels"`
 			} `json:"metadata"`
 		}
-		if json.Unmarshal(raw, &m) != nil {
+		if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
 			return
 		}
 		if m.Kind == "" {
@@ -456,7 +473,7 @@ func (v *ReadView) objectFromLists(req *http.Request, p viewPath) *http.Response
 			continue
 		}
 		for _, it := range l.items {
-			if it.name == p.name && (!p.namespaced || it.ns == p.ns) {
+			if it.name == p.name && it.ns == p.ns {
 				return v.answer(req, http.StatusOK, it.raw)
 			}
 		}
@@ -469,11 +486,19 @@ func (v *ReadView) objectFromLists(req *http.Request, p viewPath) *http.Response
 }
 
 // listFromLists answers a LIST from a complete LIST of a covering
-// namespace without a label selector or with the same one, or returns nil.
-func (v *ReadView) listFromLists(req *http.Request, p viewPath, selector string) *http.Response {
+// namespace without a label selector or with the same one, or returns nil;
+// also nil when more items match than the LIST's limit (the API server
+// would answer a first page and a continue token).
+func (v *ReadView) listFromLists(req *http.Request, p viewPath, selector, limit string) *http.Response {
 	sel, err := labels.Parse(selector)
 	if err != nil {
 		return nil
+	}
+	most := -1
+	if limit != "" {
+		if most, err = strconv.Atoi(limit); err != nil || most <= 0 {
+			return nil
+		}
 	}
 	for _, l := range v.covering(req.Context(), p) {
 		if !l.ok || (l.selector != "" && l.selector != selector) {
@@ -491,6 +516,9 @@ func (v *ReadView) listFromLists(req *http.Request, p viewPath, selector string)
 		for _, it := range l.items {
 			if (p.ns != "" && it.ns != p.ns) || !sel.Matches(labels.Set(it.labels)) {
 				continue
+			}
+			if n == most {
+				return nil
 			}
 			if n > 0 {
 				b.WriteByte(',')
@@ -519,7 +547,9 @@ func (v *ReadView) claimWhole(p viewPath, w WholeList) *viewList {
 		return nil
 	}
 	v.tried[key] = true
-	return v.addList(lp, w.Selector)
+	l := v.addList(lp, w.Selector)
+	l.key = key
+	return l
 }
 
 // listWhole sends the Whole LIST l of p's resource with req's headers and
@@ -547,6 +577,15 @@ func (v *ReadView) listWhole(req *http.Request, p viewPath, l *viewList, next ht
 		}
 	}
 	v.fillList(l, kept)
+	if !l.ok && req.Context().Err() != nil {
+		// Cut short by its reader's context, not refused: a later read
+		// may send it again.
+		v.mu.Lock()
+		if v.tried != nil {
+			delete(v.tried, l.key)
+		}
+		v.mu.Unlock()
+	}
 }
 
 func (v *ReadView) answer(req *http.Request, status int, body []byte) *http.Response {

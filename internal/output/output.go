@@ -207,7 +207,7 @@ func (t *text) render(ev event.Event) {
 		fmt.Fprintf(t.w, "%s %s %-26s not run: %s\n", pos, t.paint("33", "-"), ev.Step, ev.Message)
 	case event.RunDone:
 		s := ev.Summary
-		fmt.Fprintf(t.w, "maasctl: %d done, %d unchanged, %d failed, %d not run in %s (API requests: %d reads, %d writes to managed objects)\n",
-			len(s.Done), len(s.Unchanged), len(s.Failed), len(s.Blocked), dur(s.Duration), s.Reads, s.Writes)
+		fmt.Fprintf(t.w, "maasctl: %d done, %d unchanged, %d failed, %d not run in %s (API requests: %s)\n",
+			len(s.Done), len(s.Unchanged), len(s.Failed), len(s.Blocked), dur(s.Duration), s.RequestsText())
 	}
 }

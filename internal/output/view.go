@@ -295,8 +295,8 @@ func (m *viewModel) failures() string {
 		}
 	}
 	if m.summary != nil {
-		fmt.Fprintf(&b, "maasctl: %d done, %d unchanged, %d failed, %d not run in %s (API requests: %d reads, %d writes to managed objects)\n",
-			len(m.summary.Done), len(m.summary.Unchanged), len(m.summary.Failed), len(m.summary.Blocked), dur(m.summary.Duration), m.summary.Reads, m.summary.Writes)
+		fmt.Fprintf(&b, "maasctl: %d done, %d unchanged, %d failed, %d not run in %s (API requests: %s)\n",
+			len(m.summary.Done), len(m.summary.Unchanged), len(m.summary.Failed), len(m.summary.Blocked), dur(m.summary.Duration), m.summary.RequestsText())
 	}
 	return b.String()
 }

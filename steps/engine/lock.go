@@ -243,11 +243,21 @@ func (l *Lock) Writes() int64 { return l.writes.Load() }
 func (l *Lock) Release(ctx context.Context) error {
 	l.cancel()
 	<-l.done
-	// Deleted only as this run last wrote it (a resourceVersion
-	// precondition, no read): a Lease another run took over since, or
-	// renewed, is theirs and stays (Conflict).
+	// Deleted as this run last wrote it (a resourceVersion precondition,
+	// no read). On a Conflict the Lease changed since: another run took it
+	// over (it stays theirs), or a renewal of ours was applied although its
+	// answer was lost (cancelled by Release, or retried after the
+	// connection dropped); the Lease is then read and deleted if this run
+	// still holds it.
 	leases := l.kc.CoordinationV1().Leases(StateNamespace)
 	err := leases.Delete(ctx, LeaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: l.rv.Load()}})
+	if apierrors.IsConflict(err) {
+		cur, gerr := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+		if gerr != nil || ptr.Deref(cur.Spec.HolderIdentity, "") != l.identity {
+			return nil
+		}
+		err = leases.Delete(ctx, LeaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cur.ResourceVersion}})
+	}
 	if err == nil {
 		l.writes.Add(1)
 	}

@@ -4,7 +4,10 @@
 // the applier. It imports nothing of maasctl.
 package event
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Type is the kind of a run event.
 type Type string
@@ -53,4 +56,18 @@ type Summary struct {
 	Reads      int64 `json:"reads"`
 	Writes     int64 `json:"writes"`
 	LockWrites int64 `json:"lockWrites"`
+	// Shared counts the reads the run's read view (kube.ReadView)
+	// answered from the run's earlier reads, without a request.
+	Shared int64 `json:"sharedReads,omitempty"`
+}
+
+// RequestsText is the API request counts of s as the run's last line
+// says them: "40 reads (83 more answered from the run's earlier reads), 0
+// writes to managed objects".
+func (s *Summary) RequestsText() string {
+	reads := fmt.Sprintf("%d reads", s.Reads)
+	if s.Shared > 0 {
+		reads += fmt.Sprintf(" (%d more answered from the run's earlier reads)", s.Shared)
+	}
+	return fmt.Sprintf("%s, %d writes to managed objects", reads, s.Writes)
 }
