@@ -253,6 +253,13 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 		return EventFailed, true, err
 	}
 	live, msg, err := s.check(kube.ViewReads(ctx), r.Env)
+	if (err != nil || !live) && r.Env.Clients.ViewOpen() {
+		// The run's read view answers as of the run's first reads; a
+		// cluster still settling (operators reconciling after a killed
+		// run) may have moved on since. A step is re-applied only on a
+		// verdict read now.
+		live, msg, err = s.check(ctx, r.Env)
+	}
 	if err == nil && live {
 		applied()
 		// Objects still recorded absent: a kill between Apply and

@@ -160,6 +160,16 @@ func (c *Clients) ViewAnswered() int64 {
 	return 0
 }
 
+// ViewOpen reports whether c has a read view open (BeginView, and no
+// write, End or ViewMaxAge since).
+func (c *Clients) ViewOpen() bool {
+	if c.view == nil {
+		return false
+	}
+	v := c.view.Load()
+	return v != nil && v.Open()
+}
+
 // End closes the view and drops what it kept.
 func (v *ReadView) End() { v.stop() }
 
