@@ -147,13 +147,13 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 // viewWhole are the resources an install's read view (kube.ReadView)
 // reads by one LIST on their first read. A run reads several of each:
 // every operator's Namespace, Subscription, CSV and OperatorGroup (across
-// namespaces; a cluster holds few of them), and the operators' Deployments
-// and Pods in their namespace (openshift-operators holds all three of
-// RHCL's), and the Authorino CRs (the Kuadrant step reads the one it
-// wants, verify lists them). CSVs are listed without the copies OLM makes in every
+// namespaces; a cluster holds few of them), the operators' Deployments and
+// Pods in their namespace (openshift-operators holds all three of RHCL's),
+// and the Authorino CRs (the Kuadrant step reads the one it wants, verify
+// lists them). CSVs are listed without the copies OLM makes in every
 // namespace of an AllNamespaces operator (olm.copiedFrom), like
-// preflight's own LIST; Secrets are never listed (a LIST would carry
-// every other Secret of the namespace).
+// preflight's own LIST. Secrets are never listed: a LIST would carry every
+// other Secret of the namespace.
 var viewWhole = map[schema.GroupResource]kube.WholeList{
 	{Group: "", Resource: "namespaces"}:                                 {},
 	{Group: "operators.coreos.com", Resource: "subscriptions"}:          {},
