@@ -551,3 +551,25 @@ func simLogger(t *testing.T, dir string) *zap.Logger {
 	})
 	return logger
 }
+
+// bareAPIServer starts a local kube-apiserver and etcd only (no
+// controllers, PostgreSQL, fixture or OLM) for a test of client-side
+// behaviour against the real server, stopped at the test's end, and
+// returns Clients for it. Without the local control plane the test is
+// skipped, unless MAASCTL_REQUIRE_TESTENV is set.
+func bareAPIServer(t *testing.T, ctx context.Context) (*testenv.Env, *kube.Clients) {
+	t.Helper()
+	env, err := testenv.Start(ctx, testenv.Options{NoControllers: true, NoPostgres: true, NoFixture: true, NoOLM: true})
+	if err != nil {
+		if os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
+			t.Skipf("local control plane unavailable: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := kube.New(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, c
+}

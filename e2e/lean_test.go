@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/kube"
 )
 
@@ -27,18 +25,7 @@ func TestListAllPagesWithoutManagedFields(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{NoControllers: true, NoPostgres: true, NoFixture: true, NoOLM: true})
-	if err != nil {
-		if os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
-			t.Skipf("local control plane unavailable: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := kube.New(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := bareAPIServer(t, ctx)
 	const ns, n = "lean", 2*kube.ListPageSize + 100
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

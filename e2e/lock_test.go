@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/maasctl/maasctl/e2e/testenv"
-	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps/engine"
 )
 
@@ -24,18 +21,7 @@ func TestLockReleaseAfterLeaseChanged(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{NoControllers: true, NoPostgres: true, NoFixture: true, NoOLM: true})
-	if err != nil {
-		if os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
-			t.Skipf("local control plane unavailable: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := kube.New(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := bareAPIServer(t, ctx)
 	leases := c.Kube.CoordinationV1().Leases(engine.StateNamespace)
 	touch := func(holder string) {
 		t.Helper()
@@ -50,45 +36,32 @@ func TestLockReleaseAfterLeaseChanged(t *testing.T) {
 		}
 	}
 
-	// Unchanged since the run took it: deleted.
-	lock, err := engine.AcquireLock(ctx, c.Kube, "run-a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lock.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leases.Get(ctx, engine.LeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("after Release of an unchanged Lease: %v, want NotFound", err)
-	}
-
-	// Renewed by this run with the answer lost: still this run's, deleted.
-	lock, err = engine.AcquireLock(ctx, c.Kube, "run-b", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	touch("run-b")
-	if err := lock.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leases.Get(ctx, engine.LeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("after Release of a Lease this run renewed unseen: %v, want NotFound", err)
-	}
-
-	// Taken over by another run: it stays theirs.
-	lock, err = engine.AcquireLock(ctx, c.Kube, "run-c", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	touch("run-d")
-	if err := lock.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l, err := leases.Get(ctx, engine.LeaseName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("after Release of a Lease another run took over: %v, want it kept", err)
-	}
-	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != "run-d" {
-		t.Errorf("the Lease is held by %q, want run-d", h)
+	for _, tc := range []struct {
+		name, run, changedBy string // changedBy: "" for no change
+		kept                 bool
+	}{
+		{"unchanged since the run took it: deleted", "run-a", "", false},
+		{"renewed by this run, the answer lost: still this run's, deleted", "run-b", "run-b", false},
+		{"taken over by another run: it stays theirs", "run-c", "run-d", true},
+	} {
+		lock, err := engine.AcquireLock(ctx, c.Kube, tc.run, time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.changedBy != "" {
+			touch(tc.changedBy)
+		}
+		if err := lock.Release(ctx); err != nil {
+			t.Fatalf("%s: Release: %v", tc.name, err)
+		}
+		l, err := leases.Get(ctx, engine.LeaseName, metav1.GetOptions{})
+		switch {
+		case !tc.kept && !apierrors.IsNotFound(err):
+			t.Fatalf("%s: after Release the Lease read gives %v, want NotFound", tc.name, err)
+		case tc.kept && err != nil:
+			t.Fatalf("%s: after Release: %v, want the Lease kept", tc.name, err)
+		case tc.kept && ptr.Deref(l.Spec.HolderIdentity, "") != tc.changedBy:
+			t.Errorf("%s: the Lease is held by %q, want %s", tc.name, ptr.Deref(l.Spec.HolderIdentity, ""), tc.changedBy)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/kube"
 )
 
@@ -34,18 +32,7 @@ func TestReadViewAnswersAsTheAPIServer(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{NoControllers: true, NoPostgres: true, NoFixture: true, NoOLM: true})
-	if err != nil {
-		if os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
-			t.Skipf("local control plane unavailable: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	direct, err := kube.New(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, direct := bareAPIServer(t, ctx)
 	for _, ns := range []string{"view-a", "view-b"} {
 		if _, err := direct.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -231,18 +218,7 @@ func TestReadViewMaxAge(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{NoControllers: true, NoPostgres: true, NoFixture: true, NoOLM: true})
-	if err != nil {
-		if os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
-			t.Skipf("local control plane unavailable: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := kube.New(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := bareAPIServer(t, ctx)
 	const age = 500 * time.Millisecond
 	view := c.BeginView(kube.ViewOptions{MaxAge: age})
 	defer view.End()
