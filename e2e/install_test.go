@@ -274,7 +274,8 @@ func recordShards(t *testing.T, c *cluster) []corev1.ConfigMap {
 }
 
 // checkRecordShards: after an install the record is one ConfigMap per step
-// with entries, named after the step, holding that step's entries, and no
+// with entries, named after the step, holding that step's entries (the
+// pending shard the entries of steps the install did not change), and no
 // single-ConfigMap record of older versions; no entry stays absent (so the
 // no-op re-run reads none of them again).
 func checkRecordShards(t *testing.T, c *cluster) {
@@ -284,21 +285,37 @@ func checkRecordShards(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shards := recordShards(t, c)
+	stored := map[string]bool{}
+	for _, cm := range shards {
+		stored[cm.Name] = true
+	}
+	// A step whose entries the install did not change keeps them in the
+	// pending shard (steps.RecordPendingConfigMap); every other step's
+	// are in its own shard, and the pending shard holds none of them.
 	want := map[string]int{}
 	for _, e := range rec.Entries() {
-		want[steps.RecordShardName(e.Step, 0)]++
+		name := steps.RecordShardName(e.Step, 0)
+		if !stored[name] {
+			name = steps.RecordPendingConfigMap
+		}
+		want[name]++
 		if e.Origin == steps.OriginAbsent {
 			t.Errorf("record entry %s (step %s) is still absent after the install", e, e.Step)
 		}
 	}
 	got := map[string]int{}
-	for _, cm := range recordShards(t, c) {
+	for _, cm := range shards {
 		var list []steps.RecordEntry
 		if err := yaml.Unmarshal([]byte(cm.Data["objects.yaml"]), &list); err != nil {
 			t.Fatalf("record shard %s: %v", cm.Name, err)
 		}
 		for _, e := range list {
-			if steps.RecordShardName(e.Step, 0) != cm.Name {
+			if cm.Name == steps.RecordPendingConfigMap {
+				if stored[steps.RecordShardName(e.Step, 0)] {
+					t.Errorf("the pending record shard still holds an entry of step %s, which has its own shard", e.Step)
+				}
+			} else if steps.RecordShardName(e.Step, 0) != cm.Name {
 				t.Errorf("record shard %s holds an entry of step %s", cm.Name, e.Step)
 			}
 		}

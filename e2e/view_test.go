@@ -263,3 +263,70 @@ func TestReadViewMaxAge(t *testing.T) {
 		t.Error("a GET past MaxAge was answered by the view")
 	}
 }
+
+// TestReadViewKeepView: a write marked kube.KeepView (maasctl's own
+// bookkeeping) leaves the view open: reads of other resources are still
+// answered, and the written resource is read again from the server, in
+// every namespace, so the read after the write sees it. An unmarked write
+// then ends the view.
+func TestReadViewKeepView(t *testing.T) {
+	parallel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, c := bareAPIServer(t, ctx)
+	view := c.BeginView(kube.ViewOptions{Whole: map[schema.GroupResource]kube.WholeList{{Resource: "namespaces"}: {}}})
+	defer view.End()
+	vctx := kube.ViewReads(ctx)
+	cms := c.Kube.CoreV1().ConfigMaps("default")
+	read := func() (nsSent, cmSent bool, cm *corev1.ConfigMap) {
+		t.Helper()
+		r := c.Requests.Reads()
+		if _, err := c.Kube.CoreV1().Namespaces().Get(vctx, "default", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		nsSent = c.Requests.Reads() != r
+		r = c.Requests.Reads()
+		l, err := c.Kube.CoreV1().ConfigMaps("").List(vctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmSent = c.Requests.Reads() != r
+		for i := range l.Items {
+			if l.Items[i].Namespace == "default" && l.Items[i].Name == "bookkeeping" {
+				cm = &l.Items[i]
+			}
+		}
+		return nsSent, cmSent, cm
+	}
+	read()
+	if ns, cm, _ := read(); ns || cm {
+		t.Fatalf("repeated reads sent (Namespace %v, ConfigMaps %v), want both answered", ns, cm)
+	}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bookkeeping"}, Data: map[string]string{"v": "1"}}
+	if _, err := cms.Create(kube.KeepView(ctx), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !view.Open() {
+		t.Fatal("a write marked KeepView ended the view")
+	}
+	ns, cmSent, got := read()
+	if ns {
+		t.Error("the Namespace GET after a ConfigMap write was sent, want it answered")
+	}
+	if !cmSent || got == nil || got.Data["v"] != "1" {
+		t.Errorf("the ConfigMap LIST after the write: sent %v, found %v; want sent and holding the new ConfigMap", cmSent, got)
+	}
+	if _, _, again := read(); again == nil {
+		t.Error("the ConfigMap LIST kept after the write lacks the new ConfigMap")
+	}
+	obj.Data["v"] = "2"
+	if _, err := cms.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if view.Open() {
+		t.Fatal("an unmarked write left the view open")
+	}
+	if ns, cmSent, got := read(); !ns || !cmSent || got == nil || got.Data["v"] != "2" {
+		t.Errorf("after the view ended: Namespace sent %v, ConfigMaps sent %v, found %v; want both sent and v=2", ns, cmSent, got)
+	}
+}

@@ -204,7 +204,7 @@ func (r *Record) SaveInstalled(ctx context.Context) error {
 			w.err = err
 			return
 		}
-		if _, err := r.c.Apply(ctx, obj); err != nil {
+		if _, err := r.c.Apply(kube.KeepView(ctx), obj); err != nil {
 			w.err = fmt.Errorf("write the installed inventory %s/%s: %w", StateNamespace, InstalledInventoryConfigMap, err)
 			return
 		}
@@ -217,7 +217,7 @@ func (r *Record) SaveInstalled(ctx context.Context) error {
 
 // deleteInstalledInventory deletes InstalledInventoryConfigMap.
 func deleteInstalledInventory(ctx context.Context, c *kube.Clients) error {
-	err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, InstalledInventoryConfigMap, metav1.DeleteOptions{})
+	err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), InstalledInventoryConfigMap, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, InstalledInventoryConfigMap, err)
 	}

@@ -29,7 +29,8 @@ import (
 // and, when a step's entries exceed RecordShardBytes, further chunks with
 // the suffix ".1", ".2", ...; each holds its entries as a YAML list under
 // key objects.yaml and carries label RecordLabel, so one LIST loads the
-// whole record. A ConfigMap named RecordConfigMap itself is the single
+// whole record. Before a step has a shard, its entries are in the pending
+// shard (RecordPendingConfigMap) the run's snapshot writes. A ConfigMap named RecordConfigMap itself is the single
 // record older maasctl versions wrote; it is still read, and deleted once
 // its entries were written as shards. Beside the record, ConfigMap
 // InstalledInventoryConfigMap ("maasctl-installed-inventory", no record
@@ -133,7 +134,12 @@ type Record struct {
 	// legacy: the single ConfigMap RecordConfigMap of an older maasctl
 	// exists and is deleted after the next successful Save.
 	legacy bool
-	now    func() time.Time
+	// pending names the stored chunks of the pending shard
+	// (RecordPendingConfigMap) and pendingSteps the steps whose entries
+	// they hold.
+	pending      []string
+	pendingSteps map[string]bool
+	now          func() time.Time
 	// installed writes the installed inventory (installed.go).
 	installed installedWriter
 }
@@ -163,10 +169,19 @@ func LoadRecord(ctx context.Context, c *kube.Clients) (*Record, error) {
 // ConfigMap is deleted, so they are newer. Every step with a legacy entry
 // is marked dirty, so that the next Save writes it as a shard.
 func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
-	r := &Record{entries: map[string]*RecordEntry{}, dirty: map[string]bool{}, shards: map[string]string{}, now: time.Now}
-	var legacy []RecordEntry
+	r := &Record{entries: map[string]*RecordEntry{}, dirty: map[string]bool{}, shards: map[string]string{}, pendingSteps: map[string]bool{}, now: time.Now}
+	var legacy, pending []RecordEntry
 	for _, cm := range cms {
 		isShard := cm.Labels[RecordLabel] == RecordLabelValue
+		if isShard && isPendingName(cm.Name) {
+			list, err := decodeRecordList(cm.Data[recordKey])
+			if err != nil {
+				return nil, fmt.Errorf("read record %s/%s: key %s: %w", StateNamespace, cm.Name, recordKey, err)
+			}
+			r.pending = append(r.pending, cm.Name)
+			pending = append(pending, list...)
+			continue
+		}
 		if !isShard && cm.Name == InstalledInventoryConfigMap {
 			if inst, err := decodeInstalled(&cm); err == nil {
 				r.installed.stored = inst.Source.Digest
@@ -195,6 +210,23 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 			r.entries[e.key()] = &e
 		}
 	}
+	// The pending shard holds the entries of steps that had no shard of
+	// their own when it was written; a step's own shard is newer.
+	sharded := map[string]bool{}
+	for _, step := range r.shards {
+		sharded[step] = true
+	}
+	for i := range pending {
+		e := pending[i]
+		if sharded[e.Step] {
+			continue
+		}
+		r.pendingSteps[e.Step] = true
+		if _, ok := r.entries[e.key()]; !ok {
+			r.entries[e.key()] = &e
+		}
+	}
+	sort.Strings(r.pending)
 	for i := range legacy {
 		e := legacy[i]
 		if _, ok := r.entries[e.key()]; !ok {
@@ -307,7 +339,10 @@ func (r *Record) Snapshot(ctx context.Context, e *Env, reg *Registry) error {
 			looks = append(looks, &recordLook{step: s.ID, order: i, obj: o})
 		}
 	}
-	return r.record(ctx, e, looks)
+	if err := r.note(ctx, e, looks); err != nil {
+		return err
+	}
+	return r.savePending(ctx)
 }
 
 // recordLook is one object Snapshot or observe reads: the step and
@@ -324,22 +359,42 @@ type recordLook struct {
 	err    error
 }
 
-// record reads looks, once per kind and namespace where there are many
-// (eachLive; a first run reads every object once), sets the entries whose origin changed in looks' order, and saves
-// the shards that changed.
+// record is note, then Save of the shards that changed.
 func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error {
+	if err := r.note(ctx, e, looks); err != nil {
+		return err
+	}
+	return r.Save(ctx)
+}
+
+// note reads looks (those it must, see below), once per kind and
+// namespace where there are many (eachLive; a first run reads every object
+// once) and sets the entries whose origin changed, in looks' order.
+func (r *Record) note(ctx context.Context, e *Env, looks []*recordLook) error {
 	if len(looks) == 0 {
 		return nil
 	}
-	objs := make([]*unstructured.Unstructured, len(looks))
-	for i, l := range looks {
-		objs[i] = l.obj
+	// After a step ran, an object it applied is known from the API
+	// server's answer to that apply (kube.Clients.LastApplied): it exists,
+	// with that UID and owner. Only the others are read: objects an
+	// operator creates (the default DSCInitialization), those written
+	// otherwise, and every object of a Snapshot (nothing applied yet).
+	var objs []*unstructured.Unstructured
+	var read []*recordLook
+	for _, l := range looks {
+		if l.prev != nil {
+			if st, ok := e.Clients.LastApplied(l.obj); ok {
+				l.exists, l.uid, l.owned = true, st.UID, st.Owned
+				continue
+			}
+		}
+		objs = append(objs, l.obj)
+		read = append(read, l)
 	}
 	eachLive(ctx, e, objs, func(i int, live *unstructured.Unstructured, err error) {
-		l := looks[i]
+		l := read[i]
 		l.exists, l.uid, l.owned, l.err = stateOf(live, err)
 	})
-	changed := false
 	for _, l := range looks {
 		if l.err != nil {
 			// Unreadable (forbidden, say): leave it as it was. The
@@ -353,12 +408,8 @@ func (r *Record) record(ctx context.Context, e *Env, looks []*recordLook) error 
 			continue
 		}
 		r.set(l.obj, l.step, l.order, origin, uid)
-		changed = true
 	}
-	if !changed {
-		return nil
-	}
-	return r.Save(ctx)
+	return nil
 }
 
 // Observe re-reads the objects of step s after it ran (whether it

@@ -18,7 +18,8 @@ import (
 // Save writes the shards of the steps whose entries changed since the
 // last Save, with server-side apply (field manager maasctl), and deletes
 // the chunks a step no longer needs (all of them when it has no entries
-// left). When that all succeeded and the record came from an older
+// left; the pending shard is then written again without that step's
+// entries, see RecordPendingConfigMap). When that all succeeded and the record came from an older
 // maasctl's single ConfigMap, it deletes that ConfigMap: every entry is in
 // a shard by then. A step whose write failed stays dirty, so the next Save
 // writes it again. Nothing changed: no request.
@@ -63,8 +64,24 @@ func (r *Record) Save(ctx context.Context) error {
 		r.mu.Unlock()
 		return errors.Join(errs...)
 	}
+	// A step of the pending shard that has no entries left (Forget) got
+	// no shard of its own: the pending shard is written again without its
+	// entries, or it would hold them still.
+	r.mu.Lock()
+	rewrite := false
+	for _, step := range dirty {
+		if r.pendingSteps[step] && len(byStep[step]) == 0 {
+			rewrite = true
+		}
+	}
+	r.mu.Unlock()
+	if rewrite {
+		if err := r.writePending(ctx, true); err != nil {
+			return err
+		}
+	}
 	if legacy {
-		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, RecordConfigMap, metav1.DeleteOptions{})
+		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), RecordConfigMap, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete the single-ConfigMap record %s/%s of an older maasctl (its entries are in shards now): %w", StateNamespace, RecordConfigMap, err)
 		}
@@ -98,7 +115,7 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 			},
 			"data": map[string]any{recordKey: data},
 		}}
-		if _, err := r.c.Apply(ctx, cm); err != nil {
+		if _, err := r.c.Apply(kube.KeepView(ctx), cm); err != nil {
 			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
 		}
 		r.mu.Lock()
@@ -115,7 +132,7 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 	r.mu.Unlock()
 	sort.Strings(stale)
 	for _, name := range stale {
-		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete record shard %s/%s: %w", StateNamespace, name, err)
 		}
@@ -131,7 +148,7 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 func (r *Record) Shards() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := len(r.shards)
+	n := len(r.shards) + len(r.pending)
 	if r.legacy {
 		n++
 	}
@@ -171,4 +188,154 @@ func describeEntries(list []RecordEntry) string {
 		s = append(s, e.String())
 	}
 	return strings.Join(s, ", ")
+}
+
+// RecordPendingConfigMap names the pending shard of the record (in
+// StateNamespace, label RecordLabel, further chunks ".1", ".2", ...): the
+// entries Snapshot took before a run's first write, of every step that has
+// no shard of its own yet. One write (a chunk per RecordShardBytes) makes
+// them durable before any step writes, instead of one write per step (issue
+// 16: a first install wrote 24 shards here). Each step's own shard,
+// written once the step ran, takes over its entries: LoadRecord reads a
+// pending entry only for a step without a shard, and CompactPending deletes
+// the pending shard once every step it holds has one.
+const RecordPendingConfigMap = "maasctl-inventory-pending"
+
+// isPendingName reports whether a record ConfigMap is a chunk of the
+// pending shard. Step shards start "maasctl-inventory." (a dot), so no
+// step ID maps to these names.
+func isPendingName(name string) bool {
+	return name == RecordPendingConfigMap || strings.HasPrefix(name, RecordPendingConfigMap+".")
+}
+
+func pendingChunkName(n int) string {
+	if n == 0 {
+		return RecordPendingConfigMap
+	}
+	return fmt.Sprintf("%s.%d", RecordPendingConfigMap, n)
+}
+
+// savePending writes the entries of every step without a shard of its own
+// as the pending shard, deletes its chunks beyond them (all of them when
+// no such entry is left), and then Saves the steps with a shard whose
+// entries changed.
+func (r *Record) savePending(ctx context.Context) error {
+	r.saveMu.Lock()
+	err := r.writePending(ctx, false)
+	r.saveMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return r.Save(ctx)
+}
+
+// writePending is savePending's write of the pending shard, when a step
+// without a shard has changed entries (always when force); the caller
+// holds saveMu.
+func (r *Record) writePending(ctx context.Context, force bool) error {
+	r.mu.Lock()
+	sharded := map[string]bool{}
+	for _, step := range r.shards {
+		sharded[step] = true
+	}
+	r.mu.Unlock()
+	if !force {
+		r.mu.Lock()
+		changed := false
+		for step := range r.dirty {
+			changed = changed || !sharded[step]
+		}
+		r.mu.Unlock()
+		if !changed {
+			return nil // nothing new for the pending shard: no request
+		}
+	}
+	var entries []RecordEntry
+	steps := map[string]bool{}
+	for _, e := range r.Entries() {
+		if !sharded[e.Step] {
+			entries = append(entries, e)
+			steps[e.Step] = true
+		}
+	}
+	chunks, err := recordChunks(entries, RecordShardBytes)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		chunks = nil
+	}
+	for n, data := range chunks {
+		name := pendingChunkName(n)
+		cm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{
+				"name": name, "namespace": StateNamespace,
+				"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue, RecordLabel: RecordLabelValue},
+				"annotations": map[string]any{
+					"maasctl.io/description": "objects maasctl's install will write, as they were before its first write, for steps that have no record shard of their own yet (a step's own shard replaces its entries here)",
+				},
+			},
+			"data": map[string]any{recordKey: data},
+		}}
+		if _, err := r.c.Apply(kube.KeepView(ctx), cm); err != nil {
+			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
+		}
+	}
+	r.mu.Lock()
+	stored := r.pending
+	r.mu.Unlock()
+	for _, name := range stored {
+		keep := false
+		for n := range chunks {
+			keep = keep || name == pendingChunkName(n)
+		}
+		if keep {
+			continue
+		}
+		err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete record shard %s/%s: %w", StateNamespace, name, err)
+		}
+	}
+	r.mu.Lock()
+	r.pending = r.pending[:0]
+	for n := range chunks {
+		r.pending = append(r.pending, pendingChunkName(n))
+	}
+	r.pendingSteps = steps
+	for step := range steps {
+		delete(r.dirty, step) // durable in the pending shard
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// CompactPending writes the pending shard (RecordPendingConfigMap) again
+// without the entries of steps that have a shard of their own by now
+// (LoadRecord never reads those), or deletes it when no other entry is
+// left: one request at the end of a first install. A step whose entries
+// the run did not change (every object adopted, say) keeps them there.
+// Nothing stale: no request.
+func (r *Record) CompactPending(ctx context.Context) error {
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	r.mu.Lock()
+	if len(r.pending) == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	sharded := map[string]bool{}
+	for _, step := range r.shards {
+		sharded[step] = true
+	}
+	stale := false
+	for step := range r.pendingSteps {
+		stale = stale || sharded[step]
+	}
+	r.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	return r.writePending(ctx, true)
 }

@@ -274,3 +274,70 @@ func TestRecordDirtyTracking(t *testing.T) {
 		t.Errorf("forgetting an unknown entry marked %v dirty", r.dirty)
 	}
 }
+
+// TestDecodeRecordPending: the pending shard's entries count only for
+// steps without a shard of their own (a step's shard is written after the
+// pending one, so it is newer), and its chunks are known for the next
+// write.
+func TestDecodeRecordPending(t *testing.T) {
+	a := testEntries("a/x", 2)
+	b := testEntries("b/y", 1)
+	b[0].Name = "other"
+	observed := a[0]
+	observed.Origin, observed.UID = OriginCreated, "uid-1"
+	pendingA := recordCM(t, RecordPendingConfigMap, true, "", []RecordEntry{a[0], a[1]})
+	pendingA.Annotations = nil
+	pendingB := recordCM(t, RecordPendingConfigMap+".1", true, "", b)
+	pendingB.Annotations = nil
+	tests := []struct {
+		name             string
+		cms              []corev1.ConfigMap
+		want             []RecordEntry
+		wantPendingSteps []string
+	}{
+		{
+			name:             "only pending: a first install cut short after its snapshot",
+			cms:              []corev1.ConfigMap{pendingA, pendingB},
+			want:             []RecordEntry{a[0], a[1], b[0]},
+			wantPendingSteps: []string{"a/x", "b/y"},
+		},
+		{
+			name: "a step's own shard replaces its pending entries",
+			cms: []corev1.ConfigMap{
+				pendingA, pendingB,
+				recordCM(t, RecordShardName("a/x", 0), true, "a/x", []RecordEntry{observed}),
+			},
+			// a[1] is pending only, but a/x has a shard: its shard
+			// holds every entry of the step, so a[1] is gone.
+			want:             []RecordEntry{observed, b[0]},
+			wantPendingSteps: []string{"b/y"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := decodeRecord(tt.cms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, r.Entries()); diff != "" {
+				t.Errorf("entries (-want +got):\n%s", diff)
+			}
+			var steps []string
+			for s := range r.pendingSteps {
+				steps = append(steps, s)
+			}
+			if diff := cmp.Diff(tt.wantPendingSteps, steps, cmpSorted); diff != "" {
+				t.Errorf("pending steps (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{RecordPendingConfigMap, RecordPendingConfigMap + ".1"}, r.pending); diff != "" {
+				t.Errorf("pending chunks (-want +got):\n%s", diff)
+			}
+			if len(r.dirty) != 0 {
+				t.Errorf("dirty = %v, want none (the pending shard holds them)", r.dirty)
+			}
+			if isPendingName(RecordShardName("pending", 0)) || !isPendingName(RecordPendingConfigMap+".3") {
+				t.Error("isPendingName confuses a step shard and a pending chunk")
+			}
+		})
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/waiters"
@@ -113,6 +115,13 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 
 	sc := r.forward(ctx, selected, emit, index)
 	results := sc.Execute()
+	if r.Record != nil && ctx.Err() == nil {
+		// A failure leaves the pending shard in place: LoadRecord reads
+		// none of its entries that a step's own shard replaced.
+		if err := r.Record.CompactPending(kube.WithRequestTag(ctx, "record")); err != nil && r.Env.Log != nil {
+			r.Env.Log.Debug("record: pending shard not deleted", zap.Error(err))
+		}
+	}
 	var ids []string
 	for _, s := range selected {
 		ids = append(ids, s.ID)
@@ -136,7 +145,9 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 // forward. The record's snapshot of what exists before the run
 // (Record.Snapshot) must be saved before any step writes; a ReadOnly step
 // (preflight) only reads, so it runs meanwhile and every other step waits
-// for the snapshot too (the snapshot node).
+// for the snapshot too (the snapshot node). The snapshot reads through the
+// run's read view, which its own write (kube.KeepView) leaves open: it and
+// preflight read the objects both need once.
 func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event), index map[string]int) *engine.Schedule {
 	sc := &engine.Schedule{Deps: map[string][]string{}, Serial: r.Serial || os.Getenv("MAASCTL_SERIAL") == "1"}
 	if r.Record != nil {
@@ -152,13 +163,13 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 	var snapFailed atomic.Bool
 	sc.Run = func(id string, release func()) (EventType, error) {
 		if id == snapshotNode {
-			if err := r.Record.Snapshot(ctx, r.Env, r.Registry); err != nil {
+			if err := r.Record.Snapshot(kube.ViewReads(kube.WithRequestTag(ctx, "record")), r.Env, r.Registry); err != nil {
 				snapFailed.Store(true)
 				return EventFailed, fmt.Errorf("record the objects that exist before the run: %w", err)
 			}
 			return EventDone, nil
 		}
-		return r.runStep(ctx, r.Registry.Get(id), index[id], emit, release)
+		return r.runStep(kube.WithRequestTag(ctx, id), r.Registry.Get(id), index[id], emit, release)
 	}
 	sc.Blocked = func(id, cause string) {
 		s := r.Registry.Get(id)
@@ -234,7 +245,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		return EventUnchanged, nil
 	}
 	cp = Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
-	if err := r.Checkpoints.Put(ctx, cp); err != nil {
+	if err := r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), cp); err != nil {
 		return fail(err, d)
 	}
 	emit(Event{Type: EventDone, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
@@ -303,7 +314,7 @@ func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied f
 	}
 	if r.Record != nil && ctx.Err() == nil {
 		// Also after a failure: what the step created must be recorded.
-		if rerr := r.Record.Observe(ctx, r.Env, s); rerr != nil && err == nil {
+		if rerr := r.Record.Observe(kube.WithRequestTag(ctx, "record"), r.Env, s); rerr != nil && err == nil {
 			err = fmt.Errorf("record objects: %w", rerr)
 		}
 	}

@@ -56,6 +56,13 @@ func (r *Results) WriteTable(w io.Writer) error {
 		row("no-op re-run reads", fmt.Sprintf("%d for %d managed objects", n.Reads, n.ManagedObjects), "", nil)
 		row("no-op reads per managed object", fmt.Sprintf("%.2f", n.ReadsPerObject), "≤ 1.2", yes(n.ReadsPerObject <= 1.2))
 		row("no-op requests seen by the proxy (reads/writes, of which state)", fmt.Sprintf("%d/%d (%d)", n.Proxy.Reads, n.Proxy.Writes, n.Proxy.StateWrites), "", nil)
+		if f := r.Install; f != nil && n.ManagedObjects > 0 {
+			// Every request of the first install the proxy saw (run
+			// state, Lease and discovery included) per object of the
+			// default inventory that exists afterwards.
+			per := float64(f.Requests.Reads+f.Requests.Writes) / float64(n.ManagedObjects)
+			row("first install requests per managed object", fmt.Sprintf("%.2f (%d for %d)", per, f.Requests.Reads+f.Requests.Writes, n.ManagedObjects), "≤ 3", yes(per <= 3))
+		}
 	}
 	if a := r.Ansible; a != nil {
 		if a.Skipped != "" {

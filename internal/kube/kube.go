@@ -66,6 +66,53 @@ type Clients struct {
 	refreshed    time.Time
 	refreshedGen uint64
 	resetGen     atomic.Uint64
+
+	// appliedMu guards applied: per object (appliedKey), what the API
+	// server answered to this Clients' last server-side apply of it.
+	appliedMu sync.Mutex
+	applied   map[string]AppliedState
+}
+
+// AppliedState is what the API server's answer to a server-side apply
+// (Clients.Apply) said of the object right after the write: its
+// metadata.uid and whether an ownerReference with controller=true names
+// its owner.
+type AppliedState struct {
+	UID   string
+	Owned bool
+}
+
+func appliedKey(gvk schema.GroupVersionKind, ns, name string) string {
+	return gvk.Group + "/" + gvk.Kind + "/" + ns + "/" + name
+}
+
+// LastApplied returns what the answer to this Clients' last Apply of obj
+// (by group, kind, namespace and name; not a dry run) said of it; ok is
+// false when these Clients never applied it. It reads nothing: the run
+// record uses it after a step's Apply instead of a GET of each object the
+// step wrote (issue 16). An object deleted since that Apply still has its
+// state here; the record reads objects again on every later run that
+// needs them.
+func (c *Clients) LastApplied(obj *unstructured.Unstructured) (AppliedState, bool) {
+	c.appliedMu.Lock()
+	defer c.appliedMu.Unlock()
+	st, ok := c.applied[appliedKey(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())]
+	return st, ok
+}
+
+func (c *Clients) keepApplied(out *unstructured.Unstructured) {
+	st := AppliedState{UID: string(out.GetUID())}
+	for _, ref := range out.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			st.Owned = true
+		}
+	}
+	c.appliedMu.Lock()
+	defer c.appliedMu.Unlock()
+	if c.applied == nil {
+		c.applied = map[string]AppliedState{}
+	}
+	c.applied[appliedKey(out.GroupVersionKind(), out.GetNamespace(), out.GetName())] = st
 }
 
 // NotServedTTL is how long Mapping trusts that a kind is not served after
@@ -142,11 +189,31 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	fields := []zap.Field{zap.String("method", req.Method), zap.String("path", req.URL.Path),
 		zap.String("query", req.URL.RawQuery), zap.Int("status", status), zap.Int64("ms", time.Since(t0).Milliseconds())}
+	if tag := RequestTag(req.Context()); tag != "" {
+		fields = append(fields, zap.String("tag", tag))
+	}
 	if err != nil {
 		fields = append(fields, zap.Error(err))
 	}
 	t.log.Debug("api request", fields...)
 	return resp, err
+}
+
+type requestTagKey struct{}
+
+// WithRequestTag returns ctx tagged with tag: the "api request" debug line
+// of every request sent with it carries the field tag (the Runner tags a
+// step's requests with the step's ID, its bookkeeping with "record" and
+// "checkpoint"), so that a run's requests can be broken down by who sent
+// them. The tag changes nothing else.
+func WithRequestTag(ctx context.Context, tag string) context.Context {
+	return context.WithValue(ctx, requestTagKey{}, tag)
+}
+
+// RequestTag returns the tag WithRequestTag put on ctx, or "".
+func RequestTag(ctx context.Context) string {
+	s, _ := ctx.Value(requestTagKey{}).(string)
+	return s
 }
 
 // Options configures NewWithOptions. The zero value is what New uses.
@@ -395,6 +462,9 @@ func (c *Clients) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 			return nil, fmt.Errorf("apply %s: forbidden by admission policy, not retried (the cluster's policy, not a transient error): %w", Describe(obj), err)
 		}
 		return nil, fmt.Errorf("apply %s: %w", Describe(obj), err)
+	}
+	if !dryRun && out != nil && out.GetUID() != "" {
+		c.keepApplied(out)
 	}
 	return out, nil
 }

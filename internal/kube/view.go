@@ -65,7 +65,8 @@ type WholeList struct {
 //
 // It answers only while the run has written nothing: the first write sent
 // through the Clients (any method but GET, HEAD and OPTIONS; dry runs,
-// access reviews and Lease writes aside) ends it for good, since from then
+// access reviews, Lease writes and writes marked KeepView aside) ends it
+// for good, since from then
 // on a kept answer may be older than what the run itself changed; and
 // ViewMaxAge after it began. Watches, paged LISTs and reads without
 // ViewReads are always sent. Answers are replayed bytes (a GET from a LIST
@@ -130,6 +131,19 @@ type viewReadsKey struct{}
 // view of the Clients (BeginView), if one is open.
 func ViewReads(ctx context.Context) context.Context {
 	return context.WithValue(ctx, viewReadsKey{}, true)
+}
+
+type keepViewKey struct{}
+
+// KeepView marks ctx: a write sent with it leaves the read view open
+// instead of ending it (ReadView), and the view forgets what it kept of
+// the written resource (every namespace), so a later read of that
+// resource is sent again. For maasctl's own bookkeeping (its state
+// Namespace, run record and checkpoints), which no operator reacts to and
+// no check judges: without it, a first install's view ended before
+// preflight and the record's snapshot read anything (issue 16).
+func KeepView(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepViewKey{}, true)
 }
 
 // BeginView opens a read view on c (see ReadView) and returns it; End
@@ -208,7 +222,9 @@ func (t *viewTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 	default:
-		if endsView(req) {
+		if req.Context().Value(keepViewKey{}) != nil {
+			v.forget(req.URL.Path)
+		} else if endsView(req) {
 			v.stop()
 		}
 		return t.next.RoundTrip(req)
@@ -217,6 +233,40 @@ func (t *viewTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(req)
 	}
 	return v.roundTrip(req, t.next)
+}
+
+// forget drops what the view kept of the resource a write to path
+// changes (KeepView): its LISTs in every namespace, its exact GETs, and
+// its Whole LISTs, which a later read sends again. A path it cannot take
+// apart ends the view.
+func (v *ReadView) forget(path string) {
+	p, ok := parseViewPath(path)
+	if !ok {
+		v.stop()
+		return
+	}
+	coll := p.collection()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.exact == nil {
+		return
+	}
+	delete(v.lists, coll)
+	for key := range v.tried {
+		if strings.HasPrefix(key, coll+"|") {
+			delete(v.tried, key)
+		}
+	}
+	for key := range v.exact {
+		u, err := url.Parse(key)
+		if err != nil {
+			delete(v.exact, key)
+			continue
+		}
+		if q, ok := parseViewPath(u.Path); ok && q.collection() == coll {
+			delete(v.exact, key)
+		}
+	}
 }
 
 // endsView says whether a write ends the view: every write but dry runs,

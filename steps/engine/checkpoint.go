@@ -142,7 +142,8 @@ func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 		},
 		"data": data,
 	}}
-	if _, err := cp.c.Apply(ctx, cm); err != nil {
+	// Bookkeeping: the run's read view stays open (kube.KeepView).
+	if _, err := cp.c.Apply(kube.KeepView(ctx), cm); err != nil {
 		return fmt.Errorf("write checkpoint of %s: %w", p.Step, err)
 	}
 	cp.mu.Lock()

@@ -281,7 +281,8 @@ func ensureStateNamespace(ctx context.Context, kc kubernetes.Interface) error {
 		Name:   StateNamespace,
 		Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
 	}}
-	_, err = kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: names.FieldManager})
+	// Bookkeeping: the run's read view stays open (kube.KeepView).
+	_, err = kc.CoreV1().Namespaces().Create(kube.KeepView(ctx), ns, metav1.CreateOptions{FieldManager: names.FieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Namespace %s: %w", StateNamespace, err)
 	}
