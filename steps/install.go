@@ -15,6 +15,7 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -240,19 +241,28 @@ func changedFrom(ctx context.Context, clients *kube.Clients, reg *Registry, o In
 	}
 }
 
-// loadRunState reads the run record and then the checkpoints, once the
-// run holds the Lease. Through the run's read view (ctx from
-// kube.ViewReads, the LIST sent after the Lease was taken), the record's
-// LIST of the state namespace's maasctl ConfigMaps also holds the
-// checkpoints ConfigMap, whose GET is then answered without a request.
+// loadRunState reads the run's checkpoints and record with one LIST of
+// the state namespace's maasctl ConfigMaps (LoadRecord: the record's
+// shards, which carry most steps' checkpoints, and the checkpoints
+// ConfigMap, which holds the others), once the run holds the Lease. The
+// checkpoints are given the record as their Carrier: a step's checkpoint
+// is written with its record shard, one write (issue 16). A record LIST
+// without the checkpoints ConfigMap but with shards (an older maasctl's
+// ConfigMap without maasctl's label) reads it by name.
 func loadRunState(ctx context.Context, clients *kube.Clients) (*Checkpoints, *Record, error) {
 	rec, err := LoadRecord(ctx, clients)
 	if err != nil {
 		return nil, nil, err
 	}
-	cps, err := LoadCheckpoints(ctx, clients)
-	if err != nil {
-		return nil, nil, err
+	var cps *Checkpoints
+	if rec.cpData == nil && rec.Shards() > 0 {
+		if cps, err = LoadCheckpoints(ctx, clients); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		cps = engine.NewCheckpoints(clients, rec.cpData)
 	}
+	cps.Merge(rec.Checkpoints())
+	cps.SetCarrier(rec)
 	return cps, rec, nil
 }

@@ -239,7 +239,7 @@ func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cps, err := LoadCheckpoints(ctx, clients)
+	cps, _, err := loadRunState(ctx, clients)
 	if err != nil {
 		return nil, err
 	}

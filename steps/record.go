@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -139,6 +140,11 @@ type Record struct {
 	// they hold.
 	pending      []string
 	pendingSteps map[string]bool
+	// checkpoints are the checkpoints the shards carry, by step ID
+	// (CarryCheckpoint); cpData is the data of the checkpoints ConfigMap
+	// the record's LIST held (nil: none).
+	checkpoints map[string]Checkpoint
+	cpData      map[string]string
 	now          func() time.Time
 	// installed writes the installed inventory (installed.go).
 	installed installedWriter
@@ -169,7 +175,7 @@ func LoadRecord(ctx context.Context, c *kube.Clients) (*Record, error) {
 // ConfigMap is deleted, so they are newer. Every step with a legacy entry
 // is marked dirty, so that the next Save writes it as a shard.
 func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
-	r := &Record{entries: map[string]*RecordEntry{}, dirty: map[string]bool{}, shards: map[string]string{}, pendingSteps: map[string]bool{}, now: time.Now}
+	r := &Record{entries: map[string]*RecordEntry{}, dirty: map[string]bool{}, shards: map[string]string{}, pendingSteps: map[string]bool{}, checkpoints: map[string]Checkpoint{}, now: time.Now}
 	var legacy, pending []RecordEntry
 	for _, cm := range cms {
 		isShard := cm.Labels[RecordLabel] == RecordLabelValue
@@ -180,6 +186,13 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 			}
 			r.pending = append(r.pending, cm.Name)
 			pending = append(pending, list...)
+			continue
+		}
+		if !isShard && cm.Name == CheckpointsConfigMap {
+			r.cpData = cm.Data
+			if r.cpData == nil {
+				r.cpData = map[string]string{}
+			}
 			continue
 		}
 		if !isShard && cm.Name == InstalledInventoryConfigMap {
@@ -205,6 +218,12 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 			step = list[0].Step
 		}
 		r.shards[cm.Name] = step
+		if v, ok := cm.Data[recordCheckpointKey]; ok {
+			var p Checkpoint
+			if err := json.Unmarshal([]byte(v), &p); err == nil && p.Step == step {
+				r.checkpoints[step] = p
+			}
+		}
 		for i := range list {
 			e := list[i]
 			r.entries[e.key()] = &e
@@ -416,7 +435,17 @@ func (r *Record) note(ctx context.Context, e *Env, looks []*recordLook) error {
 // succeeded or not) and records those it brought into existence. It writes
 // only the shards whose entries changed.
 func (r *Record) Observe(ctx context.Context, e *Env, s *Step) error {
-	return r.observe(ctx, e, s, false)
+	if err := r.Note(ctx, e, s); err != nil {
+		return err
+	}
+	return r.Save(ctx)
+}
+
+// Note is Observe without the write: the entries change in memory, and
+// the next Save (the step's checkpoint, which its shard carries) writes
+// them.
+func (r *Record) Note(ctx context.Context, e *Env, s *Step) error {
+	return r.note(ctx, e, r.observeLooks(e, s, false))
 }
 
 // HasAbsent reports whether an object of step id is recorded absent
@@ -443,6 +472,12 @@ func (r *Record) ObserveAbsent(ctx context.Context, e *Env, s *Step) error {
 const observeWorkers = 8
 
 func (r *Record) observe(ctx context.Context, e *Env, s *Step, onlyAbsent bool) error {
+	return r.record(ctx, e, r.observeLooks(e, s, onlyAbsent))
+}
+
+// observeLooks are the objects of s that observe reads: those with an
+// entry (only the absent ones when onlyAbsent).
+func (r *Record) observeLooks(e *Env, s *Step, onlyAbsent bool) []*recordLook {
 	var looks []*recordLook
 	for i, o := range s.objects(e) {
 		prev, ok := r.Lookup(o)
@@ -456,7 +491,7 @@ func (r *Record) observe(ctx context.Context, e *Env, s *Step, onlyAbsent bool) 
 		}
 		looks = append(looks, &recordLook{step: s.ID, order: i, obj: o, prev: &prev})
 	}
-	return r.record(ctx, e, looks)
+	return looks
 }
 
 func (r *Record) skipped(e *Env, o *unstructured.Unstructured, err error) {
@@ -497,4 +532,55 @@ func (r *Record) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.entries)
+}
+
+// recordCheckpointKey is the data key under which a step's shard (its
+// first chunk) carries the step's checkpoint (engine.Carrier).
+const recordCheckpointKey = "checkpoint.json"
+
+// CarryCheckpoint stores p in the shard of p's step, in one write with the
+// step's entries (engine.Carrier): the bookkeeping after a step is then one
+// write, and its checkpoint never says done without the record of what
+// the Apply created. A step without entries (preflight, verify) is not
+// carried: false, and the checkpoints ConfigMap holds it.
+func (r *Record) CarryCheckpoint(ctx context.Context, p Checkpoint) (bool, error) {
+	r.mu.Lock()
+	has := false
+	for _, e := range r.entries {
+		if e.Step == p.Step {
+			has = true
+			break
+		}
+	}
+	if !has {
+		r.mu.Unlock()
+		return false, nil
+	}
+	r.checkpoints[p.Step] = p
+	r.dirty[p.Step] = true
+	r.mu.Unlock()
+	return true, r.Save(ctx)
+}
+
+// Checkpoints returns the checkpoints the record's shards carry
+// (CarryCheckpoint), for Checkpoints.Merge.
+func (r *Record) Checkpoints() []Checkpoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Checkpoint, 0, len(r.checkpoints))
+	for _, p := range r.checkpoints {
+		out = append(out, p)
+	}
+	return out
+}
+
+// DropCheckpoint removes the checkpoint step's shard carries; the next
+// Save writes the shard without it.
+func (r *Record) DropCheckpoint(step string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.checkpoints[step]; ok {
+		delete(r.checkpoints, step)
+		r.dirty[step] = true
+	}
 }

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -99,10 +100,25 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	cp, carried := r.checkpoints[step]
+	r.mu.Unlock()
+	var cpJSON string
+	if carried && len(chunks) > 0 {
+		b, err := json.Marshal(cp)
+		if err != nil {
+			return fmt.Errorf("encode checkpoint of %s: %w", step, err)
+		}
+		cpJSON = string(b)
+	}
 	want := map[string]bool{}
 	for n, data := range chunks {
 		name := RecordShardName(step, n)
 		want[name] = true
+		d := map[string]any{recordKey: data}
+		if n == 0 && cpJSON != "" {
+			d[recordCheckpointKey] = cpJSON
+		}
 		cm := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{
@@ -113,7 +129,7 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 					"maasctl.io/description": "objects maasctl's install wrote (step " + step + "): created ones are deleted by 'maasctl uninstall', adopted ones are left in place",
 				},
 			},
-			"data": map[string]any{recordKey: data},
+			"data": d,
 		}}
 		if _, err := r.c.Apply(kube.KeepView(ctx), cm); err != nil {
 			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/engine"
 )
 
 // TestRecordShardName: every shard name is a valid ConfigMap name, the
@@ -339,5 +341,54 @@ func TestDecodeRecordPending(t *testing.T) {
 				t.Error("isPendingName confuses a step shard and a pending chunk")
 			}
 		})
+	}
+}
+
+// TestRecordCarriesCheckpoints: a shard's checkpoint.json is its step's
+// carried checkpoint (one of another step is ignored), the checkpoints
+// ConfigMap the record's LIST held is kept for the checkpoints, a step
+// without entries is not carried, and a carried checkpoint replaces the
+// ConfigMap's of the same step.
+func TestRecordCarriesCheckpoints(t *testing.T) {
+	a := testEntries("a/x", 1)
+	b := testEntries("b/y", 1)
+	b[0].Name = "other"
+	shardA := recordCM(t, RecordShardName("a/x", 0), true, "a/x", a)
+	shardA.Data[recordCheckpointKey] = `{"step":"a/x","inputHash":"h2","result":"done"}`
+	shardB := recordCM(t, RecordShardName("b/y", 0), true, "b/y", b)
+	shardB.Data[recordCheckpointKey] = `{"step":"a/x","inputHash":"wrong step","result":"done"}`
+	cpCM := corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: CheckpointsConfigMap, Labels: map[string]string{assets.ManagedByLabel: assets.ManagedByValue}},
+		Data: map[string]string{
+			"a.x":              `{"step":"a/x","inputHash":"h1","result":"done"}`,
+			"preflight.checks": `{"step":"preflight/checks","inputHash":"p","result":"done"}`,
+		},
+	}
+	r, err := decodeRecord([]corev1.ConfigMap{cpCM, shardA, shardB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Checkpoints()
+	if len(got) != 1 || got[0].Step != "a/x" || got[0].InputHash != "h2" {
+		t.Fatalf("carried checkpoints = %+v, want only a/x with input hash h2", got)
+	}
+	if diff := cmp.Diff(cpCM.Data, r.cpData); diff != "" {
+		t.Errorf("checkpoints ConfigMap data (-want +got):\n%s", diff)
+	}
+	cps := engine.NewCheckpoints(nil, r.cpData)
+	cps.Merge(r.Checkpoints())
+	if p, _ := cps.Get("a/x"); p.InputHash != "h2" {
+		t.Errorf("merged checkpoint of a/x has input hash %q, want the carried h2", p.InputHash)
+	}
+	if p, ok := cps.Get("preflight/checks"); !ok || p.InputHash != "p" {
+		t.Errorf("checkpoint of preflight/checks = %+v, %v; want the ConfigMap's", p, ok)
+	}
+	carried, err := r.CarryCheckpoint(context.Background(), Checkpoint{Step: "preflight/checks", Result: "done"})
+	if carried || err != nil {
+		t.Errorf("CarryCheckpoint of a step without entries = %v, %v; want false, nil (the ConfigMap holds it)", carried, err)
+	}
+	r.DropCheckpoint("a/x")
+	if len(r.Checkpoints()) != 0 || !r.dirty["a/x"] {
+		t.Errorf("after DropCheckpoint: carried %v, dirty %v; want none carried and a/x dirty", r.Checkpoints(), r.dirty)
 	}
 }

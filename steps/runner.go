@@ -233,20 +233,27 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 			}
 		} else {
 			// status reports the step as failed until a run succeeds.
-			_ = r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
+			_ = r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
 		}
+		r.saveRecord(ctx)
 		return fail(err, d)
 	}
 	if converged && s.EveryRun {
 		// An EveryRun step that succeeded again on the same inputs: its
 		// checkpoint already says so, and a converged re-run writes
 		// nothing.
+		if err := r.saveRecord(ctx); err != nil {
+			return fail(fmt.Errorf("record objects: %w", err), d)
+		}
 		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
 		return EventUnchanged, nil
 	}
 	cp = Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
 	if err := r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), cp); err != nil {
 		return fail(err, d)
+	}
+	if err := r.saveRecord(ctx); err != nil {
+		return fail(fmt.Errorf("record objects: %w", err), d)
 	}
 	emit(Event{Type: EventDone, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
 	return EventDone, nil
@@ -296,6 +303,16 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 	return "", false, nil
 }
 
+// saveRecord writes what Record.Note changed that no checkpoint carried
+// (a step without a checkpoint write, or whose checkpoint the ConfigMap
+// holds). Nothing changed: no request.
+func (r *Runner) saveRecord(ctx context.Context) error {
+	if r.Record == nil {
+		return nil
+	}
+	return r.Record.Save(kube.WithRequestTag(ctx, "record"))
+}
+
 // applyStep runs the step's Apply within its timeout and records the
 // objects it created (also after a failure). d is how long the Apply took
 // since t0.
@@ -314,7 +331,10 @@ func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied f
 	}
 	if r.Record != nil && ctx.Err() == nil {
 		// Also after a failure: what the step created must be recorded.
-		if rerr := r.Record.Observe(kube.WithRequestTag(ctx, "record"), r.Env, s); rerr != nil && err == nil {
+		// Noted here, written with the step's checkpoint (its shard
+		// carries it, Record.CarryCheckpoint) or, without one, by
+		// runStep's Save.
+		if rerr := r.Record.Note(kube.WithRequestTag(ctx, "record"), r.Env, s); rerr != nil && err == nil {
 			err = fmt.Errorf("record objects: %w", rerr)
 		}
 	}

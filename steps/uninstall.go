@@ -184,10 +184,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 			}
 		}()
 	}
-	if u.rec, err = LoadRecord(ctx, clients); err != nil {
-		return nil, err
-	}
-	if u.cps, err = LoadCheckpoints(ctx, clients); err != nil {
+	if u.cps, u.rec, err = loadRunState(ctx, clients); err != nil {
 		return nil, err
 	}
 	plan, err := u.plan(ctx)
@@ -492,6 +489,12 @@ func (u *uninstaller) afterStep(ctx context.Context, st UninstallStep) {
 	u.rec.Forget(gone...)
 	if st.Kept {
 		return
+	}
+	// A checkpoint the step's record shard carries goes with the shard's
+	// next write (or with the shard, once the step has no entries left).
+	u.rec.DropCheckpoint(st.ID)
+	if err := u.rec.Save(ctx); err != nil {
+		u.o.Log.Warn("drop checkpoint", zap.String("step", st.ID), zap.Error(err))
 	}
 	if _, ok := u.cps.Get(st.ID); ok {
 		patch := fmt.Sprintf(`{"data":{%q:null}}`, engine.CheckpointKey(st.ID))

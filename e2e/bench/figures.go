@@ -254,7 +254,10 @@ func detectionLatencies(reg *steps.Registry, evs []steps.Event, recs []faultprox
 			continue
 		}
 		if isState(r.Path) {
-			if r.IsWrite() && strings.HasSuffix(r.Path, "/configmaps/"+steps.CheckpointsConfigMap) {
+			// A step's checkpoint is written to the checkpoints
+			// ConfigMap or, carried, with the step's record shard
+			// (steps.Record.CarryCheckpoint).
+			if r.IsWrite() && (strings.HasSuffix(r.Path, "/configmaps/"+steps.CheckpointsConfigMap) || strings.Contains(r.Path, "/configmaps/"+steps.RecordConfigMap+".")) {
 				checkpoints = append(checkpoints, r)
 			}
 		} else {

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -225,9 +226,8 @@ func Gather(ctx context.Context, o Options) (*Result, error) {
 	all := gatherObjects(ctx, a, o)
 	a.add("conditions.txt", conditionsTable(all))
 	gatherEvents(ctx, a, o)
-	if cm := find(all, "ConfigMap", StateNamespace, CheckpointsConfigMap); cm != nil {
-		data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
-		b, _ := yaml.Marshal(data)
+	if cps := checkpoints(all); cps != nil {
+		b, _ := yaml.Marshal(cps)
 		a.add("maasctl/checkpoints.yaml", b)
 	} else {
 		a.problem("ConfigMap %s/%s not found (maasctl never ran against this cluster?)", StateNamespace, CheckpointsConfigMap)
@@ -267,6 +267,40 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// checkpoints are the run's checkpoints by key (step ID with "/" as "."):
+// the checkpoints ConfigMap's, and those the run record's shards carry
+// (data key checkpoint.json, which wins: steps.Record.CarryCheckpoint).
+// nil when neither exists.
+func checkpoints(all []*unstructured.Unstructured) map[string]string {
+	var out map[string]string
+	if cm := find(all, "ConfigMap", StateNamespace, CheckpointsConfigMap); cm != nil {
+		out, _, _ = unstructured.NestedStringMap(cm.Object, "data")
+		if out == nil {
+			out = map[string]string{}
+		}
+	}
+	for _, u := range all {
+		if u.GetKind() != "ConfigMap" || u.GetNamespace() != StateNamespace {
+			continue
+		}
+		v, ok, _ := unstructured.NestedString(u.Object, "data", "checkpoint.json")
+		if !ok {
+			continue
+		}
+		var p struct {
+			Step string `json:"step"`
+		}
+		if json.Unmarshal([]byte(v), &p) != nil || p.Step == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ReplaceAll(p.Step, "/", ".")] = v
+	}
+	return out
 }
 
 func find(l []*unstructured.Unstructured, kind, ns, name string) *unstructured.Unstructured {

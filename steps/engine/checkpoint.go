@@ -49,13 +49,18 @@ type Checkpoint struct {
 const ResultApplying = "applying"
 
 // Checkpoints reads and writes the checkpoints ConfigMap (one data key per
-// step, the step ID with "/" replaced by ".").
+// step, the step ID with "/" replaced by "."), and the checkpoints a
+// Carrier stores with the rest of a step's state.
 type Checkpoints struct {
 	c *kube.Clients
-	// mu guards data and the counters; it is never held during a request,
-	// so Get does not wait for a write.
+	// mu guards data, carrier, carried and the counters; it is never held
+	// during a request, so Get does not wait for a write.
 	mu   sync.Mutex
 	data map[string]Checkpoint
+	// carrier stores the checkpoints it accepts; carried holds the keys of
+	// the checkpoints it stores (never written to the ConfigMap).
+	carrier Carrier
+	carried map[string]bool
 	// changes counts Puts; written is the count the last successful write
 	// carried. writeMu serialises writes.
 	changes, written uint64
@@ -66,23 +71,61 @@ type Checkpoints struct {
 // replaced by ".".
 func CheckpointKey(stepID string) string { return strings.ReplaceAll(stepID, "/", ".") }
 
-// LoadCheckpoints reads the checkpoints; a missing ConfigMap is empty.
-func LoadCheckpoints(ctx context.Context, c *kube.Clients) (*Checkpoints, error) {
-	cp := &Checkpoints{c: c, data: map[string]Checkpoint{}}
-	cm, err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Get(ctx, CheckpointsConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return cp, nil
+// Carrier stores the checkpoints of some steps with the rest of their state,
+// in the same write: steps.Record keeps a step's checkpoint in the step's
+// record shard, so that the bookkeeping after a step is one write, not two
+// (issue 16), and a done checkpoint and the record it stands for are
+// written at once.
+type Carrier interface {
+	// CarryCheckpoint stores p and reports whether it did; false with a
+	// nil error: it does not store p's step, the checkpoints ConfigMap
+	// does.
+	CarryCheckpoint(ctx context.Context, p Checkpoint) (bool, error)
+}
+
+// SetCarrier makes Put offer each checkpoint to c first.
+func (cp *Checkpoints) SetCarrier(c Carrier) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.carrier = c
+}
+
+// Merge adds checkpoints a Carrier stored; they replace the ConfigMap's of
+// the same steps (a step's checkpoint is carried from the first write of
+// a maasctl that carries it; the ConfigMap's is older).
+func (cp *Checkpoints) Merge(carried []Checkpoint) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, p := range carried {
+		cp.data[CheckpointKey(p.Step)] = p
+		cp.carried[CheckpointKey(p.Step)] = true
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoints %s/%s: %w", StateNamespace, CheckpointsConfigMap, err)
-	}
-	for k, v := range cm.Data {
+}
+
+// NewCheckpoints returns the checkpoints held by data, the data of the
+// checkpoints ConfigMap (nil: none); undecodable entries are skipped.
+func NewCheckpoints(c *kube.Clients, data map[string]string) *Checkpoints {
+	cp := &Checkpoints{c: c, data: map[string]Checkpoint{}, carried: map[string]bool{}}
+	for k, v := range data {
 		var p Checkpoint
 		if json.Unmarshal([]byte(v), &p) == nil {
 			cp.data[k] = p
 		}
 	}
-	return cp, nil
+	return cp
+}
+
+// LoadCheckpoints reads the checkpoints ConfigMap; a missing one is empty.
+// It reads no carried checkpoint (Merge adds those).
+func LoadCheckpoints(ctx context.Context, c *kube.Clients) (*Checkpoints, error) {
+	cm, err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Get(ctx, CheckpointsConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return NewCheckpoints(c, nil), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoints %s/%s: %w", StateNamespace, CheckpointsConfigMap, err)
+	}
+	return NewCheckpoints(c, cm.Data), nil
 }
 
 // Get returns the checkpoint of a step.
@@ -104,14 +147,32 @@ func (cp *Checkpoints) All() map[string]Checkpoint {
 	return out
 }
 
-// Put records p and writes the ConfigMap with server-side apply. When it
-// returns nil, a write that carries p (and every Put before it) succeeded.
-// Concurrent Puts are coalesced: a Put that waited for another's write
-// sends one write with every change made meanwhile, and the Puts it
-// carried return without a write of their own.
+// Put records p and writes it: through the Carrier when it takes p, else
+// to the ConfigMap with server-side apply. When it returns nil, a write
+// that carries p (and, for the ConfigMap, every Put before it) succeeded.
+// Concurrent Puts to the ConfigMap are coalesced: a Put that waited for
+// another's write sends one write with every change made meanwhile, and
+// the Puts it carried return without a write of their own.
 func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
+	key := CheckpointKey(p.Step)
 	cp.mu.Lock()
-	cp.data[CheckpointKey(p.Step)] = p
+	cp.data[key] = p
+	carrier := cp.carrier
+	cp.mu.Unlock()
+	if carrier != nil {
+		ok, err := carrier.CarryCheckpoint(ctx, p)
+		if ok {
+			cp.mu.Lock()
+			cp.carried[key] = true
+			cp.mu.Unlock()
+			return err
+		}
+		if err != nil {
+			return err
+		}
+	}
+	cp.mu.Lock()
+	delete(cp.carried, key)
 	cp.changes++
 	mine := cp.changes
 	cp.mu.Unlock()
@@ -126,6 +187,9 @@ func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 	upto := cp.changes
 	data := map[string]any{}
 	for k, v := range cp.data {
+		if cp.carried[k] {
+			continue // stored by the Carrier
+		}
 		b, err := json.Marshal(v)
 		if err != nil {
 			cp.mu.Unlock()
