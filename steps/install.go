@@ -15,8 +15,8 @@ import (
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
-	"github.com/maasctl/maasctl/steps/engine"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/steps/engine"
 )
 
 // InstallOptions are the inputs of Install.

@@ -145,7 +145,7 @@ type Record struct {
 	// the record's LIST held (nil: none).
 	checkpoints map[string]Checkpoint
 	cpData      map[string]string
-	now          func() time.Time
+	now         func() time.Time
 	// installed writes the installed inventory (installed.go).
 	installed installedWriter
 }
