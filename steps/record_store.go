@@ -20,9 +20,10 @@ import (
 // last Save, with server-side apply (field manager maasctl), and deletes
 // the chunks a step no longer needs (all of them when it has no entries
 // left; the pending shard is then written again without that step's
-// entries, see RecordPendingConfigMap). When that all succeeded and the record came from an older
-// maasctl's single ConfigMap, it deletes that ConfigMap: every entry is in
-// a shard by then. A step whose write failed stays dirty, so the next Save
+// entries, see RecordPendingConfigMap), each shard with the checkpoint it
+// carries (CarryCheckpoint). When that all succeeded and the record came
+// from an older maasctl's single ConfigMap, it deletes that ConfigMap:
+// every entry is in a shard by then. A step whose write failed stays dirty, so the next Save
 // writes it again. Nothing changed: no request.
 func (r *Record) Save(ctx context.Context) error {
 	r.saveMu.Lock()

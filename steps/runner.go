@@ -185,10 +185,12 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 // runStep checks or applies step s. Once the step succeeded (its Check
 // passed on a matching checkpoint, or its Apply returned nil) it calls
 // applied, so that the Runner can start the dependents, and then does the
-// step's bookkeeping: Record.Observe (ObserveAbsent for a skipped step with
+// step's bookkeeping: Record.Note (ObserveAbsent for a skipped step with
 // objects still recorded absent) and then, for an applied step,
-// Checkpoints.Put. A "done" checkpoint therefore always means the record
-// was observed after the Apply it stands for; a SIGKILL before the Put
+// Checkpoints.Put, which writes the noted entries and the checkpoint in
+// one write of the step's record shard (Record.CarryCheckpoint). A "done"
+// checkpoint therefore always means the record was observed after the
+// Apply it stands for; a SIGKILL before the Put
 // leaves no done checkpoint, so the next run applies the step again (server-
 // side apply of the same objects: no object changes) and observes it.
 // EventDone (EventUnchanged) is emitted only after the bookkeeping, so a done
@@ -235,7 +237,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 			// status reports the step as failed until a run succeeds.
 			_ = r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
 		}
-		r.saveRecord(ctx)
+		_ = r.saveRecord(ctx) // the step's error is the one to report
 		return fail(err, d)
 	}
 	if converged && s.EveryRun {
