@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -343,9 +344,10 @@ func installFixture(ctx context.Context, cfg *rest.Config) error {
 }
 
 // resetState removes maasctl's own state (the run Lease and the
-// checkpoints) from an external cluster, so that each test starts without a
-// previous run's hints or lock. Installed objects stay: an external cluster
-// is shared by the tests, and every step's Apply is idempotent.
+// checkpoints: the ConfigMap and those the record's shards carry) from an
+// external cluster, so that each test starts without a previous run's
+// hints or lock. Installed objects and the record stay: an external
+// cluster is shared by the tests, and every step's Apply is idempotent.
 func resetState(t *testing.T, c *cluster) {
 	t.Helper()
 	ctx := context.Background()
@@ -356,6 +358,19 @@ func resetState(t *testing.T, c *cluster) {
 	err = c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Delete(ctx, steps.CheckpointsConfigMap, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("reset: delete ConfigMap %s/%s: %v", steps.StateNamespace, steps.CheckpointsConfigMap, err)
+	}
+	shards, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).List(ctx, metav1.ListOptions{LabelSelector: steps.RecordSelector})
+	if err != nil {
+		t.Fatalf("reset: list the record's shards: %v", err)
+	}
+	for _, cm := range shards.Items {
+		if _, ok := cm.Data["checkpoint.json"]; !ok {
+			continue
+		}
+		_, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Patch(ctx, cm.Name, types.MergePatchType, []byte(`{"data":{"checkpoint.json":null}}`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("reset: drop the checkpoint of record shard %s: %v", cm.Name, err)
+		}
 	}
 }
 
