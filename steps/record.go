@@ -123,8 +123,9 @@ func (e RecordEntry) key() string { return recordKeyOf(e.APIVersion, e.Kind, e.N
 // shards described at RecordConfigMap. It is safe for concurrent use.
 type Record struct {
 	c *kube.Clients
-	// saveMu serialises Save so that a later write always carries every
-	// change made before it started.
+	// saveMu serialises Save (and the pending shard's writes:
+	// savePending, CompactPending) so that a later write always carries
+	// every change made before it started.
 	saveMu  sync.Mutex
 	mu      sync.Mutex
 	entries map[string]*RecordEntry
@@ -151,9 +152,11 @@ type Record struct {
 }
 
 // LoadRecord reads the record with one LIST of the ConfigMaps in
-// StateNamespace labelled managed-by maasctl: its shards, and the single
-// ConfigMap older versions wrote (which has that label too). No ConfigMap
-// is an empty record.
+// StateNamespace labelled managed-by maasctl: its shards (with the
+// checkpoints they carry), the pending shard, the single ConfigMap older
+// versions wrote (which has that label too), and the checkpoints
+// ConfigMap, whose data it keeps for loadRunState. No ConfigMap is an
+// empty record.
 func LoadRecord(ctx context.Context, c *kube.Clients) (*Record, error) {
 	list, err := c.Kube.CoreV1().ConfigMaps(StateNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: assets.ManagedByLabel + "=" + assets.ManagedByValue,
@@ -230,10 +233,16 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 		}
 	}
 	// The pending shard holds the entries of steps that had no shard of
-	// their own when it was written; a step's own shard is newer.
-	sharded := map[string]bool{}
+	// their own when it was written; a step's own shard is newer once its
+	// chunk 0, written last (saveStep), is stored. A step with later
+	// chunks but no chunk 0 (a run killed while writing its first shard)
+	// takes what they hold and the rest from the pending shard, and is
+	// written whole by the next Save.
+	sharded := r.shardedLocked()
 	for _, step := range r.shards {
-		sharded[step] = true
+		if !sharded[step] {
+			r.dirty[step] = true
+		}
 	}
 	for i := range pending {
 		e := pending[i]
@@ -261,6 +270,11 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 func (r *Record) Entries() []RecordEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.entriesLocked()
+}
+
+// entriesLocked is Entries; the caller holds r.mu.
+func (r *Record) entriesLocked() []RecordEntry {
 	out := make([]RecordEntry, 0, len(r.entries))
 	for _, e := range r.entries {
 		out = append(out, *e)
@@ -431,9 +445,12 @@ func (r *Record) note(ctx context.Context, e *Env, looks []*recordLook) error {
 	return nil
 }
 
-// Observe re-reads the objects of step s after it ran (whether it
-// succeeded or not) and records those it brought into existence. It writes
-// only the shards whose entries changed.
+// Observe looks at the objects of step s after it ran (whether it
+// succeeded or not; those it applied from the apply's answer, the others
+// by a read) and records those it brought into existence. It writes only
+// the shards whose entries changed. An object's state is taken as the
+// apply left it: an owner a controller set during the step's wait is seen
+// by the next run that reads it (a re-apply, uninstall's plan).
 func (r *Record) Observe(ctx context.Context, e *Env, s *Step) error {
 	if err := r.Note(ctx, e, s); err != nil {
 		return err
@@ -553,6 +570,13 @@ func (r *Record) CarryCheckpoint(ctx context.Context, p Checkpoint) (bool, error
 		}
 	}
 	if !has {
+		// An older checkpoint its shard carried goes with the shard
+		// (no entries: the runner's Save deletes it); the ConfigMap's
+		// is the step's checkpoint now.
+		if _, ok := r.checkpoints[p.Step]; ok {
+			delete(r.checkpoints, p.Step)
+			r.dirty[p.Step] = true
+		}
 		r.mu.Unlock()
 		return false, nil
 	}

@@ -28,6 +28,8 @@ import (
 func (r *Record) Save(ctx context.Context) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
+	// The entries and the checkpoints are taken at one moment: a shard
+	// never carries a checkpoint newer than its entries.
 	r.mu.Lock()
 	dirty := make([]string, 0, len(r.dirty))
 	for step := range r.dirty {
@@ -35,18 +37,30 @@ func (r *Record) Save(ctx context.Context) error {
 	}
 	r.dirty = map[string]bool{}
 	legacy := r.legacy
+	byStep := map[string][]RecordEntry{}
+	cps := map[string]Checkpoint{}
+	if len(dirty) > 0 {
+		for _, e := range r.entriesLocked() {
+			byStep[e.Step] = append(byStep[e.Step], e)
+		}
+		for _, step := range dirty {
+			if cp, ok := r.checkpoints[step]; ok {
+				cps[step] = cp
+			}
+		}
+	}
 	r.mu.Unlock()
 	sort.Strings(dirty)
 	if len(dirty) == 0 && !legacy {
 		return nil
 	}
-	byStep := map[string][]RecordEntry{}
-	for _, e := range r.Entries() {
-		byStep[e.Step] = append(byStep[e.Step], e)
-	}
 	stepErrs := make([]error, len(dirty))
 	inParallel(len(dirty), observeWorkers, func(i int) {
-		stepErrs[i] = r.saveStep(ctx, dirty[i], byStep[dirty[i]])
+		var cp *Checkpoint
+		if p, ok := cps[dirty[i]]; ok {
+			cp = &p
+		}
+		stepErrs[i] = r.saveStep(ctx, dirty[i], byStep[dirty[i]], cp)
 	})
 	var (
 		errs   []error
@@ -79,6 +93,13 @@ func (r *Record) Save(ctx context.Context) error {
 	r.mu.Unlock()
 	if rewrite {
 		if err := r.writePending(ctx, true); err != nil {
+			r.mu.Lock()
+			for _, step := range dirty {
+				if len(byStep[step]) == 0 {
+					r.dirty[step] = true // rewrite the pending shard next time
+				}
+			}
+			r.mu.Unlock()
 			return err
 		}
 	}
@@ -94,18 +115,19 @@ func (r *Record) Save(ctx context.Context) error {
 	return nil
 }
 
-// saveStep writes the chunks of step's shard and deletes its stored chunks
-// beyond them.
-func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntry) error {
+// saveStep writes the chunks of step's shard, chunk 0 (which carries cp,
+// when not nil) last, and deletes its stored chunks beyond them. Chunk 0
+// last: LoadRecord takes a step's entries from its shard only once chunk 0
+// exists, so a run killed between the chunks of a step's first shard
+// leaves its entries in the pending shard, and a carried checkpoint is
+// stored only with every chunk of its entries.
+func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntry, cp *Checkpoint) error {
 	chunks, err := recordChunks(entries, RecordShardBytes)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	cp, carried := r.checkpoints[step]
-	r.mu.Unlock()
 	var cpJSON string
-	if carried && len(chunks) > 0 {
+	if cp != nil && len(chunks) > 0 {
 		b, err := json.Marshal(cp)
 		if err != nil {
 			return fmt.Errorf("encode checkpoint of %s: %w", step, err)
@@ -113,7 +135,8 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 		cpJSON = string(b)
 	}
 	want := map[string]bool{}
-	for n, data := range chunks {
+	for n := len(chunks) - 1; n >= 0; n-- {
+		data := chunks[n]
 		name := RecordShardName(step, n)
 		want[name] = true
 		d := map[string]any{recordKey: data}
@@ -225,6 +248,19 @@ func isPendingName(name string) bool {
 	return name == RecordPendingConfigMap || strings.HasPrefix(name, RecordPendingConfigMap+".")
 }
 
+// shardedLocked is the set of steps whose shard's chunk 0 is stored: the
+// steps LoadRecord reads from their own shard, not from the pending one.
+// The caller holds r.mu.
+func (r *Record) shardedLocked() map[string]bool {
+	out := map[string]bool{}
+	for name, step := range r.shards {
+		if name == RecordShardName(step, 0) {
+			out[step] = true
+		}
+	}
+	return out
+}
+
 func pendingChunkName(n int) string {
 	if n == 0 {
 		return RecordPendingConfigMap
@@ -250,26 +286,25 @@ func (r *Record) savePending(ctx context.Context) error {
 // without a shard has changed entries (always when force); the caller
 // holds saveMu.
 func (r *Record) writePending(ctx context.Context, force bool) error {
+	// The dirty marks of the steps without a shard, taken with their
+	// entries: the write below makes those entries durable. A step with a
+	// checkpoint to carry keeps its mark: its own shard must be written.
 	r.mu.Lock()
-	sharded := map[string]bool{}
-	for _, step := range r.shards {
-		sharded[step] = true
+	sharded := r.shardedLocked()
+	captured := map[string]bool{}
+	for step := range r.dirty {
+		if _, carry := r.checkpoints[step]; !sharded[step] && !carry {
+			captured[step] = true
+		}
 	}
+	all := r.entriesLocked()
 	r.mu.Unlock()
-	if !force {
-		r.mu.Lock()
-		changed := false
-		for step := range r.dirty {
-			changed = changed || !sharded[step]
-		}
-		r.mu.Unlock()
-		if !changed {
-			return nil // nothing new for the pending shard: no request
-		}
+	if !force && len(captured) == 0 {
+		return nil // nothing new for the pending shard: no request
 	}
 	var entries []RecordEntry
 	steps := map[string]bool{}
-	for _, e := range r.Entries() {
+	for _, e := range all {
 		if !sharded[e.Step] {
 			entries = append(entries, e)
 			steps[e.Step] = true
@@ -321,7 +356,7 @@ func (r *Record) writePending(ctx context.Context, force bool) error {
 		r.pending = append(r.pending, pendingChunkName(n))
 	}
 	r.pendingSteps = steps
-	for step := range steps {
+	for step := range captured {
 		delete(r.dirty, step) // durable in the pending shard
 	}
 	r.mu.Unlock()
@@ -342,13 +377,10 @@ func (r *Record) CompactPending(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	}
-	sharded := map[string]bool{}
-	for _, step := range r.shards {
-		sharded[step] = true
-	}
+	sharded := r.shardedLocked()
 	stale := false
 	for step := range r.pendingSteps {
-		stale = stale || sharded[step]
+		stale = stale || (sharded[step] && !r.dirty[step])
 	}
 	r.mu.Unlock()
 	if !stale {

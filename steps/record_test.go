@@ -392,3 +392,25 @@ func TestRecordCarriesCheckpoints(t *testing.T) {
 		t.Errorf("after DropCheckpoint: carried %v, dirty %v; want none carried and a/x dirty", r.Checkpoints(), r.dirty)
 	}
 }
+
+// TestDecodeRecordFirstShardCut: a run killed while writing a step's first
+// shard of several chunks (chunk 0, written last, is missing) keeps the
+// step's entries: those of the stored chunk, the rest from the pending
+// shard; the step is dirty, so the next Save writes its shard whole.
+func TestDecodeRecordFirstShardCut(t *testing.T) {
+	a := testEntries("a/x", 3)
+	observed := a[2]
+	observed.Origin, observed.UID = OriginCreated, "uid-2"
+	pending := recordCM(t, RecordPendingConfigMap, true, "", a)
+	pending.Annotations = nil
+	r, err := decodeRecord([]corev1.ConfigMap{pending, recordCM(t, RecordShardName("a/x", 1), true, "a/x", []RecordEntry{observed})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]RecordEntry{a[0], a[1], observed}, r.Entries()); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+	if !r.dirty["a/x"] || !r.pendingSteps["a/x"] {
+		t.Errorf("dirty %v, pending steps %v; want a/x in both", r.dirty, r.pendingSteps)
+	}
+}

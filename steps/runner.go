@@ -116,10 +116,12 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	sc := r.forward(ctx, selected, emit, index)
 	results := sc.Execute()
 	if r.Record != nil && ctx.Err() == nil {
-		// A failure leaves the pending shard in place: LoadRecord reads
-		// none of its entries that a step's own shard replaced.
+		// Also after a failed step: the pending shard keeps only the
+		// entries of steps without a shard of their own. A failure here
+		// changes nothing: LoadRecord reads none of the entries a
+		// step's own shard replaced.
 		if err := r.Record.CompactPending(kube.WithRequestTag(ctx, "record")); err != nil && r.Env.Log != nil {
-			r.Env.Log.Debug("record: pending shard not deleted", zap.Error(err))
+			r.Env.Log.Debug("record: pending shard not compacted", zap.Error(err))
 		}
 	}
 	var ids []string

@@ -496,7 +496,7 @@ func (u *uninstaller) afterStep(ctx context.Context, st UninstallStep) {
 	if err := u.rec.Save(ctx); err != nil {
 		u.o.Log.Warn("drop checkpoint", zap.String("step", st.ID), zap.Error(err))
 	}
-	if _, ok := u.cps.Get(st.ID); ok {
+	if _, ok := u.rec.cpData[engine.CheckpointKey(st.ID)]; ok {
 		patch := fmt.Sprintf(`{"data":{%q:null}}`, engine.CheckpointKey(st.ID))
 		_, err := u.c.Kube.CoreV1().ConfigMaps(StateNamespace).Patch(ctx, CheckpointsConfigMap, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
 		if err != nil && !apierrors.IsNotFound(err) {

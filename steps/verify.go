@@ -86,15 +86,13 @@ func applyVerify(ctx context.Context, e *Env, s *Step) error {
 	// checks, side by side) reads the cluster through one read view
 	// (kube.ReadView): each object once, the kinds of viewWhole by one
 	// LIST, where the two read the same objects (issue 16: a first
-	// install's verify sent 43 reads). The run's own view when still open
-	// (a converged re-run), else one begun now, after every other step
-	// wrote; it ends before the data path and the settle wait, which read
-	// live.
+	// install's verify sent 43 reads). A view begun now, after every other
+	// step wrote (it replaces the run's view: a verify that applies had no
+	// done checkpoint or failed its check, and must judge the cluster as
+	// it is now); it ends before the data path and the settle wait, which
+	// read live.
 	pass := kube.ViewReads(ctx)
-	endView := func() {}
-	if !e.Clients.ViewOpen() {
-		endView = e.Clients.BeginView(kube.ViewOptions{Whole: viewWhole}).End
-	}
+	endView := e.Clients.BeginView(kube.ViewOptions{Whole: viewWhole}).End
 	defer endView()
 	rel, err := withLiveDSC(pass, e.Clients, e.Facts.Release)
 	if err != nil {

@@ -223,7 +223,12 @@ func (t *viewTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 	default:
 		if req.Context().Value(keepViewKey{}) != nil {
+			// Before and after: a read answered while the write was
+			// on its way is not kept either.
 			v.forget(req.URL.Path)
+			resp, err := t.next.RoundTrip(req)
+			v.forget(req.URL.Path)
+			return resp, err
 		} else if endsView(req) {
 			v.stop()
 		}

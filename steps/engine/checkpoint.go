@@ -158,16 +158,16 @@ func (cp *Checkpoints) Put(ctx context.Context, p Checkpoint) error {
 	cp.mu.Lock()
 	cp.data[key] = p
 	carrier := cp.carrier
+	if carrier != nil {
+		// Offered to the carrier: a ConfigMap write meanwhile leaves it
+		// out, so the ConfigMap never says what the carrier has not
+		// stored yet.
+		cp.carried[key] = true
+	}
 	cp.mu.Unlock()
 	if carrier != nil {
 		ok, err := carrier.CarryCheckpoint(ctx, p)
-		if ok {
-			cp.mu.Lock()
-			cp.carried[key] = true
-			cp.mu.Unlock()
-			return err
-		}
-		if err != nil {
+		if ok || err != nil {
 			return err
 		}
 	}
