@@ -143,20 +143,12 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 		if n == 0 && cpJSON != "" {
 			d[recordCheckpointKey] = cpJSON
 		}
-		cm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{
-				"name": name, "namespace": StateNamespace,
-				"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue, RecordLabel: RecordLabelValue},
-				"annotations": map[string]any{
-					RecordStepAnnotation:     step,
-					"maasctl.io/description": "objects maasctl's install wrote (step " + step + "): created ones are deleted by 'maasctl uninstall', adopted ones are left in place",
-				},
-			},
-			"data": d,
-		}}
-		if _, err := r.c.Apply(kube.KeepView(ctx), cm); err != nil {
-			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
+		err := r.applyShard(ctx, name, map[string]any{
+			RecordStepAnnotation:     step,
+			"maasctl.io/description": "objects maasctl's install wrote (step " + step + "): created ones are deleted by 'maasctl uninstall', adopted ones are left in place",
+		}, d)
+		if err != nil {
+			return err
 		}
 		r.mu.Lock()
 		r.shards[name] = step
@@ -179,6 +171,25 @@ func (r *Record) saveStep(ctx context.Context, step string, entries []RecordEntr
 		r.mu.Lock()
 		delete(r.shards, name)
 		r.mu.Unlock()
+	}
+	return nil
+}
+
+// applyShard writes the record ConfigMap name (labels managed-by maasctl
+// and RecordLabel) with server-side apply; a bookkeeping write, it leaves
+// the run's read view open (kube.KeepView).
+func (r *Record) applyShard(ctx context.Context, name string, annotations, data map[string]any) error {
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": name, "namespace": StateNamespace,
+			"labels":      map[string]any{assets.ManagedByLabel: assets.ManagedByValue, RecordLabel: RecordLabelValue},
+			"annotations": annotations,
+		},
+		"data": data,
+	}}
+	if _, err := r.c.Apply(kube.KeepView(ctx), cm); err != nil {
+		return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
 	}
 	return nil
 }
@@ -319,19 +330,11 @@ func (r *Record) writePending(ctx context.Context, force bool) error {
 	}
 	for n, data := range chunks {
 		name := pendingChunkName(n)
-		cm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{
-				"name": name, "namespace": StateNamespace,
-				"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue, RecordLabel: RecordLabelValue},
-				"annotations": map[string]any{
-					"maasctl.io/description": "objects maasctl's install will write, as they were before its first write, for steps that have no record shard of their own yet (a step's own shard replaces its entries here)",
-				},
-			},
-			"data": map[string]any{recordKey: data},
-		}}
-		if _, err := r.c.Apply(kube.KeepView(ctx), cm); err != nil {
-			return fmt.Errorf("write record shard %s/%s: %w", StateNamespace, name, err)
+		err := r.applyShard(ctx, name, map[string]any{
+			"maasctl.io/description": "objects maasctl's install will write, as they were before its first write, for steps that have no record shard of their own yet (a step's own shard replaces its entries here)",
+		}, map[string]any{recordKey: data})
+		if err != nil {
+			return err
 		}
 	}
 	r.mu.Lock()
