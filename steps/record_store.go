@@ -248,8 +248,10 @@ func describeEntries(list []RecordEntry) string {
 // them durable before any step writes, instead of one write per step (issue
 // 16: a first install wrote 24 shards here). Each step's own shard,
 // written once the step ran, takes over its entries: LoadRecord reads a
-// pending entry only for a step without a shard, and CompactPending deletes
-// the pending shard once every step it holds has one.
+// pending entry only for a step without a shard (chunk 0 stored), and
+// CompactPending, at the end of a run, writes the pending shard again
+// without the entries a step's shard took over, or deletes it when none
+// is left.
 const RecordPendingConfigMap = "maasctl-inventory-pending"
 
 // isPendingName reports whether a record ConfigMap is a chunk of the
