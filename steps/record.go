@@ -31,9 +31,10 @@ import (
 // the suffix ".1", ".2", ...; each holds its entries as a YAML list under
 // key objects.yaml and carries label RecordLabel, so one LIST loads the
 // whole record. Before a step has a shard, its entries are in the pending
-// shard (RecordPendingConfigMap) the run's snapshot writes. A ConfigMap named RecordConfigMap itself is the single
-// record older maasctl versions wrote; it is still read, and deleted once
-// its entries were written as shards. Beside the record, ConfigMap
+// shard (RecordPendingConfigMap) the run's snapshot writes. A ConfigMap
+// named RecordConfigMap itself is the single record older maasctl versions
+// wrote; it is still read, and deleted once its entries were written as
+// shards. Beside the record, ConfigMap
 // InstalledInventoryConfigMap ("maasctl-installed-inventory", no record
 // label, not a shard) holds the inventory the cluster was installed from
 // (installed.go).

@@ -23,8 +23,8 @@ import (
 // entries, see RecordPendingConfigMap), each shard with the checkpoint it
 // carries (CarryCheckpoint). When that all succeeded and the record came
 // from an older maasctl's single ConfigMap, it deletes that ConfigMap:
-// every entry is in a shard by then. A step whose write failed stays dirty, so the next Save
-// writes it again. Nothing changed: no request.
+// every entry is in a shard by then. A step whose write failed stays
+// dirty, so the next Save writes it again. Nothing changed: no request.
 func (r *Record) Save(ctx context.Context) error {
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
