@@ -446,22 +446,13 @@ func (r *Record) note(ctx context.Context, e *Env, looks []*recordLook) error {
 	return nil
 }
 
-// Observe looks at the objects of step s after it ran (whether it
-// succeeded or not; those it applied from the apply's answer, the others
-// by a read) and records those it brought into existence. It writes only
-// the shards whose entries changed. An object's state is taken as the
-// apply left it: an owner a controller set during the step's wait is seen
-// by the next run that reads it (a re-apply, uninstall's plan).
-func (r *Record) Observe(ctx context.Context, e *Env, s *Step) error {
-	if err := r.Note(ctx, e, s); err != nil {
-		return err
-	}
-	return r.Save(ctx)
-}
-
-// Note is Observe without the write: the entries change in memory, and
-// the next Save (the step's checkpoint, which its shard carries) writes
-// them.
+// Note looks at the objects of step s after it ran (whether it succeeded
+// or not; those it applied from the apply's answer, the others by a read)
+// and records, in memory, those it brought into existence; the next Save
+// (the step's checkpoint, which its shard carries) writes them. An
+// object's state is taken as the apply left it: an owner a controller set
+// during the step's wait is seen by the next run that reads it (a
+// re-apply, uninstall's plan).
 func (r *Record) Note(ctx context.Context, e *Env, s *Step) error {
 	return r.note(ctx, e, r.observeLooks(e, s, false))
 }
@@ -477,8 +468,8 @@ func (r *Record) HasAbsent(e *Env, s *Step) bool {
 	return false
 }
 
-// ObserveAbsent is Observe limited to the objects of step id recorded
-// absent: for a step skipped because its checkpoint and Check say it is
+// ObserveAbsent is Note, then Save, limited to the objects of step id
+// recorded absent: for a step skipped because its checkpoint and Check say it is
 // done, whose objects an operator may have created since, or whose Apply
 // was cut short (killed) before its Observe ran. No absent entry: no
 // request.

@@ -26,8 +26,8 @@ import (
 // re-run continues from where things stand.
 //
 // Dependents start as soon as a step's Apply (or, for an unchanged step,
-// its Check) succeeded; the step's bookkeeping (Record.Observe, then
-// Checkpoints.Put) runs meanwhile in the step's goroutine, and Run returns
+// its Check) succeeded; the step's bookkeeping (Record.Note, then
+// Checkpoints.Put, one write of the step's record shard) runs meanwhile in the step's goroutine, and Run returns
 // only after every step's bookkeeping finished. See runStep for the events
 // and for what a kill in between leaves.
 type Runner struct {
