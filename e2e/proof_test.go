@@ -139,7 +139,7 @@ func TestKillAnywhere(t *testing.T) {
 	changes := changingWrites(c.proxy.Requests(), got)
 	for key, want := range ref.changes {
 		if changes[key] > want {
-			t.Errorf("%s was changed by %d maasctl writes across the killed runs, %d in the uninterrupted run: a step was applied twice in a way that changed it", key, changes[key], want)
+			t.Errorf("%s was changed by %d maasctl writes across the killed runs, %d in the uninterrupted run: a step was applied twice in a way that changed it; its writes:\n%s", key, changes[key], want, describeWrites(c.proxy.Requests(), key))
 		}
 	}
 	for key := range changes {
@@ -305,16 +305,33 @@ func normalizeJSON(v any) any {
 }
 
 // changingWrites counts, per managed object, the maasctl writes that
-// changed it: a write changed the object when it is the first write (by
-// completion) to return its resourceVersion. Every writer of the managed
-// objects (maasctl, the simulators) must go through the recording proxy.
+// changed it: the resourceVersions that maasctl's writes produced. Every
+// writer of the managed objects (maasctl, OLM, the simulators) must go
+// through the recording proxy. Several writes answer with the same
+// resourceVersion when all but one were no-ops; the one that produced it
+// started before the write committed, and every no-op read the object
+// after that commit, so it started before each of the others ended. A
+// resourceVersion counts for maasctl when every write that meets that
+// bound is maasctl's. When a maasctl no-op and another writer's change
+// overlap in time (a re-apply while OLM writes the status: the no-op's
+// answer can pass the proxy first), the other writer may have produced it,
+// and it does not count.
 func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[string]int {
-	type write struct {
-		end     time.Time
-		rv      string
-		maasctl bool
+	out := map[string]int{}
+	for k, byRV := range writesByVersion(recs, managed) {
+		for _, ws := range byRV {
+			if producedByMaasctl(ws) {
+				out[k]++
+			}
+		}
 	}
-	byKey := map[string][]write{}
+	return out
+}
+
+// writesByVersion groups the successful writes to managed objects by
+// object key and the resourceVersion they answered with.
+func writesByVersion(recs []faultproxy.Request, managed map[string]objState) map[string]map[string][]faultproxy.Request {
+	out := map[string]map[string][]faultproxy.Request{}
 	for _, r := range recs {
 		if !r.IsWrite() || r.Object == nil || r.Status/100 != 2 || r.Fault != "" {
 			continue
@@ -323,20 +340,56 @@ func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[
 		if _, ok := managed[k]; !ok {
 			continue
 		}
-		byKey[k] = append(byKey[k], write{end: r.End, rv: r.Object.ResourceVersion, maasctl: strings.HasPrefix(r.UserAgent, "maasctl/")})
-	}
-	out := map[string]int{}
-	for k, ws := range byKey {
-		sort.Slice(ws, func(i, j int) bool { return ws[i].end.Before(ws[j].end) })
-		seen := map[string]bool{}
-		for _, w := range ws {
-			if !seen[w.rv] && w.maasctl {
-				out[k]++
-			}
-			seen[w.rv] = true
+		if out[k] == nil {
+			out[k] = map[string][]faultproxy.Request{}
 		}
+		out[k][r.Object.ResourceVersion] = append(out[k][r.Object.ResourceVersion], r)
 	}
 	return out
+}
+
+// producedByMaasctl reports whether every write of ws (one object's writes
+// that answered with one resourceVersion) that could have produced that
+// version is maasctl's: a write X could when it started no later than each
+// other write of ws ended.
+func producedByMaasctl(ws []faultproxy.Request) bool {
+	found := false
+	for i, x := range ws {
+		could := true
+		for j, n := range ws {
+			if i != j && x.Start.After(n.End) {
+				could = false
+				break
+			}
+		}
+		if !could {
+			continue
+		}
+		if !isMaasctl(x) {
+			return false
+		}
+		found = true
+	}
+	return found
+}
+
+func isMaasctl(r faultproxy.Request) bool { return strings.HasPrefix(r.UserAgent, "maasctl/") }
+
+// describeWrites lists the writes to key (for a failure message): start
+// and end relative to the first, writer, method and resourceVersion.
+func describeWrites(recs []faultproxy.Request, key string) string {
+	var ws []faultproxy.Request
+	for _, r := range recs {
+		if r.IsWrite() && r.Object != nil && r.Object.Key() == key {
+			ws = append(ws, r)
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Start.Before(ws[j].Start) })
+	var b strings.Builder
+	for _, r := range ws {
+		fmt.Fprintf(&b, "  +%v..+%v %s %s %s status %d rv %s\n", r.Start.Sub(ws[0].Start).Round(time.Millisecond), r.End.Sub(ws[0].Start).Round(time.Millisecond), r.UserAgent, r.Method, r.Path, r.Status, r.Object.ResourceVersion)
+	}
+	return b.String()
 }
 
 // killPlan is where TestKillAnywhere kills: each point is an index into
@@ -820,8 +873,15 @@ func TestChangingWrites(t *testing.T) {
 	ref := func(rv string) *faultproxy.ObjectRef {
 		return &faultproxy.ObjectRef{Kind: "Gateway", Namespace: "ns", Name: "gw", ResourceVersion: rv}
 	}
+	// w is a write that took 1 ms and ended at end.
 	w := func(ua string, end int, rv string) faultproxy.Request {
-		return faultproxy.Request{UserAgent: ua, Method: "PATCH", Path: "/apis/g/v1/namespaces/ns/gateways/gw", End: at(end), Status: 200, Object: ref(rv)}
+		return faultproxy.Request{UserAgent: ua, Method: "PATCH", Path: "/apis/g/v1/namespaces/ns/gateways/gw", Start: at(end - 1), End: at(end), Status: 200, Object: ref(rv)}
+	}
+	// span is a write from start to end.
+	span := func(ua string, start, end int, rv string) faultproxy.Request {
+		r := w(ua, end, rv)
+		r.Start = at(start)
+		return r
 	}
 	const m, s = "maasctl/v0", simUserAgent
 	managed := map[string]objState{"Gateway ns/gw": {}}
@@ -833,6 +893,9 @@ func TestChangingWrites(t *testing.T) {
 		{name: "create, then a no-op apply", recs: []faultproxy.Request{w(m, 1, "10"), w(m, 5, "10")}, want: 1},
 		{name: "a no-op apply after a status write", recs: []faultproxy.Request{w(m, 1, "10"), w(s, 2, "11"), w(m, 5, "11")}, want: 1},
 		{name: "an apply that changed the object again", recs: []faultproxy.Request{w(m, 1, "10"), w(s, 2, "11"), w(m, 5, "12")}, want: 2},
+		{name: "a no-op apply overlapping the status write that produced its version", recs: []faultproxy.Request{w(m, 1, "10"), span(s, 10, 40, "11"), span(m, 20, 30, "11")}, want: 1},
+		{name: "a change, then a status write that was a no-op", recs: []faultproxy.Request{w(m, 1, "10"), span(m, 10, 20, "11"), span(s, 30, 40, "11")}, want: 2},
+		{name: "a change overlapping a status no-op", recs: []faultproxy.Request{w(m, 1, "10"), span(m, 10, 30, "11"), span(s, 20, 40, "11")}, want: 1},
 		{name: "dry runs, faults and reads do not count", recs: []faultproxy.Request{
 			w(m, 1, "10"),
 			{UserAgent: m, Method: "PATCH", Query: "dryRun=All", End: at(2), Status: 200, Object: ref("13")},
