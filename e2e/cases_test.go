@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -248,6 +249,34 @@ func (c *cluster) exists(t *testing.T, apiVersion, kind, ns, name string) bool {
 	}
 	t.Fatalf("get %s %s/%s: %v", kind, ns, name, err)
 	return false
+}
+
+// cacheSees waits (up to 30 s) until a cluster-wide LIST of gvk from the
+// API server's watch cache (resourceVersion 0, as maasctl's preflight and
+// every informer read) holds ns/name: a test that creates an object and at
+// once runs maasctl would otherwise race the cache, which trails etcd by
+// milliseconds and by more on a loaded machine.
+func (c *cluster) cacheSees(t *testing.T, gvk schema.GroupVersionKind, ns, name string) {
+	t.Helper()
+	ri, _, err := c.clients.Resource(gvk, "")
+	if err != nil {
+		t.Fatalf("%s: %v", gvk.Kind, err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := ri.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, err
+		}
+		for _, it := range l.Items {
+			if it.GetNamespace() == ns && it.GetName() == name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server's watch cache never listed %s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
 }
 
 // list lists a kind in ns ("" all); a kind not served lists empty.
@@ -1259,6 +1288,7 @@ func TestB17AccessPairing(t *testing.T) {
 	if err := testenv.ApplyObjects(ctx, c.env.RESTConfig(), namespace("models-as-a-service"), sub); err != nil {
 		t.Fatal(err)
 	}
+	c.cacheSees(t, sub.GroupVersionKind(), "models-as-a-service", "team-a")
 	r := c.maasctl(t, "preflight")
 	mustFail(t, r)
 	line := ""
