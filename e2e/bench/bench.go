@@ -84,6 +84,13 @@ type Options struct {
 	// writes maasctl's CPU profile (MAASCTL_CPUPROFILE) beside them and
 	// prints a breakdown (Breakdown) of each.
 	Profile bool
+	// RealKuadrant runs the real Kuadrant, Authorino and Limitador
+	// operators and the Authorino server in every control plane
+	// (testenv.Options.RealKuadrant) instead of their simulators; the
+	// Kuadrant entries of the simulated delays then do not apply (the
+	// real operators take what they take), so the critical path of the
+	// configured delays leaves them out and only the observed path counts.
+	RealKuadrant bool
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -97,6 +104,8 @@ type Results struct {
 	When    time.Time     `json:"when"`
 	Machine Machine       `json:"machine"`
 	Smoke   bool          `json:"smoke"`
+	// RealKuadrant says the real Kuadrant operators ran (Options).
+	RealKuadrant bool `json:"realKuadrant,omitempty"`
 	Scale   float64       `json:"delayScale"`
 	Delays  map[string]ms `json:"simulatedDelaysMs"`
 
@@ -262,6 +271,17 @@ func Delays(scale float64) map[string]time.Duration {
 	return out
 }
 
+// delays is Delays(scale) without the delays of the simulators that do
+// not run with RealKuadrant (the Kuadrant and Authorino operators).
+func (o *Options) delays(scale float64) map[string]time.Duration {
+	d := Delays(scale)
+	if o.RealKuadrant {
+		delete(d, sim.Kuadrant)
+		delete(d, sim.Authorino)
+	}
+	return d
+}
+
 // Run measures every figure. A figure that fails is reported in
 // Results.Errors and the others still run; the error is non-nil if any
 // failed.
@@ -269,8 +289,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	delays := Delays(o.Scale)
-	res := &Results{When: time.Now().UTC(), Smoke: o.Smoke, Scale: o.Scale, Delays: map[string]ms{},
+	delays := o.delays(o.Scale)
+	res := &Results{When: time.Now().UTC(), Smoke: o.Smoke, RealKuadrant: o.RealKuadrant, Scale: o.Scale, Delays: map[string]ms{},
 		Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadavg()}}
 	for k, d := range delays {
 		res.Delays[k] = toMS(d)
@@ -387,7 +407,7 @@ func newDir(o Options, name string) string { return filepath.Join(o.Dir, name) }
 // RSS) and the no-op re-run, on one fresh cluster behind a recording proxy.
 func parallelInstall(ctx context.Context, o Options, reg *steps.Registry, delays map[string]time.Duration, res *Results) error {
 	o.Logf("install (parallel DAG) on a fresh control plane")
-	c, err := startCluster(ctx, newDir(o, "install"), clusterOptions{delays: delays, record: true})
+	c, err := startCluster(ctx, newDir(o, "install"), clusterOptions{delays: delays, record: true, realKuadrant: o.RealKuadrant})
 	if err != nil {
 		return err
 	}
@@ -498,8 +518,8 @@ const SlowFactor = 10
 func slowInstall(ctx context.Context, o Options, reg *steps.Registry, res *Results) error {
 	scale := o.Scale / SlowFactor
 	o.Logf("install with delays scaled 1/%g (%d× longer) on a fresh control plane", scale, SlowFactor)
-	delays := Delays(scale)
-	c, err := startCluster(ctx, newDir(o, "slow"), clusterOptions{delays: delays})
+	delays := o.delays(scale)
+	c, err := startCluster(ctx, newDir(o, "slow"), clusterOptions{delays: delays, realKuadrant: o.RealKuadrant})
 	if err != nil {
 		return err
 	}
@@ -515,7 +535,7 @@ func slowInstall(ctx context.Context, o Options, reg *steps.Registry, res *Resul
 // serialInstall: the same first install with MAASCTL_SERIAL=1.
 func serialInstall(ctx context.Context, o Options, reg *steps.Registry, delays map[string]time.Duration, res *Results) error {
 	o.Logf("install with steps forced serial (MAASCTL_SERIAL=1) on a fresh control plane")
-	c, err := startCluster(ctx, newDir(o, "serial"), clusterOptions{delays: delays})
+	c, err := startCluster(ctx, newDir(o, "serial"), clusterOptions{delays: delays, realKuadrant: o.RealKuadrant})
 	if err != nil {
 		return err
 	}
@@ -538,7 +558,7 @@ func serialInstall(ctx context.Context, o Options, reg *steps.Registry, delays m
 // run on the same cluster.
 func smoke(ctx context.Context, o Options, reg *steps.Registry, delays map[string]time.Duration, res *Results) error {
 	o.Logf("smoke: serial install, no-op re-run and a %d-model run on one control plane", o.Models[0])
-	c, err := startCluster(ctx, newDir(o, "smoke"), clusterOptions{delays: delays, record: true})
+	c, err := startCluster(ctx, newDir(o, "smoke"), clusterOptions{delays: delays, record: true, realKuadrant: o.RealKuadrant})
 	if err != nil {
 		return err
 	}
@@ -579,7 +599,7 @@ func smoke(ctx context.Context, o Options, reg *steps.Registry, delays map[strin
 // without simulated delays, so that the figure is maasctl's own cost.
 func scalePoint(ctx context.Context, o Options, n int, res *Results) error {
 	o.Logf("scale: %d external models (each with a provider, an auth policy and a subscription) on a fresh control plane", n)
-	c, err := startCluster(ctx, newDir(o, fmt.Sprintf("scale-%d", n)), clusterOptions{record: o.Profile})
+	c, err := startCluster(ctx, newDir(o, fmt.Sprintf("scale-%d", n)), clusterOptions{record: o.Profile, realKuadrant: o.RealKuadrant})
 	if err != nil {
 		return err
 	}
@@ -654,7 +674,7 @@ func ansibleRuns(ctx context.Context, o Options, delays map[string]time.Duration
 		return nil
 	}
 	o.Logf("Ansible: first apply and no-op re-run on a fresh control plane")
-	c, err := startCluster(ctx, newDir(o, "ansible"), clusterOptions{delays: delays, record: true})
+	c, err := startCluster(ctx, newDir(o, "ansible"), clusterOptions{delays: delays, record: true, realKuadrant: o.RealKuadrant})
 	if err != nil {
 		return err
 	}

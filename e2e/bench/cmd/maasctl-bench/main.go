@@ -31,6 +31,7 @@ func main() {
 	flag.StringVar(&o.Playbook, "playbook", "e2e/bench/ansible/install.yaml", "the Ansible playbook")
 	flag.BoolVar(&o.Smoke, "smoke", false, "short mode: one control plane, serial install, no-op re-run, 2 models, no Ansible")
 	flag.StringVar(&figures, "figures", "install,slow,serial,ansible,scale,migrate", "figure groups to measure: install (with detection latency and the no-op re-run), slow (the install with 10× longer delays), serial, ansible, scale, migrate (migrate tiers with the -models counts of annotated models)")
+	flag.BoolVar(&o.RealKuadrant, "real-kuadrant", false, "run the real Kuadrant, Authorino and Limitador operators and the Authorino server (built by make testenv) instead of their simulators")
 	flag.BoolVar(&o.Profile, "profile", false, "scale figure: record requests through the proxy, write maasctl's CPU and heap profiles and print where the time went")
 	flag.StringVar(&jsonPath, "json", "e2e/bench/results.json", "write the figures here as JSON")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process itself (the simulated operators run in it) to this file")
