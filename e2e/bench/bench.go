@@ -101,13 +101,13 @@ func (o *Options) wants(group string) bool {
 
 // Results are every figure of a run; the JSON of e2e/bench/results.json.
 type Results struct {
-	When    time.Time     `json:"when"`
-	Machine Machine       `json:"machine"`
-	Smoke   bool          `json:"smoke"`
+	When    time.Time `json:"when"`
+	Machine Machine   `json:"machine"`
+	Smoke   bool      `json:"smoke"`
 	// RealKuadrant says the real Kuadrant operators ran (Options).
-	RealKuadrant bool `json:"realKuadrant,omitempty"`
-	Scale   float64       `json:"delayScale"`
-	Delays  map[string]ms `json:"simulatedDelaysMs"`
+	RealKuadrant bool          `json:"realKuadrant,omitempty"`
+	Scale        float64       `json:"delayScale"`
+	Delays       map[string]ms `json:"simulatedDelaysMs"`
 
 	Install *InstallFigures `json:"install,omitempty"`
 	// Slow is the first install with delays SlowFactor times longer (the
