@@ -224,8 +224,10 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: realKuadrantDefault()}
 		if o.proxy != nil && o.simViaProxy {
 			// The real OLM writes Subscriptions, InstallPlans and CSVs
-			// maasctl also reads and applies: a recording proxy that is to
-			// see every writer starts before OLM, and OLM goes through it.
+			// maasctl also reads and applies (and the real Kuadrant
+			// operators the Kuadrant CR's status, the Authorino CR and its
+			// Service): a recording proxy that is to see every writer
+			// starts before OLM, and they go through it.
 			to.OLMVia = func(_ context.Context, api *rest.Config) (string, error) {
 				// ctx, not Start's: the proxy outlives Start.
 				p, err := startProxy(ctx, t, c, *o.proxy, api)

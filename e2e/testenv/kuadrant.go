@@ -181,8 +181,11 @@ type runningOperator struct {
 	p      *process
 }
 
-// startOperatorSupervisor starts the loop that runs the real operators.
-func startOperatorSupervisor(o *resolved, env *Env, apiPort int) (*operatorSupervisor, error) {
+// startOperatorSupervisor starts the loop that runs the real operators;
+// they reach the API server through kubeconfig and the loopback port
+// apiPort (forwarded into their network namespaces): the control plane's,
+// or the server of Options.OLMVia, as OLM's operators do.
+func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort int) (*operatorSupervisor, error) {
 	kube, err := kubernetes.NewForConfig(env.cfg)
 	if err != nil {
 		return nil, err
@@ -193,7 +196,7 @@ func startOperatorSupervisor(o *resolved, env *Env, apiPort int) (*operatorSuper
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &operatorSupervisor{
-		o: o, apiPort: apiPort, kubecfg: env.kubeconfig, kube: kube, dyn: dyn, logf: o.logf,
+		o: o, apiPort: apiPort, kubecfg: kubeconfig, kube: kube, dyn: dyn, logf: o.logf,
 		cancel: cancel, done: make(chan struct{}), running: map[string]*runningOperator{},
 	}
 	go s.loop(ctx)

@@ -432,7 +432,7 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		}
 		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
 		if o.RealKuadrant {
-			if env.ops, err = startOperatorSupervisor(o, env, apiPort); err != nil {
+			if env.ops, err = startOperatorSupervisor(o, env, olmKubeconfig, olmPort); err != nil {
 				return nil, err
 			}
 		}

@@ -125,11 +125,13 @@ type Options struct {
 	OperatorPodReadyDelay time.Duration
 	// OLMVia, when set, is called once the API server is ready and before
 	// OLM starts, with an admin config of the API server. It returns the
-	// server OLM's two operators use instead, as an http or https URL of a
-	// port on 127.0.0.1 that needs no credentials (a recording proxy in
-	// front of the API server, for example, so the proxy sees OLM's writes
-	// as well). netns-run forwards that port into OLM's network
-	// namespaces. Its ctx ends when Start returns. Not with Detach.
+	// server OLM's two operators (and, with RealKuadrant, the Kuadrant,
+	// Authorino and Limitador operators and the Authorino server) use
+	// instead, as an http or https URL of a port on 127.0.0.1 that needs no
+	// credentials (a recording proxy in front of the API server, for
+	// example, so the proxy sees their writes as well). netns-run forwards
+	// that port into their network namespaces. Its ctx ends when Start
+	// returns. Not with Detach.
 	OLMVia func(ctx context.Context, apiServer *rest.Config) (server string, err error)
 	// StartTimeout bounds Start as a whole. Default: DefaultStartTimeout.
 	StartTimeout time.Duration
