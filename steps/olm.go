@@ -143,6 +143,8 @@ func pickOperatorGroup(ctx context.Context, e *Env, op inventory.Operator) (stri
 	allNS := len(targets) == 0 && !hasSel
 	own := len(targets) == 1 && targets[0] == op.Namespace
 	if (op.AllNamespaces && allNS) || (!op.AllNamespaces && (own || allNS)) {
+		// The run record notes the reused one from this read.
+		e.Clients.Saw(&it)
 		return it.GetName(), nil
 	}
 	want := "all namespaces"

@@ -408,16 +408,17 @@ func (r *Record) note(ctx context.Context, e *Env, looks []*recordLook) error {
 	if len(looks) == 0 {
 		return nil
 	}
-	// After a step ran, an object it applied is known from the API
-	// server's answer to that apply (kube.Clients.LastApplied): it exists,
-	// with that UID and owner. Only the others are read: objects an
-	// operator creates (the default DSCInitialization), those written
-	// otherwise, and every object of a Snapshot (nothing applied yet).
+	// After a step ran, an object it applied or read is known from the
+	// API server's answer to that apply or read (kube.Clients.LastSeen):
+	// whether it exists, its UID and owner. Only the others are read:
+	// objects an operator creates (the default DSCInitialization), those
+	// written otherwise, and every object of a Snapshot (nothing applied
+	// yet).
 	var objs []*unstructured.Unstructured
 	var read []*recordLook
 	for _, l := range looks {
 		if l.prev != nil {
-			if st, ok := e.Clients.LastApplied(l.obj); ok {
+			if st, ok := e.Clients.LastSeen(l.obj); ok {
 				l.exists, l.uid, l.owned = true, st.UID, st.Owned
 				continue
 			}

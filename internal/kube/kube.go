@@ -67,52 +67,61 @@ type Clients struct {
 	refreshedGen uint64
 	resetGen     atomic.Uint64
 
-	// appliedMu guards applied: per object (appliedKey), what the API
-	// server answered to this Clients' last server-side apply of it.
-	appliedMu sync.Mutex
-	applied   map[string]AppliedState
+	// seenMu guards seen: per object (seenKey), what the API server's
+	// last answer to this Clients' server-side apply or Get of it said.
+	seenMu sync.Mutex
+	seen   map[string]SeenState
 }
 
-// AppliedState is what the API server's answer to a server-side apply
-// (Clients.Apply) said of the object right after the write: its
-// metadata.uid and whether an ownerReference with controller=true names
-// its owner.
-type AppliedState struct {
+// SeenState is what the API server's answer to a server-side apply
+// (Clients.Apply) or a read (Clients.Get, Clients.Saw) said of the object
+// at that moment: its metadata.uid and whether an ownerReference with
+// controller=true names its owner.
+type SeenState struct {
 	UID   string
 	Owned bool
 }
 
-func appliedKey(gvk schema.GroupVersionKind, ns, name string) string {
+func seenKey(gvk schema.GroupVersionKind, ns, name string) string {
 	return gvk.Group + "/" + gvk.Kind + "/" + ns + "/" + name
 }
 
-// LastApplied returns what the answer to this Clients' last Apply of obj
-// (by group, kind, namespace and name; not a dry run) said of it; ok is
-// false when these Clients never applied it. It reads nothing: the run
-// record uses it after a step's Apply instead of a GET of each object the
-// step wrote (issue 16). An object deleted since that Apply still has its
-// state here; the record reads objects again on every later run that
-// needs them.
-func (c *Clients) LastApplied(obj *unstructured.Unstructured) (AppliedState, bool) {
-	c.appliedMu.Lock()
-	defer c.appliedMu.Unlock()
-	st, ok := c.applied[appliedKey(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())]
+// LastSeen returns what the answer to this Clients' last Apply (not a dry
+// run) or successful Get of obj (by group, kind, namespace and name), or
+// the last Saw of it, said of it; ok is false when none was made. It
+// reads nothing: the run record uses it after a step instead of a GET of
+// each object the step wrote or read (issue 16). An object deleted since
+// still has its state here; the record reads objects again on every later
+// run that needs them.
+func (c *Clients) LastSeen(obj *unstructured.Unstructured) (SeenState, bool) {
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	st, ok := c.seen[seenKey(obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())]
 	return st, ok
 }
 
-func (c *Clients) keepApplied(out *unstructured.Unstructured) {
-	st := AppliedState{UID: string(out.GetUID())}
+// Saw keeps what a read of obj other than Get (an item of a LIST) said
+// of it, for LastSeen. obj must be as the API server answered (kind,
+// apiVersion and uid set).
+func (c *Clients) Saw(obj *unstructured.Unstructured) {
+	if obj != nil && obj.GetUID() != "" {
+		c.keepSeen(obj)
+	}
+}
+
+func (c *Clients) keepSeen(out *unstructured.Unstructured) {
+	st := SeenState{UID: string(out.GetUID())}
 	for _, ref := range out.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller {
 			st.Owned = true
 		}
 	}
-	c.appliedMu.Lock()
-	defer c.appliedMu.Unlock()
-	if c.applied == nil {
-		c.applied = map[string]AppliedState{}
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]SeenState{}
 	}
-	c.applied[appliedKey(out.GroupVersionKind(), out.GetNamespace(), out.GetName())] = st
+	c.seen[seenKey(out.GroupVersionKind(), out.GetNamespace(), out.GetName())] = st
 }
 
 // NotServedTTL is how long Mapping trusts that a kind is not served after
@@ -419,7 +428,11 @@ func (c *Clients) Get(ctx context.Context, obj *unstructured.Unstructured) (*uns
 	if err != nil {
 		return nil, err
 	}
-	return ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	out, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err == nil {
+		c.Saw(out)
+	}
+	return out, err
 }
 
 // Apply server-side applies obj with field manager maasctl, force (maasctl
@@ -464,7 +477,7 @@ func (c *Clients) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 		return nil, fmt.Errorf("apply %s: %w", Describe(obj), err)
 	}
 	if !dryRun && out != nil && out.GetUID() != "" {
-		c.keepApplied(out)
+		c.keepSeen(out)
 	}
 	return out, nil
 }
