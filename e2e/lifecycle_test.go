@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -432,6 +433,11 @@ spec:
 	if legacy := toLegacyRecord(t, c); len(legacy) == 0 {
 		t.Fatal("the record is empty before the full uninstall")
 	}
+	// Two ConfigMaps with maasctl's label that no record lists: one a
+	// controller owns (as the authorino-operator's objects carry the
+	// label it copies from the Authorino CR maasctl labels), which the
+	// orphan scan leaves out, and a stray one, which it names.
+	controlledCM, strayCM := plantLabelledConfigMaps(t, c)
 	all := c.maasctl(t, "uninstall", "--delete-data", "--yes", "--purge-crds", "-o", "json")
 	wantExit(t, all, 0, "uninstall --delete-data --yes --purge-crds")
 	assertGone(t, c, "uninstall --purge-crds", crd("kuadrants.kuadrant.io"), crd("maassubscriptions.maas.opendatahub.io"), crd("clusters.postgresql.cnpg.io"))
@@ -443,8 +449,18 @@ spec:
 		t.Errorf("Vault secret has %d versions after --delete-data, want 0", n)
 	}
 	assertThere(t, c, "uninstall --delete-data keeps what existed before", preExisting...)
-	if !strings.Contains(all.stdout, "orphan scan: no object labelled app.kubernetes.io/managed-by=maasctl is left") {
-		t.Errorf("the orphan scan should find nothing after a full uninstall:\n%s", all.stdout)
+	// The planted stray is the only orphan: nothing maasctl made is left.
+	if n := strings.Count(all.stdout, "orphan: "); n != 1 || !strings.Contains(all.stdout, "orphan: "+strayCM+" is labelled") {
+		t.Errorf("the orphan scan should name %s and nothing else after a full uninstall (%d orphan lines):\n%s", strayCM, n, all.stdout)
+	}
+	if strings.Contains(all.stdout, controlledCM) {
+		t.Errorf("the orphan scan names %s, which a controller owns:\n%s", controlledCM, all.stdout)
+	}
+	if !strings.Contains(all.stdout, "orphan scan: 1 object(s) labelled app.kubernetes.io/managed-by=maasctl belong to a controller") {
+		t.Errorf("the orphan scan should say it left out one controlled object:\n%s", all.stdout)
+	}
+	if err := c.clients.Kube.CoreV1().ConfigMaps("default").DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e.maasctl.io/planted=true"}); err != nil {
+		t.Fatal(err)
 	}
 
 	third := c.maasctl(t, "install", "-o", "json")
@@ -882,4 +898,36 @@ func noSecretInDir(t *testing.T, dir string, secrets map[string]string) {
 	if files == 0 {
 		t.Errorf("no file rendered under %s: the leak check would prove nothing", dir)
 	}
+}
+
+// plantLabelledConfigMaps creates, in namespace default, an unlabelled
+// owner ConfigMap, a ConfigMap labelled app.kubernetes.io/managed-by=maasctl
+// that the owner controls (a controller ownerReference) and a stray one
+// with the label and no owner; all three carry e2e.maasctl.io/planted=true.
+// It returns how the orphan scan names the controlled and the stray one.
+func plantLabelledConfigMaps(t *testing.T, c *cluster) (controlled, stray string) {
+	t.Helper()
+	ctx := context.Background()
+	cms := c.clients.Kube.CoreV1().ConfigMaps("default")
+	mk := func(name string, labelled bool, owner *metav1.OwnerReference) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e.maasctl.io/planted": "true"}}}
+		if labelled {
+			cm.Labels["app.kubernetes.io/managed-by"] = "maasctl"
+		}
+		if owner != nil {
+			cm.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create ConfigMap default/%s: %v", name, err)
+		}
+	}
+	mk("planted-owner", false, nil)
+	owner, err := cms.Get(ctx, "planted-owner", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	mk("planted-controlled", true, &metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &yes})
+	mk("planted-stray", true, nil)
+	return "ConfigMap default/planted-controlled", "ConfigMap default/planted-stray"
 }

@@ -189,6 +189,13 @@ func (u *uninstaller) instancesLeft(ctx context.Context, crd *unstructured.Unstr
 // orphans lists every object labelled app.kubernetes.io/managed-by=maasctl
 // that is still there and is not kept on purpose: left over from an earlier
 // run whose record was lost, or written by a maasctl step without a record.
+// An object with a controller ownerReference is not listed: its controller
+// made it and copied the label from its owner (authorino-operator v0.21.0
+// sets the labels of the Deployment, Services, ServiceAccount and
+// RoleBindings of an Authorino CR to the CR's labels, pkg/reconcilers
+// LabelsMutator and DeploymentLabelsMutator, and maasctl labels the CR it
+// applies); the controller deletes or relabels it with its owner, and
+// deleting it by hand would only make the controller create it again.
 func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)) ([]string, error) {
 	u.c.Discovery.Invalidate()
 	lists, err := u.c.Discovery.ServerPreferredResources()
@@ -208,6 +215,7 @@ func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)
 		kept[e.String()] = true
 	}
 	var out []string
+	controlled := 0
 	sel := assets.ManagedByLabel + "=" + assets.ManagedByValue
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
@@ -231,11 +239,18 @@ func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)
 				if kept[d] || it.GetDeletionTimestamp() != nil {
 					continue
 				}
+				if ref := metav1.GetControllerOf(&it); ref != nil {
+					controlled++
+					continue
+				}
 				out = append(out, d)
 			}
 		}
 	}
 	sort.Strings(out)
+	if controlled > 0 {
+		progress("orphan scan: %d object(s) labelled %s belong to a controller (a controller ownerReference; their label comes from their owner), not listed", controlled, sel)
+	}
 	if len(out) == 0 {
 		progress("orphan scan: no object labelled %s is left", sel)
 	}
