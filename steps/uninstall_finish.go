@@ -239,7 +239,7 @@ func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)
 				if kept[d] || it.GetDeletionTimestamp() != nil {
 					continue
 				}
-				if ref := metav1.GetControllerOf(&it); ref != nil {
+				if metav1.GetControllerOf(&it) != nil {
 					controlled++
 					continue
 				}
