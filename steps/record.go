@@ -448,7 +448,8 @@ func (r *Record) note(ctx context.Context, e *Env, looks []*recordLook) error {
 }
 
 // Note looks at the objects of step s after it ran (whether it succeeded
-// or not; those it applied from the apply's answer, the others by a read)
+// or not; those it applied or read from that answer, kube.Clients.LastSeen,
+// the others by a read)
 // and records, in memory, those it brought into existence; the next Save
 // (the step's checkpoint, which its shard carries) writes them. An
 // object's state is taken as the apply left it: an owner a controller set
@@ -470,15 +471,16 @@ func (r *Record) HasAbsent(e *Env, s *Step) bool {
 }
 
 // ObserveAbsent is Note, then Save, limited to the objects of step id
-// recorded absent: for a step skipped because its checkpoint and Check say it is
-// done, whose objects an operator may have created since, or whose Apply
-// was cut short (killed) before its Observe ran. No absent entry: no
-// request.
+// recorded absent: for a step skipped because its checkpoint and Check say
+// it is done, whose objects an operator may have created since, or whose
+// Apply was cut short (killed) before the runner noted it. No absent
+// entry: no request.
 func (r *Record) ObserveAbsent(ctx context.Context, e *Env, s *Step) error {
 	return r.observe(ctx, e, s, true)
 }
 
-// observeWorkers bounds the concurrent GETs of one Observe.
+// observeWorkers bounds the concurrent reads of one note (eachLive) and
+// the concurrent shard writes of one Save.
 const observeWorkers = 8
 
 func (r *Record) observe(ctx context.Context, e *Env, s *Step, onlyAbsent bool) error {

@@ -27,9 +27,10 @@ import (
 //
 // Dependents start as soon as a step's Apply (or, for an unchanged step,
 // its Check) succeeded; the step's bookkeeping (Record.Note, then
-// Checkpoints.Put, one write of the step's record shard) runs meanwhile in the step's goroutine, and Run returns
-// only after every step's bookkeeping finished. See runStep for the events
-// and for what a kill in between leaves.
+// Checkpoints.Put, one write of the step's record shard) runs meanwhile in
+// the step's goroutine, and Run returns only after every step's
+// bookkeeping finished. See runStep for the events and for what a kill in
+// between leaves.
 type Runner struct {
 	Registry    *Registry
 	Env         *Env
@@ -284,8 +285,8 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 	}
 	if err == nil && live {
 		applied()
-		// Objects still recorded absent: a kill between Apply and
-		// Observe, or an operator that created them later. Reads only
+		// Objects still recorded absent: a kill between Apply and the
+		// record's note, or an operator that created them later. Reads only
 		// those; none (the usual no-op re-run): no request.
 		if r.Record != nil && r.Record.HasAbsent(r.Env, s) {
 			if err := r.Record.ObserveAbsent(ctx, r.Env, s); err != nil {
