@@ -277,8 +277,10 @@ func TestVerifyDoctorGather(t *testing.T) {
 		}
 		seen := map[string]verify.Result{}
 		for _, ch := range rep.Checks {
-			// The simulated Kuadrant writes no WasmPlugin (no Istio here):
-			// MAAS-V017 is proven in TestN05RateLimitFailsClosed.
+			// The simulated Kuadrant writes no EnvoyFilter or WasmPlugin
+			// (no Istio CRDs are served then): MAAS-V017 is proven in
+			// TestN05RateLimitFailsClosed. The real operator writes the
+			// EnvoyFilter, and the check must pass.
 			if ch.Code == verify.CodeFailureModes && ch.Result == verify.Skip && strings.Contains(ch.Detail, "not served") {
 				seen[ch.Code] = ch.Result
 				continue
@@ -456,6 +458,13 @@ func TestVerifyDoctorGather(t *testing.T) {
 	})
 
 	t.Run("Kuadrant not ready", func(t *testing.T) {
+		if c.env != nil && realKuadrantDefault() {
+			// kuadrant-operator v1.5.2 looks for Istio's CRDs once, when it
+			// starts, never at istiod: deleting istiod leaves the real
+			// Kuadrant Ready. Its MissingDependency is proven by
+			// TestRealKuadrant (the operator started before the CRDs).
+			t.Skip("the real Kuadrant operator does not react to istiod's deletion (case B01's trigger is its start before Istio's CRDs; TestRealKuadrant)")
+		}
 		// Istio reinstalled after the Kuadrant operator started (case B01):
 		// the recreated istiod is newer than the operator pod.
 		if err := c.clients.Kube.AppsV1().Deployments("openshift-ingress").Delete(context.Background(), "istiod-openshift-gateway", metav1.DeleteOptions{}); err != nil {

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -23,6 +24,35 @@ func wasmPlugin(modes map[string][2]string) *unstructured.Unstructured {
 	}}
 }
 
+// wasmFilter is the EnvoyFilter kuadrant-operator v1.5 writes instead, in
+// the shape of its BuildEnvoyFilterWasmPatch (as a real v1.5.2 operator
+// wrote it in TestVerifyDoctorGather with MAASCTL_REAL_KUADRANT=1): the shim config is a JSON
+// string inside the wasm HTTP filter patch; a cluster patch follows.
+func wasmFilter(t *testing.T, modes map[string][2]string) *unstructured.Unstructured {
+	svcs := map[string]any{}
+	for n, tm := range modes {
+		svcs[n] = map[string]any{"type": tm[0], "failureMode": tm[1], "endpoint": "kuadrant-" + tm[0] + "-service", "timeout": "100ms"}
+	}
+	cfg, err := json.Marshal(map[string]any{"services": svcs, "actionSets": []any{map[string]any{"name": "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+		"metadata": map[string]any{"name": "kuadrant-maas-default-gateway", "namespace": "openshift-ingress", "labels": map[string]any{"kuadrant.io/wasm": "true"}},
+		"spec": map[string]any{"configPatches": []any{
+			map[string]any{"applyTo": "HTTP_FILTER", "patch": map[string]any{"operation": "INSERT_BEFORE", "value": map[string]any{
+				"name": "envoy.filters.http.wasm",
+				"typed_config": map[string]any{"@type": "type.googleapis.com/udpa.type.v1.TypedStruct", "value": map[string]any{"config": map[string]any{
+					"name":          "kuadrant-wasm-shim",
+					"configuration": map[string]any{"@type": "type.googleapis.com/google.protobuf.StringValue", "value": string(cfg)},
+				}}},
+			}}},
+			map[string]any{"applyTo": "CLUSTER", "patch": map[string]any{"operation": "ADD", "value": map[string]any{"name": "kuadrant-wasm-server"}}},
+		}},
+	}}
+}
+
 // TestFailureModeCheck: MAAS-V017 reads the effective failure modes from
 // Kuadrant's WasmPlugin (case N05).
 func TestFailureModeCheck(t *testing.T) {
@@ -30,23 +60,38 @@ func TestFailureModeCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		plugin *unstructured.Unstructured
+		filter *unstructured.Unstructured
 		mode   string
 		want   Result
 		in     []string
 	}{
-		{"no WasmPlugin yet", nil, "deny", Skip, []string{"not found"}},
-		{"fail closed", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": {"ratelimit-check", "deny"}, "ratelimit-report-service": {"ratelimit-report", "deny"}}), "deny", Pass,
+		{"no WasmPlugin or EnvoyFilter yet", nil, nil, "deny", Skip, []string{"EnvoyFilter not found; WasmPlugin not found"}},
+		{"fail closed", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": {"ratelimit-check", "deny"}, "ratelimit-report-service": {"ratelimit-report", "deny"}}), nil, "deny", Pass,
 			[]string{"ratelimit-check-service=deny", "auth-service=deny"}},
-		{"rate limits fail open (the case)", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": fail, "ratelimit-report-service": {"ratelimit-report", "allow"}}), "deny", Fail,
-			[]string{"RATELIMIT_FAIL_OPEN on gateway maas-default-gateway", "ratelimit-check-service (ratelimit-check) failureMode allow", "ratelimit-report-service (ratelimit-report) failureMode allow", "maasctl install", "oc delete pod -n openshift-operators"}},
-		{"allow is what the inventory says", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": fail}), "allow", Pass, nil},
-		{"auth fails open", wasmPlugin(map[string][2]string{"auth-service": {"auth", "allow"}, "ratelimit-service": {"ratelimit", "deny"}}), "deny", Fail,
+		{"rate limits fail open (the case)", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": fail, "ratelimit-report-service": {"ratelimit-report", "allow"}}), nil, "deny", Fail,
+			[]string{"RATELIMIT_FAIL_OPEN on gateway maas-default-gateway", "ratelimit-check-service (ratelimit-check) failureMode allow", "ratelimit-report-service (ratelimit-report) failureMode allow", "maasctl install", "oc delete pod -n openshift-operators", "rewritten the WasmPlugin"}},
+		{"allow is what the inventory says", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": fail}), nil, "allow", Pass, nil},
+		{"auth fails open", wasmPlugin(map[string][2]string{"auth-service": {"auth", "allow"}, "ratelimit-service": {"ratelimit", "deny"}}), nil, "deny", Fail,
 			[]string{"AUTH_FAIL_OPEN", "auth-service (auth) failureMode allow"}},
+		{"EnvoyFilter (kuadrant-operator v1.5) fails closed", nil, wasmFilter(t, map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": {"ratelimit-check", "deny"}, "ratelimit-report-service": {"ratelimit-report", "deny"}}), "deny", Pass,
+			[]string{"ratelimit-report-service=deny", "auth-service=deny"}},
+		{"EnvoyFilter rate limits fail open", nil, wasmFilter(t, map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": fail}), "deny", Fail,
+			[]string{"RATELIMIT_FAIL_OPEN on gateway maas-default-gateway", "ratelimit-check-service (ratelimit-check) failureMode allow", "rewritten the EnvoyFilter"}},
+		{"the EnvoyFilter wins over a stale WasmPlugin", wasmPlugin(map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": {"ratelimit-check", "deny"}}), wasmFilter(t, map[string][2]string{"auth-service": {"auth", "deny"}, "ratelimit-check-service": fail}), "deny", Fail,
+			[]string{"ratelimit-check-service (ratelimit-check) failureMode allow"}},
+		{"an emptied EnvoyFilter and no WasmPlugin", nil, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+			"metadata": map[string]any{"name": "kuadrant-maas-default-gateway", "namespace": "openshift-ingress"},
+			"spec":     map[string]any{"targetRefs": []any{map[string]any{"kind": "Gateway", "name": "maas-default-gateway"}}},
+		}}, "deny", Skip, []string{"EnvoyFilter holds no Wasm shim config; WasmPlugin not found"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := healthyReader(t)
 			if tc.plugin != nil {
 				r.Put(tc.plugin)
+			}
+			if tc.filter != nil {
+				r.Put(tc.filter)
 			}
 			inv := inventory.Default()
 			inv.Kuadrant.RateLimitFailureMode = tc.mode

@@ -144,9 +144,12 @@ type State struct {
 	Backends          map[string]*Backend          // by provider namespace/name
 	CSVs              []*unstructured.Unstructured // every namespace's, without OLM's copies (olm.copiedFrom)
 	RHCLSubscription  *unstructured.Unstructured   // the RHCL operator's Subscription
-	// WasmPlugin is the one Kuadrant writes for the MaaS Gateway
-	// (WasmPluginName, in the Gateway's namespace).
+	// WasmPlugin is the one older Kuadrant operators write for the MaaS
+	// Gateway (WasmPluginName, in the Gateway's namespace).
 	WasmPlugin *unstructured.Unstructured
+	// WasmFilter is the EnvoyFilter kuadrant-operator v1.5 writes for
+	// the MaaS Gateway instead (same name and namespace).
+	WasmFilter *unstructured.Unstructured
 	// MaaSAPIPods are the pods of Deployment maas-api (its selector).
 	MaaSAPIPods []*unstructured.Unstructured
 	// Schema is the database's answer to the schema check Job (case N10);
@@ -298,6 +301,7 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel release.Release) {
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
 	async(func() { s.WasmPlugin = get(WasmPluginGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name)) })
+	async(func() { s.WasmFilter = get(EnvoyFilterGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name)) })
 	// Istio names the Gateway's Service <gateway>-<class>
 	// (istio pilot/pkg/config/kube/gateway deployment controller).
 	s.gatewayServiceName = inv.Gateway.Name + "-" + inv.Gateway.ClassName
