@@ -566,3 +566,35 @@ func leanWatch(w watch.Interface, err error) (watch.Interface, error) {
 	}
 	return kube.LeanWatch(w), nil
 }
+
+// Gone waits until the object gvk ns/name does not exist (a kind that is
+// not served counts as gone). It lists from the watch cache and then
+// watches (ListThenWatch): a LIST that trails a deletion is followed by
+// the deletion's event. When ctx ends first the error is a TimeoutError or
+// InterruptedError naming the object as "still present".
+func Gone(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKind, ns, name string) error {
+	ri, _, err := c.Resource(gvk, ns)
+	if kube.IsNotServed(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lw := ListThenWatch(NameListWatch(ri, name))
+	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
+		return len(store.List()) == 0, nil
+	}, func(ev watch.Event) (bool, error) {
+		return ev.Type == watch.Deleted, nil
+	})
+	if err == nil {
+		return nil
+	}
+	obj := gvk.Kind + " " + name
+	if ns != "" {
+		obj = gvk.Kind + " " + ns + "/" + name
+	}
+	if ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed) || errors.Is(err, context.DeadlineExceeded) {
+		return ended(ctx, []Blocked{{Object: obj, Status: "still present"}})
+	}
+	return fmt.Errorf("wait for %s to be gone: %w", obj, err)
+}

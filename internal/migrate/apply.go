@@ -18,9 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/release"
@@ -361,14 +358,10 @@ func waitGone(ctx context.Context, c *kube.Clients, r ObjectRef) error {
 	if err != nil || !ok {
 		return err
 	}
-	ri := resourceFor(c, m, r.Namespace)
-	lw := waiters.ListThenWatch(waiters.NameListWatch(ri, r.Name))
-	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, func(store cache.Store) (bool, error) {
-		return len(store.List()) == 0, nil
-	}, func(ev watch.Event) (bool, error) {
-		return ev.Type == watch.Deleted, nil
-	})
-	if err != nil && (ctx.Err() != nil || errors.Is(err, watchtools.ErrWatchClosed)) {
+	err = waiters.Gone(ctx, c, m.GroupVersionKind, r.Namespace, r.Name)
+	var te *waiters.TimeoutError
+	var ie *waiters.InterruptedError
+	if errors.As(err, &te) || errors.As(err, &ie) {
 		return fmt.Errorf("still present after the wait")
 	}
 	return err

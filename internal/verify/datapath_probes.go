@@ -86,7 +86,12 @@ const ProbeSubscriptionPrefix = "maasctl-verify-probe-"
 // request of any size uses it up, so the next one must get 429.
 const ProbeLimit = 1
 
-func (d *dataPath) probeQuota(ctx context.Context, models []inventory.ExternalModel) Check {
+// probeCleanupTimeout bounds the deletion of the probe subscription and
+// the wait for its model's TokenRateLimitPolicy to be in force again
+// (ClusterProbes.Delete).
+const probeCleanupTimeout = time.Minute
+
+func (d *dataPath) probeQuota(ctx context.Context, models []inventory.ExternalModel) (out Check) {
 	c := newCheck(CodeQuota429, d.base+"/v1/chat/completions")
 	switch {
 	case len(models) == 0:
@@ -119,9 +124,19 @@ func (d *dataPath) probeQuota(ctx context.Context, models []inventory.ExternalMo
 	pctx, cancel := context.WithTimeout(ctx, d.o.ProbeTimeout)
 	defer cancel()
 	defer func() {
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), probeCleanupTimeout)
 		defer dcancel()
-		_ = d.o.Probes.Delete(dctx, ns, name)
+		err := d.o.Probes.Delete(dctx, ns, name)
+		if err == nil {
+			return
+		}
+		detail := out.Detail + "; probe cleanup: " + d.scrub(err.Error())
+		if out.Result != Pass {
+			out.Detail = detail
+			return
+		}
+		out = out.fail(detail, fmt.Sprintf("the probe subscription was not removed, or the TokenRateLimitPolicy of model %s was not in force again within %s of its removal (Kuadrant writes Limitador's limits anew)", m.Name, probeCleanupTimeout),
+			"oc get maassubscription -n "+ns+" "+name+"; oc describe tokenratelimitpolicy -n "+m.Namespace+"; maasctl doctor")
 	}()
 	if err := d.o.Probes.Create(pctx, sub); err != nil {
 		return c.fail(d.scrub(err.Error()), "the probe MaaSSubscription did not become Active", "oc describe maassubscription "+name+" -n "+ns)

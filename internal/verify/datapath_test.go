@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +45,9 @@ type staticProbes struct {
 	mu      sync.Mutex
 	created []string
 	deleted []string
+	// deleteErr, when set, is what Delete returns after it removed the
+	// subscription (ClusterProbes.Delete's wait for the model's policy).
+	deleteErr error
 }
 
 func (p *staticProbes) Create(_ context.Context, sub *unstructured.Unstructured) error {
@@ -61,7 +65,7 @@ func (p *staticProbes) Delete(_ context.Context, ns, name string) error {
 	p.mu.Lock()
 	p.deleted = append(p.deleted, name)
 	p.mu.Unlock()
-	return nil
+	return p.deleteErr
 }
 
 func startPlane(t *testing.T, r *verify.StaticReader) (*dataplane.Server, string) {
@@ -96,6 +100,7 @@ func TestDataPathAgainstDataplane(t *testing.T) {
 	tests := []struct {
 		name      string
 		breakf    func(r *verify.StaticReader, s *dataplane.Server)
+		deleteErr error
 		token     string
 		wantFail  string
 		wantCause string
@@ -116,6 +121,8 @@ func TestDataPathAgainstDataplane(t *testing.T) {
 				_ = unstructured.SetNestedSlice(k.Object, []any{map[string]any{"type": "Ready", "status": "False", "reason": "MissingDependency"}}, "status", "conditions")
 				r.Put(k)
 			}},
+		{name: "the model's policy is not in force again after the probe", token: adminToken, wantFail: verify.CodeQuota429, wantCause: "not in force again within 1m0s",
+			deleteErr: errors.New("after the probe: timed out waiting for TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder (Enforced=False (Unknown): waiting for the following components to sync: [Limitador])")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,7 +131,7 @@ func TestDataPathAgainstDataplane(t *testing.T) {
 			if tc.breakf != nil {
 				tc.breakf(r, plane)
 			}
-			probes := &staticProbes{r: r}
+			probes := &staticProbes{r: r, deleteErr: tc.deleteErr}
 			rep, _, err := verify.Run(context.Background(), verify.Options{
 				Inventory: inventory.Default(), Reader: r,
 				DataPath: &verify.DataPathOptions{Endpoint: plane.URL(), Token: tc.token, CAFile: ca, ProbeQuota: true, ProbeBodySize: 200 << 10, Probes: probes},
@@ -176,6 +183,9 @@ func TestDataPathAgainstDataplane(t *testing.T) {
 			got := m[tc.wantFail]
 			if len(got) == 0 || got[0].Result != verify.Fail || !strings.Contains(got[0].Cause, tc.wantCause) {
 				t.Fatalf("%s = %+v, want fail with cause containing %q\n%s", tc.wantFail, got, tc.wantCause, out.String())
+			}
+			if tc.deleteErr != nil && !strings.Contains(got[0].Detail, "probe cleanup: "+tc.deleteErr.Error()) {
+				t.Errorf("%s detail does not carry the cleanup error: %s", tc.wantFail, got[0].Detail)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/release"
@@ -178,17 +179,82 @@ func (p ClusterProbes) Create(ctx context.Context, sub *unstructured.Unstructure
 	return nil
 }
 
-// Delete implements ProbeSubscriptions.
+// Delete implements ProbeSubscriptions: it deletes the probe subscription
+// and waits, within ctx, until it is gone and each TokenRateLimitPolicy
+// its status listed (status.tokenRateLimitStatuses) has settled: in force
+// again (PolicyInForce) when another MaaSSubscription still lists it, gone
+// otherwise. The MaaS controller rebuilds a model's TokenRateLimitPolicy
+// without the probe's limit, and Kuadrant then writes Limitador's limits
+// anew, which holds the policy at Enforced=False ("waiting for the
+// following components to sync: [Limitador]", kuadrant-operator v1.5.2
+// tokenratelimitpolicy_status_updater.go) until the Limitador CR is Ready
+// again: without the wait, a doctor or verify run right after this one
+// would report the model's quota as not enforced.
 func (p ClusterProbes) Delete(ctx context.Context, ns, name string) error {
 	ri, _, err := p.Clients.Resource(MaaSSubscriptionGVK, ns)
 	if err != nil {
 		return err
 	}
-	err = ri.Delete(ctx, name, metav1.DeleteOptions{})
+	live, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read probe MaaSSubscription %s/%s: %w", ns, name, err)
+	}
+	policies := generatedPolicies(live, "tokenRateLimitStatuses")
+	err = ri.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(live.GetUID())}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete probe MaaSSubscription %s/%s: %w", ns, name, err)
 	}
+	if err := waiters.Gone(ctx, p.Clients, MaaSSubscriptionGVK, ns, name); err != nil {
+		return fmt.Errorf("probe MaaSSubscription %s/%s: %w", ns, name, err)
+	}
+	if len(policies) == 0 {
+		return nil
+	}
+	all, _, err := p.Clients.Resource(MaaSSubscriptionGVK, "")
+	if err != nil {
+		return err
+	}
+	subs, err := all.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list MaaSSubscriptions: %w", err)
+	}
+	kept := map[[2]string]bool{}
+	for i := range subs.Items {
+		for _, ref := range generatedPolicies(&subs.Items[i], "tokenRateLimitStatuses") {
+			kept[ref] = true
+		}
+	}
+	var targets []waiters.Target
+	for _, ref := range policies {
+		if kept[ref] {
+			targets = append(targets, waiters.Target{GVK: TokenRateLimitPolicyGVK, Namespace: ref[0], Name: ref[1], Cond: PolicyInForce})
+			continue
+		}
+		if err := waiters.Gone(ctx, p.Clients, TokenRateLimitPolicyGVK, ref[0], ref[1]); err != nil {
+			return fmt.Errorf("after the probe: %w", err)
+		}
+	}
+	if err := waiters.All(ctx, p.Clients, targets...); err != nil {
+		return fmt.Errorf("after the probe: %w", err)
+	}
 	return nil
+}
+
+// PolicyInForce is done when a Kuadrant policy's status is for its current
+// spec (status.observedGeneration equals metadata.generation) and says
+// Enforced=True. Kuadrant's policy conditions carry no observedGeneration
+// of their own (kuadrant-operator v1.5.2 internal/kuadrant/conditions.go),
+// so a condition from before a spec change is told apart only by the
+// status's.
+func PolicyInForce(obj *unstructured.Unstructured) waiters.Result {
+	obs, found, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	if !found || obs < obj.GetGeneration() {
+		return waiters.Result{Status: fmt.Sprintf("status is for generation %d, spec is at %d", obs, obj.GetGeneration())}
+	}
+	return waiters.ConditionTrue("Enforced")(obj)
 }
 
 // DefaultProbeTimeout bounds the wait for the probe subscription.
