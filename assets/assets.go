@@ -171,6 +171,9 @@ func renderFile(name string, d data) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("decode manifest %s: %w", name, err)
 	}
 	for _, o := range objs {
+		if OperatorLabelled(o, d.Inv) {
+			continue
+		}
 		labels := o.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
@@ -179,6 +182,18 @@ func renderFile(name string, d data) ([]*unstructured.Unstructured, error) {
 		o.SetLabels(labels)
 	}
 	return objs, nil
+}
+
+// OperatorLabelled reports whether another controller sets every label of
+// o, so that maasctl must not label it: the Authorino Service maasctl
+// annotates for its service-CA certificate. authorino-operator v0.21.0
+// makes each Service's labels exactly its Authorino CR's
+// (pkg/reconcilers/service_mutator.go LabelsMutator, on every reconcile
+// of the CR or the Service): a label of maasctl's own would be removed
+// again and again, and re-added by every maasctl run.
+func OperatorLabelled(o *unstructured.Unstructured, inv *inventory.Inventory) bool {
+	k := inv.Kuadrant
+	return o.GetAPIVersion() == "v1" && o.GetKind() == "Service" && o.GetNamespace() == k.Namespace && o.GetName() == k.AuthorinoService
 }
 
 func decode(b []byte) ([]*unstructured.Unstructured, error) {
