@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -178,6 +179,45 @@ type policyCtl struct {
 	m   *manager
 	gvr schema.GroupVersionResource
 	r   *reconciler
+	// limits holds, per TokenRateLimitPolicy, the generation whose limits
+	// were last handed to Limitador and when (limitadorSync).
+	limitsMu sync.Mutex
+	limits   map[key]limitsSync
+}
+
+type limitsSync struct {
+	gen int64
+	at  time.Time
+}
+
+// LimitadorSyncDelay is how long a TokenRateLimitPolicy stays at
+// Enforced=False after each change of its spec. kuadrant-operator v1.5.2
+// writes the policy's limits into the Limitador CR and, in the same pass,
+// reports the policy "waiting for the following components to sync:
+// [Limitador]" (tokenratelimitpolicy_status_updater.go,
+// StateLimitadorLimitsModified); it reports Enforced=True at its next pass,
+// once limitador-operator has applied them and the Limitador CR is Ready.
+// With the real operators the harness runs, verify saw the policy back
+// within about a second.
+const LimitadorSyncDelay = 300 * time.Millisecond
+
+const limitadorSyncMessage = "TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"
+
+// limitadorSync reports how long the TokenRateLimitPolicy k at generation
+// gen still waits for Limitador: the first reconcile of a generation
+// starts LimitadorSyncDelay.
+func (pc *policyCtl) limitadorSync(k key, gen int64) time.Duration {
+	pc.limitsMu.Lock()
+	defer pc.limitsMu.Unlock()
+	if pc.limits == nil {
+		pc.limits = map[key]limitsSync{}
+	}
+	l, ok := pc.limits[k]
+	if !ok || l.gen != gen {
+		l = limitsSync{gen: gen, at: time.Now()}
+		pc.limits[k] = l
+	}
+	return LimitadorSyncDelay - time.Since(l.at)
 }
 
 func (pc *policyCtl) reconcile(ctx context.Context, k key) error {
@@ -228,6 +268,11 @@ func (pc *policyCtl) reconcile(ctx context.Context, k key) error {
 		enforced = cond("Enforced", false, "Unknown", msg).gen(gen)
 	} else if why := pc.notEnforced(target); why != "" {
 		enforced = cond("Enforced", false, "Unknown", kind+" has encountered some issues: "+why).gen(gen)
+	} else if pc.gvr == gvrTokenPolicy {
+		if left := pc.limitadorSync(k, gen); left > 0 {
+			enforced = cond("Enforced", false, "Unknown", limitadorSyncMessage).gen(gen)
+			pc.r.queue.AddAfter(k, left)
+		}
 	}
 	return m.updateStatus(ctx, pc.gvr, p, map[string]any{
 		"observedGeneration": gen,
