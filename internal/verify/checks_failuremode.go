@@ -41,10 +41,10 @@ func WasmPluginName(gateway string) string { return "kuadrant-" + gateway }
 // internal/wasm Config) in the EnvoyFilter f: the config is the JSON string
 // at configPatches[].patch.value.typed_config.value.config.configuration.value of
 // the envoy.filters.http.wasm patch (kuadrant-operator internal/istio
-// BuildEnvoyFilterWasmPatch). ok is false when no patch carries a config
+// BuildEnvoyFilterWasmPatch). It is nil when no patch carries a config
 // (the operator empties the filter before it deletes it) or the JSON does
 // not parse.
-func wasmServices(f *unstructured.Unstructured) (svcs map[string]any, ok bool) {
+func wasmServices(f *unstructured.Unstructured) map[string]any {
 	patches, _, _ := unstructured.NestedSlice(f.Object, "spec", "configPatches")
 	for _, p := range patches {
 		pm, _ := p.(map[string]any)
@@ -56,11 +56,11 @@ func wasmServices(f *unstructured.Unstructured) (svcs map[string]any, ok bool) {
 			Services map[string]any `json:"services"`
 		}
 		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-			return nil, false
+			return nil
 		}
-		return cfg.Services, true
+		return cfg.Services
 	}
-	return nil, false
+	return nil
 }
 
 // checkFailureModes (MAAS-V017): the effective failure modes of the Wasm
@@ -79,7 +79,7 @@ func checkFailureModes(s *State) Check {
 	var svcs map[string]any
 	kind := "EnvoyFilter"
 	if s.WasmFilter != nil {
-		svcs, _ = wasmServices(s.WasmFilter)
+		svcs = wasmServices(s.WasmFilter)
 	}
 	if svcs == nil && s.WasmPlugin != nil {
 		kind = "WasmPlugin"
