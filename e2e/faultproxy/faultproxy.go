@@ -36,7 +36,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -449,7 +452,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // streams so that their events are noted as they pass.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	rec, _ := resp.Request.Context().Value(recordKey{}).(*Request)
-	if rec == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+	if rec == nil {
+		return nil
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), protobufType) {
+		// A client of built-in kinds may ask for protobuf (the real
+		// authorino-operator's Service updates do): its writes must be
+		// seen as well, or a later no-op write seems to change the object.
+		if isWriteMethod(rec.Method) && resp.StatusCode/100 == 2 && !rec.Watch {
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+			_ = resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			if err != nil {
+				return nil
+			}
+			if ref, ok := parseProtobufRef(body); ok {
+				p.recMu.Lock()
+				rec.Object = &ref
+				p.recMu.Unlock()
+			}
+		}
+		return nil
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		return nil
 	}
 	switch {
@@ -471,6 +496,31 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		}
 	}
 	return nil
+}
+
+// protobufType is the media type of Kubernetes' protobuf encoding
+// (k8s.io/apimachinery runtime/serializer/protobuf), which only built-in
+// kinds speak.
+const protobufType = "application/vnd.kubernetes.protobuf"
+
+// protobufCodec decodes the built-in kinds of client-go's scheme from their
+// protobuf encoding.
+var protobufCodec = protobuf.NewSerializer(clientscheme.Scheme, clientscheme.Scheme)
+
+// parseProtobufRef is parseRef for a protobuf-encoded object of a built-in
+// kind; ok is false for anything it cannot decode (a kind not in
+// client-go's scheme, a Status).
+func parseProtobufRef(body []byte) (ObjectRef, bool) {
+	obj, gvk, err := protobufCodec.Decode(body, nil, nil)
+	if err != nil || gvk == nil {
+		return ObjectRef{}, false
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetName() == "" {
+		return ObjectRef{}, false
+	}
+	return ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(),
+		Name: m.GetName(), ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration()}, true
 }
 
 type wireObject struct {

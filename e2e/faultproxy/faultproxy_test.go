@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -260,5 +263,54 @@ func TestStartValidates(t *testing.T) {
 				t.Fatal("want an error")
 			}
 		})
+	}
+}
+
+// TestRecordsProtobufWrites: a write answered in Kubernetes' protobuf
+// encoding (a built-in kind, as a client asking for protobuf gets it) is
+// recorded with its object like a JSON one, so that a writer speaking
+// protobuf is not invisible to the write accounting.
+func TestRecordsProtobufWrites(t *testing.T) {
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns", ResourceVersion: "42", Generation: 2},
+	}
+	var body bytes.Buffer
+	if err := protobufCodec.Encode(svc, &body); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", protobufType)
+		_, _ = w.Write(body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p, err := Start(ctx, Options{Record: true, Upstream: &rest.Config{Host: srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	for _, m := range []string{http.MethodPut, http.MethodGet} {
+		resp, err := do(t, p, m, "/api/v1/namespaces/ns/services/svc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Equal(got, body.Bytes()) {
+			t.Errorf("%s: the client got %d bytes, not the %d the server sent", m, len(got), body.Len())
+		}
+	}
+	recs := p.Requests()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	w := recs[0]
+	if !w.IsWrite() || w.Object == nil || w.Object.Key() != "Service ns/svc" || w.Object.ResourceVersion != "42" || w.Object.Generation != 2 {
+		t.Errorf("protobuf write record %+v object %+v", w, w.Object)
+	}
+	if recs[1].Object != nil {
+		t.Errorf("a read got an object recorded: %+v", recs[1].Object)
 	}
 }
