@@ -315,17 +315,48 @@ func normalizeJSON(v any) any {
 // bound is maasctl's. When a maasctl no-op and another writer's change
 // overlap in time (a re-apply while OLM writes the status: the no-op's
 // answer can pass the proxy first), the other writer may have produced it,
-// and it does not count.
+// and it does not count. Nor does a new resourceVersion whose content
+// (faultproxy ObjectRef.Content) equals that of the write that ended last
+// before it started: the API server stored the same object again (it does
+// so for a custom resource whose status is still its schema's default, as
+// a GatewayClass before its controller accepts it).
 func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[string]int {
 	out := map[string]int{}
 	for k, byRV := range writesByVersion(recs, managed) {
-		for _, ws := range byRV {
-			if producedByMaasctl(ws) {
+		for rv, ws := range byRV {
+			if producedByMaasctl(ws) && !storedAgainUnchanged(byRV, rv) {
 				out[k]++
 			}
 		}
 	}
 	return out
+}
+
+// storedAgainUnchanged reports whether the writes of byRV[rv] (one
+// object's writes by resourceVersion) left the content that the latest
+// write ending before the first of them started had left.
+func storedAgainUnchanged(byRV map[string][]faultproxy.Request, rv string) bool {
+	first := byRV[rv][0]
+	for _, w := range byRV[rv] {
+		if w.Start.Before(first.Start) {
+			first = w
+		}
+	}
+	if first.Object.Content == "" {
+		return false
+	}
+	var prev *faultproxy.Request
+	for r, ws := range byRV {
+		if r == rv {
+			continue
+		}
+		for i := range ws {
+			if ws[i].End.Before(first.Start) && (prev == nil || ws[i].End.After(prev.End)) {
+				prev = &ws[i]
+			}
+		}
+	}
+	return prev != nil && prev.Object.Content == first.Object.Content
 }
 
 // writesByVersion groups the successful writes to managed objects by
@@ -883,6 +914,12 @@ func TestChangingWrites(t *testing.T) {
 		r.Start = at(start)
 		return r
 	}
+	// wc is w with the digest of the content it left.
+	wc := func(ua string, end int, rv, content string) faultproxy.Request {
+		r := w(ua, end, rv)
+		r.Object.Content = content
+		return r
+	}
 	const m, s = "maasctl/v0", simUserAgent
 	managed := map[string]objState{"Gateway ns/gw": {}}
 	tests := []struct {
@@ -896,6 +933,9 @@ func TestChangingWrites(t *testing.T) {
 		{name: "a no-op apply overlapping the status write that produced its version", recs: []faultproxy.Request{w(m, 1, "10"), span(s, 10, 40, "11"), span(m, 20, 30, "11")}, want: 1},
 		{name: "a change, then a status write that was a no-op", recs: []faultproxy.Request{w(m, 1, "10"), span(m, 10, 20, "11"), span(s, 30, 40, "11")}, want: 2},
 		{name: "a change overlapping a status no-op", recs: []faultproxy.Request{w(m, 1, "10"), span(m, 10, 30, "11"), span(s, 20, 40, "11")}, want: 1},
+		{name: "an apply the server stored again unchanged", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(m, 5, "12", "a"), wc(m, 9, "12", "a")}, want: 1},
+		{name: "an apply that changed the content", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(m, 5, "12", "b")}, want: 2},
+		{name: "an apply that undid another writer's change", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(s, 3, "11", "b"), wc(m, 5, "12", "a")}, want: 2},
 		{name: "dry runs, faults and reads do not count", recs: []faultproxy.Request{
 			w(m, 1, "10"),
 			{UserAgent: m, Method: "PATCH", Query: "dryRun=All", End: at(2), Status: 200, Object: ref("13")},

@@ -20,6 +20,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -108,6 +111,14 @@ type ObjectRef struct {
 	Name            string `json:"name,omitempty"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 	Generation      int64  `json:"generation,omitempty"`
+	// Content, set for the object a write answered with, is a digest
+	// (hex SHA-256) of the whole object but its resourceVersion: two
+	// writes that left the same content have the same Content even when
+	// the API server stored the object again under a new resourceVersion
+	// (it does for an unchanged custom resource whose status is still its
+	// schema's default: the status, defaulted when read, is stored on the
+	// next write).
+	Content string `json:"content,omitempty"`
 }
 
 // Key is "Kind namespace/name" (or "Kind name").
@@ -490,6 +501,10 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			return nil
 		}
 		if ref, ok := parseRef(body); ok {
+			var m map[string]any
+			if json.Unmarshal(body, &m) == nil {
+				ref.Content = contentDigest(m)
+			}
 			p.recMu.Lock()
 			rec.Object = &ref
 			p.recMu.Unlock()
@@ -519,8 +534,26 @@ func parseProtobufRef(body []byte) (ObjectRef, bool) {
 	if err != nil || m.GetName() == "" {
 		return ObjectRef{}, false
 	}
-	return ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(),
-		Name: m.GetName(), ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration()}, true
+	ref := ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(),
+		Name: m.GetName(), ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration()}
+	if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
+		ref.Content = contentDigest(u)
+	}
+	return ref, true
+}
+
+// contentDigest is ObjectRef.Content of obj (a decoded object; its
+// metadata.resourceVersion is dropped from it).
+func contentDigest(obj map[string]any) string {
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		delete(md, "resourceVersion")
+	}
+	b, err := json.Marshal(obj) // map keys sorted: the same content, the same bytes
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 type wireObject struct {

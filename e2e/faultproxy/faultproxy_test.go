@@ -314,3 +314,16 @@ func TestRecordsProtobufWrites(t *testing.T) {
 		t.Errorf("a read got an object recorded: %+v", recs[1].Object)
 	}
 }
+
+// TestContentDigest: the digest ignores the resourceVersion only.
+func TestContentDigest(t *testing.T) {
+	obj := func(rv, label string) map[string]any {
+		return map[string]any{"kind": "GatewayClass", "metadata": map[string]any{"name": "gc", "resourceVersion": rv, "labels": map[string]any{"a": label}}}
+	}
+	if a, b := contentDigest(obj("1", "x")), contentDigest(obj("2", "x")); a == "" || a != b {
+		t.Errorf("the same content under two resourceVersions: digests %q and %q, want equal", a, b)
+	}
+	if a, b := contentDigest(obj("1", "x")), contentDigest(obj("1", "y")); a == b {
+		t.Errorf("two contents have the same digest %q", a)
+	}
+}
