@@ -466,51 +466,48 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if rec == nil {
 		return nil
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), protobufType) {
+	ct := resp.Header.Get("Content-Type")
+	isJSON, proto := strings.HasPrefix(ct, "application/json"), strings.HasPrefix(ct, protobufType)
+	switch {
+	case rec.Watch:
+		if isJSON && p.opts.RecordWatchEvents != nil && p.opts.RecordWatchEvents(resp.Request) && resp.StatusCode == http.StatusOK {
+			resp.Body = &eventScanner{rc: resp.Body, rec: rec, mu: &p.recMu}
+		}
+	case (isJSON || proto) && isWriteMethod(rec.Method) && resp.StatusCode/100 == 2:
 		// A client of built-in kinds may ask for protobuf (the real
 		// authorino-operator's Service updates do): its writes must be
 		// seen as well, or a later no-op write seems to change the object.
-		if isWriteMethod(rec.Method) && resp.StatusCode/100 == 2 && !rec.Watch {
-			body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-			_ = resp.Body.Close()
-			resp.Body = io.NopCloser(bytes.NewReader(body))
-			if err != nil {
-				return nil
-			}
-			if ref, ok := parseProtobufRef(body); ok {
-				p.recMu.Lock()
-				rec.Object = &ref
-				p.recMu.Unlock()
-			}
-		}
-		return nil
-	}
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return nil
-	}
-	switch {
-	case rec.Watch:
-		if p.opts.RecordWatchEvents != nil && p.opts.RecordWatchEvents(resp.Request) && resp.StatusCode == http.StatusOK {
-			resp.Body = &eventScanner{rc: resp.Body, rec: rec, mu: &p.recMu}
-		}
-	case isWriteMethod(rec.Method) && resp.StatusCode/100 == 2:
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		_ = resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if err != nil {
 			return nil
 		}
-		if ref, ok := parseRef(body); ok {
-			var m map[string]any
-			if json.Unmarshal(body, &m) == nil {
-				ref.Content = contentDigest(m)
-			}
+		parse := parseJSONWrite
+		if proto {
+			parse = parseProtobufRef
+		}
+		if ref, ok := parse(body); ok {
 			p.recMu.Lock()
 			rec.Object = &ref
 			p.recMu.Unlock()
 		}
 	}
 	return nil
+}
+
+// parseJSONWrite is parseRef for the object a write answered with in
+// JSON, with its Content.
+func parseJSONWrite(body []byte) (ObjectRef, bool) {
+	ref, ok := parseRef(body)
+	if !ok {
+		return ref, false
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) == nil {
+		ref.Content = contentDigest(m)
+	}
+	return ref, true
 }
 
 // protobufType is the media type of Kubernetes' protobuf encoding
