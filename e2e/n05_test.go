@@ -1,82 +1,40 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 )
 
-// wasmPluginCRD is a stand-in for Istio's WasmPlugin CRD (case N05 loads
-// it as a fake CRD): the group, version and kind of
-// extensions.istio.io/v1alpha1 WasmPlugin, any spec.
-const wasmPluginCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: wasmplugins.extensions.istio.io}
-spec:
-  group: extensions.istio.io
-  scope: Namespaced
-  names: {kind: WasmPlugin, listKind: WasmPluginList, plural: wasmplugins, singular: wasmplugin}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
-// n05WasmPlugin is the case's trigger state: the WasmPlugin Kuadrant
-// writes for the MaaS Gateway, rate-limit services with mode.
-func n05WasmPlugin(mode string) string {
-	return fmt.Sprintf(`apiVersion: extensions.istio.io/v1alpha1
-kind: WasmPlugin
-metadata: {name: kuadrant-maas-default-gateway, namespace: openshift-ingress}
-spec:
-  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: maas-default-gateway}]
-  pluginConfig:
-    services:
-      auth-service: {type: auth, endpoint: kuadrant-auth-service, failureMode: deny, timeout: 200ms}
-      ratelimit-check-service: {type: ratelimit-check, endpoint: kuadrant-ratelimit-service, failureMode: %[1]s, timeout: 100ms}
-      ratelimit-report-service: {type: ratelimit-report, endpoint: kuadrant-ratelimit-service, failureMode: %[1]s, timeout: 100ms}`, mode)
-}
-
 // TestN05RateLimitFailsClosed: Kuadrant's rate limiting fails open
-// unless deny is configured and reaches the data plane (case N05).
+// unless deny is configured and reaches the data plane (case N05). It runs
+// on the real Kuadrant operator (kuadrant-operator v1.5.2): the failure
+// modes it checks are the ones the operator writes, from the env of its
+// process, into the EnvoyFilter of the MaaS Gateway.
 //
 // What maasctl already did before this test (and TestB19RHCLSubscriptionEnv
 // covers): kuadrant.rateLimitFailureMode (default deny) becomes the three
 // RATELIMIT_*_FAILURE_MODE variables of the RHCL Subscription's env, the
 // Kuadrant CR waits for an operator pod running with them, verify
 // MAAS-V013 names a missing one. New here: verify MAAS-V017 reads the
-// effective value, the WasmPlugin Kuadrant writes for the Gateway
-// (RATELIMIT_FAIL_OPEN), and the variants: a Subscription value patched
-// to allow (present but wrong, not missing), the inventory choosing allow,
+// effective value, the Wasm shim config Kuadrant writes for the Gateway
+// (RATELIMIT_FAIL_OPEN), the install waits for the operator to rewrite it
+// after a restart, and the variants: a Subscription value patched to
+// allow (present but wrong, not missing), the inventory choosing allow,
 // and a bad value refused before any write.
 func TestN05RateLimitFailsClosed(t *testing.T) {
 	parallel(t)
-	c := newCaseCluster(t, caseOptions{})
-	ctx := context.Background()
-	crd := filepath.Join(t.TempDir(), "wasmplugin-crd.yaml")
-	if err := os.WriteFile(crd, []byte(wasmPluginCRD), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := testenv.InstallCRDs(ctx, c.env.RESTConfig(), crd); err != nil {
-		t.Fatal(err)
-	}
+	c := newCaseCluster(t, caseOptions{realKuadrant: true})
 	mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=180"))
 	verifyLive := func(t *testing.T, args ...string) (map[string]verify.Check, run) {
 		t.Helper()
@@ -91,55 +49,71 @@ func TestN05RateLimitFailsClosed(t *testing.T) {
 		}
 		return out, r
 	}
-	plugin := lobj{"extensions.istio.io/v1alpha1", "WasmPlugin", "openshift-ingress", "kuadrant-maas-default-gateway"}
+	sub := lobj{"operators.coreos.com/v1alpha1", "Subscription", "openshift-operators", "rhcl-operator"}
+	filter := lobj{"networking.istio.io/v1alpha3", "EnvoyFilter", "openshift-ingress", verify.WasmPluginName("maas-default-gateway")}
+	// The first install's verify waited for the operator's EnvoyFilter:
+	// the operator pod ran with deny before the Kuadrant CR existed.
+	if got := n05FilterModes(t, c, filter); got["ratelimit-check-service"] != "deny" || got["ratelimit-report-service"] != "deny" || got["auth-service"] != "deny" {
+		t.Fatalf("after the install the EnvoyFilter's failure modes are %v, want deny for all", got)
+	}
 
-	t.Run("the WasmPlugin fails open: RATELIMIT_FAIL_OPEN until Kuadrant rewrites it", func(t *testing.T) {
-		c.create(t, n05WasmPlugin("allow"))
+	t.Run("an operator without the env writes a fail-open EnvoyFilter: named, and restored by a re-run", func(t *testing.T) {
+		// The case's trigger: the operator runs without the
+		// RATELIMIT_*_FAILURE_MODE variables (someone replaced the
+		// Subscription's env list), so it writes its default, allow.
+		env, _, _ := unstructured.NestedSlice(c.live(t, sub).Object, "spec", "config", "env")
+		var kept []any
+		for _, e := range env {
+			if n, _ := e.(map[string]any)["name"].(string); !strings.HasPrefix(n, "RATELIMIT_") {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) == len(env) {
+			t.Fatalf("spec.config.env holds no RATELIMIT_ variable: %v", env)
+		}
+		old, _ := json.Marshal(env)
+		repl, _ := json.Marshal(kept)
+		c.patch(t, sub, types.JSONPatchType, fmt.Sprintf(`[{"op":"test","path":"/spec/config/env","value":%s},{"op":"replace","path":"/spec/config/env","value":%s}]`, old, repl))
+		n05WaitModes(t, c, filter, "allow")
 		v, r := verifyLive(t)
 		ch := v[verify.CodeFailureModes]
 		if r.exit == 0 || ch.Result != verify.Fail {
-			t.Fatalf("verify exit %d, %s %s (%s): want failed on a fail-open WasmPlugin", r.exit, ch.Code, ch.Result, ch.Detail)
+			t.Fatalf("verify exit %d, %s %s (%s): want failed on a fail-open EnvoyFilter", r.exit, ch.Code, ch.Result, ch.Detail)
 		}
-		mustContain(t, "MAAS-V017", ch.Cause+" "+ch.Detail, verify.RateLimitFailOpen, "gateway maas-default-gateway", "ratelimit-check-service (ratelimit-check) failureMode allow", "ratelimit-report-service (ratelimit-report) failureMode allow", "wants deny")
+		mustContain(t, "MAAS-V017", ch.Object+" "+ch.Cause+" "+ch.Detail, "EnvoyFilter", verify.RateLimitFailOpen, "gateway maas-default-gateway", "ratelimit-check-service (ratelimit-check) failureMode allow", "ratelimit-report-service (ratelimit-report) failureMode allow", "wants deny")
 		if strings.Contains(ch.Detail, "auth-service") {
 			t.Errorf("MAAS-V017 names the auth service, which fails closed: %s", ch.Detail)
+		}
+		if ch := v[verify.CodeOperatorEnv]; ch.Result != verify.Fail || !strings.Contains(ch.Detail, inventory.EnvRateLimitCheckFailure) {
+			t.Errorf("MAAS-V013 %s (%s): want failed naming %s", ch.Result, ch.Detail, inventory.EnvRateLimitCheckFailure)
 		}
 		d := c.maasctl(t, "doctor", "--live-only", "-o", "json")
 		var drep doctor.Report
 		if err := json.Unmarshal([]byte(d.stdout), &drep); err != nil {
 			t.Fatalf("doctor -o json: %v\n%s", err, d.stderr)
 		}
-		f := findingOf(&drep, doctor.CodeOperatorEnv, "WasmPlugin openshift-ingress/kuadrant-maas-default-gateway")
-		if f == nil || d.exit == 0 || !strings.Contains(f.Evidence, verify.CodeFailureModes) || !strings.Contains(f.Cause, verify.RateLimitFailOpen) {
-			t.Fatalf("doctor exit %d, no %s finding on the WasmPlugin with %s: %+v", d.exit, doctor.CodeOperatorEnv, verify.RateLimitFailOpen, drep.Findings)
+		// doctor names the root cause once: the Subscription's env (its
+		// D025 finding explains MAAS-V017 too, VerifyCoverage).
+		f := findingOf(&drep, doctor.CodeOperatorEnv, "Subscription openshift-operators/rhcl-operator")
+		if f == nil || d.exit == 0 || !strings.Contains(f.Evidence, verify.CodeOperatorEnv) || !strings.Contains(f.Cause, "fail open") || !strings.HasPrefix(f.Fix, "maasctl install") {
+			t.Fatalf("doctor exit %d, no %s finding on the Subscription naming the fail-open effect and the fix: %+v", d.exit, doctor.CodeOperatorEnv, drep.Findings)
 		}
-		// The test's Kuadrant: it writes deny once the operator
-		// Deployment's template holds the three variables (maasctl put
-		// them in the Subscription; OLM copied them).
-		want := inventory.Default().KuadrantOperatorEnv()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			dep := get(t, c, "apps/v1", "Deployment", "openshift-operators", "kuadrant-operator-controller-manager")
-			cs, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
-			env, _, _ := unstructured.NestedSlice(cs[0].(map[string]any), "env")
-			miss := inventory.MissingEnv(inventory.EnvByName(env), want)
-			if len(miss) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the operator Deployment's template lacks %v", miss)
-			}
-			time.Sleep(200 * time.Millisecond)
+		// The re-run puts the variables back; OLM rolls the operator out
+		// with them and the operator rewrites the EnvoyFilter seconds
+		// after its new pod is Ready: the install's verify waits for that
+		// (a first read right after the rollout still sees allow).
+		again := c.install(t, "--set", "waitTimeoutSeconds=180")
+		mustSucceed(t, again)
+		mustContain(t, "operators/rhcl progress", progress(again, "operators/rhcl"), inventory.EnvRateLimitCheckFailure)
+		if got := n05FilterModes(t, c, filter); got["ratelimit-check-service"] != "deny" || got["ratelimit-report-service"] != "deny" {
+			t.Errorf("after the re-run the EnvoyFilter's failure modes are %v, want deny", got)
 		}
-		c.patch(t, plugin, types.MergePatchType, `{"spec":{"pluginConfig":{"services":{"ratelimit-check-service":{"failureMode":"deny"},"ratelimit-report-service":{"failureMode":"deny"}}}}}`)
-		v, r = verifyLive(t)
-		if ch := v[verify.CodeFailureModes]; r.exit != 0 || ch.Result != verify.Pass {
-			t.Errorf("verify after Kuadrant wrote deny: exit %d, %s %s (%s)\n%s", r.exit, ch.Code, ch.Result, ch.Detail, r.stderr)
+		if v, r := verifyLive(t); r.exit != 0 {
+			t.Errorf("verify after the re-run: exit %d, %s %s", r.exit, v[verify.CodeFailureModes].Result, v[verify.CodeFailureModes].Detail)
 		}
 	})
 
 	t.Run("a Subscription value patched to allow is named and restored", func(t *testing.T) {
-		sub := lobj{"operators.coreos.com/v1alpha1", "Subscription", "openshift-operators", "rhcl-operator"}
 		env, _, _ := unstructured.NestedSlice(c.live(t, sub).Object, "spec", "config", "env")
 		i := -1
 		for j, e := range env {
@@ -180,16 +154,10 @@ func TestN05RateLimitFailsClosed(t *testing.T) {
 		if s := summaryOrNil(bad.events); s != nil && s.Writes != 0 {
 			t.Errorf("the refused install wrote %d times", s.Writes)
 		}
-		// allow on purpose: the env holds allow and a fail-open
-		// WasmPlugin is what the inventory asked for. The test's Kuadrant
-		// writes the WasmPlugin's rate-limit modes from the operator
-		// Deployment's template, as the operator does once it runs with
-		// that env; install's last step (verify) must see allow there.
-		kctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go fakeKuadrantFailureModes(kctx, c, plugin)
+		// allow on purpose: the env holds allow, the operator restarts
+		// with it and writes allow into the EnvoyFilter; install's last
+		// step (verify) waits to see allow there.
 		mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=180", "--set", "kuadrant.rateLimitFailureMode=allow"))
-		sub := lobj{"operators.coreos.com/v1alpha1", "Subscription", "openshift-operators", "rhcl-operator"}
 		env, _, _ := unstructured.NestedSlice(c.live(t, sub).Object, "spec", "config", "env")
 		have := inventory.EnvByName(env)
 		for _, n := range []string{inventory.EnvRateLimitFailure, inventory.EnvRateLimitCheckFailure, inventory.EnvRateLimitReportFailure} {
@@ -197,44 +165,65 @@ func TestN05RateLimitFailsClosed(t *testing.T) {
 				t.Errorf("%s=%q, want allow", n, have[n])
 			}
 		}
+		if got := n05FilterModes(t, c, filter); got["ratelimit-check-service"] != "allow" || got["auth-service"] != "deny" {
+			t.Errorf("EnvoyFilter failure modes %v after the install with allow, want ratelimit allow, auth deny", got)
+		}
 		if v, _ := verifyLive(t, "--set", "kuadrant.rateLimitFailureMode=allow"); v[verify.CodeFailureModes].Result != verify.Pass {
 			t.Errorf("MAAS-V017 with the inventory's allow: %s %s", v[verify.CodeFailureModes].Result, v[verify.CodeFailureModes].Detail)
 		}
 	})
 }
 
-// fakeKuadrantFailureModes stands for the Kuadrant operator's WasmPlugin
-// reconcile (kuadrant-operator internal/wasm): until ctx ends, it writes
-// the rate-limit services' failureMode of plugin from
-// RATELIMIT_CHECK_SERVICE_FAILURE_MODE of the operator Deployment's
-// template, once that differs from what the plugin holds.
-func fakeKuadrantFailureModes(ctx context.Context, c *cluster, plugin lobj) {
-	deps := c.clients.Kube.AppsV1().Deployments("openshift-operators")
-	ri, _, err := c.clients.Resource(plugin.stub().GroupVersionKind(), plugin.ns)
-	if err != nil {
-		return
+// n05FilterModes reads the failureMode of each service of the Wasm shim
+// config in the EnvoyFilter the Kuadrant operator wrote for the Gateway
+// (the JSON at configPatches[].patch.value.typed_config.value.config.
+// configuration.value; kuadrant-operator v1.5.2 internal/istio
+// BuildEnvoyFilterWasmPatch). It fails the test when the filter is missing
+// or holds no config.
+func n05FilterModes(t *testing.T, c *cluster, filter lobj) map[string]string {
+	t.Helper()
+	f := c.live(t, filter)
+	if f == nil {
+		t.Fatalf("%s does not exist", filter)
 	}
-	for ctx.Err() == nil {
-		time.Sleep(200 * time.Millisecond)
-		d, err := deps.Get(ctx, "kuadrant-operator-controller-manager", metav1.GetOptions{})
-		if err != nil || len(d.Spec.Template.Spec.Containers) == 0 {
+	patches, _, _ := unstructured.NestedSlice(f.Object, "spec", "configPatches")
+	for _, p := range patches {
+		raw, ok, _ := unstructured.NestedString(p.(map[string]any), "patch", "value", "typed_config", "value", "config", "configuration", "value")
+		if !ok {
 			continue
 		}
-		mode := ""
-		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == inventory.EnvRateLimitCheckFailure {
-				mode = e.Value
-			}
+		var cfg struct {
+			Services map[string]struct {
+				FailureMode string `json:"failureMode"`
+			} `json:"services"`
 		}
-		p, err := ri.Get(ctx, plugin.name, metav1.GetOptions{})
-		if err != nil || mode == "" {
-			continue
+		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+			t.Fatalf("%s: the Wasm config does not parse: %v", filter, err)
 		}
-		if cur, _, _ := unstructured.NestedString(p.Object, "spec", "pluginConfig", "services", "ratelimit-check-service", "failureMode"); cur == mode {
-			continue
+		out := map[string]string{}
+		for n, s := range cfg.Services {
+			out[n] = s.FailureMode
 		}
-		patch := fmt.Sprintf(`{"spec":{"pluginConfig":{"services":{"ratelimit-check-service":{"failureMode":%q},"ratelimit-report-service":{"failureMode":%q}}}}}`, mode, mode)
-		_, _ = ri.Patch(ctx, plugin.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return out
+	}
+	t.Fatalf("%s holds no Wasm shim config", filter)
+	return nil
+}
+
+// n05WaitModes waits (3 minutes at most) until the operator has written
+// mode as the failureMode of both rate-limit services of filter.
+func n05WaitModes(t *testing.T, c *cluster, filter lobj, mode string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		got := n05FilterModes(t, c, filter)
+		if got["ratelimit-check-service"] == mode && got["ratelimit-report-service"] == mode {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator did not write failureMode %s into %s in 3 minutes: %v", mode, filter, got)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

@@ -220,20 +220,26 @@ const verifySettle = 2 * time.Minute
 const verifyRetry = 2 * time.Second
 
 // settleVerify runs the read-only checks again every verifyRetry while only
-// policy enforcement checks fail (onlyEnforcementPending), until they pass
-// or wait has gone by, and returns the last report. Kuadrant reports a
-// policy Enforced only once Authorino has loaded the AuthConfigs it
-// generated and the Limitador limits and EnvoyFilters it wrote have been
-// seen again (kuadrant-operator v1.5.2 internal/controller
-// auth_policy_status_updater.go and tokenratelimitpolicy_status_updater.go:
-// Enforced=False reason Unknown "waiting for the following components to
-// sync" until then), seconds after the MaaS controller created the
-// policies: the first read can come before that. Each new set of failing
-// checks is reported as progress.
+// checks whose state Kuadrant writes seconds late fail
+// (onlyKuadrantPending), until they pass or wait has gone by, and returns
+// the last report. Kuadrant reports a policy Enforced only once Authorino
+// has loaded the AuthConfigs it generated and the Limitador limits and
+// EnvoyFilters it wrote have been seen again (kuadrant-operator v1.5.2
+// internal/controller auth_policy_status_updater.go and
+// tokenratelimitpolicy_status_updater.go: Enforced=False reason Unknown
+// "waiting for the following components to sync" until then), seconds
+// after the MaaS controller created the policies: the first read can come
+// before that. Likewise the gateway's Wasm failure modes: the operator
+// writes them into the EnvoyFilter from the env of its process when it
+// reconciles, so after operators/rhcl changed that env and the new pod
+// became Ready, the EnvoyFilter still holds the old modes for a few
+// seconds (kuadrant-operator v1.5.2 internal/wasm utils.go reads the env;
+// istio_extension_reconciler.go rewrites the filter). Each new set of
+// failing checks is reported as progress.
 func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep *verify.Report, wait time.Duration) (*verify.Report, error) {
 	deadline := time.Now().Add(wait)
 	last := ""
-	for !rep.Passed && onlyEnforcementPending(rep) && time.Now().Before(deadline) {
+	for !rep.Passed && onlyKuadrantPending(rep) && time.Now().Before(deadline) {
 		if msg := failedChecks(rep, false); msg != last {
 			e.progress(id, "waiting for: %s", msg)
 			last = msg
@@ -252,14 +258,21 @@ func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep 
 	return rep, nil
 }
 
-// onlyEnforcementPending reports whether every failed check is one of the
-// two whose status Kuadrant writes seconds late (a generated AuthPolicy or
-// TokenRateLimitPolicy not Enforced yet): any other failure is reported at
-// once, as before, without the settle wait.
-func onlyEnforcementPending(rep *verify.Report) bool {
+// kuadrantLagging are the checks whose state Kuadrant writes seconds
+// after what they depend on is in place: a generated AuthPolicy or
+// TokenRateLimitPolicy not Enforced yet, the EnvoyFilter's failure modes
+// not rewritten yet. MAAS-V017 waits only while MAAS-V013 passes (the
+// Subscription holds the env and a Ready operator pod runs with it): a
+// failing V013 is not in the set, so it ends the wait at once.
+var kuadrantLagging = map[string]bool{verify.CodeAuthEnforced: true, verify.CodeTokenLimitEnf: true, verify.CodeFailureModes: true}
+
+// onlyKuadrantPending reports whether every failed check is one of
+// kuadrantLagging: any other failure is reported at once, without the
+// settle wait.
+func onlyKuadrantPending(rep *verify.Report) bool {
 	failed := rep.Failed()
 	for _, c := range failed {
-		if c.Code != verify.CodeAuthEnforced && c.Code != verify.CodeTokenLimitEnf {
+		if !kuadrantLagging[c.Code] {
 			return false
 		}
 	}
