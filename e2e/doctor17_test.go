@@ -179,6 +179,9 @@ func TestDoctorNamesBreaks(t *testing.T) {
 			for _, d := range []string{kuadrantOperatorDep, verify.AuthorinoOperatorDeployment} {
 				_, _ = c.clients.Kube.AppsV1().Deployments(kuadrantOperatorNS).Patch(context.Background(), d, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
 			}
+			// The Authorino operator does not restore it (its CR sets no
+			// spec.replicas).
+			_, _ = c.clients.Kube.AppsV1().Deployments(authorinoNS).Patch(context.Background(), "authorino", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
 			if r := c.install(t); r.exit != 0 {
 				t.Logf("restore: install exit %d", r.exit)
 			}
@@ -265,10 +268,17 @@ func TestDoctorNamesBreaks(t *testing.T) {
 			t.Errorf("verify with Authorino down: exit %d, failed %v, want 1\n%s", r.exit, rep.FailedCodes(), r.stdout)
 		}
 		fix := expectNamed(t, c, p, doctor.CodeAuthService, "Service "+authorinoNS+"/"+authorinoSvc)
-		if want := "oc scale deployment " + verify.AuthorinoOperatorDeployment + " -n " + kuadrantOperatorNS + " --replicas=1"; !strings.HasPrefix(fix, want+"   (") {
-			t.Errorf("fix %q, want %q", fix, want)
+		// Two commands: the operator back, and the replicas in the
+		// Authorino CR, since the operator restores a Deployment scaled
+		// to 0 only from a spec.replicas the CR sets (Kuadrant's sets
+		// none).
+		want := "oc scale deployment " + verify.AuthorinoOperatorDeployment + " -n " + kuadrantOperatorNS + " --replicas=1; oc patch authorino authorino -n " + authorinoNS + ` --type merge -p '{"spec":{"replicas":1}}'`
+		if !strings.HasPrefix(fix, want+"   (") {
+			t.Fatalf("fix %q, want %q", fix, want)
 		}
-		applyFix(t, c, fix)
+		first, second, _ := strings.Cut(fix, "; ")
+		applyFix(t, c, first)
+		applyFix(t, c, second)
 		waitList(t, c, verify.EndpointSliceGVK, authorinoNS, "kubernetes.io/service-name="+authorinoSvc, 2*time.Minute, "Authorino ready again",
 			func(l []*unstructured.Unstructured) bool { return readyEndpoints(l) == 1 })
 		expectVerifyPasses(t, c, p)

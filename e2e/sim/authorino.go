@@ -26,7 +26,8 @@ import (
 // Services <name>-authorino-authorization (grpc 50051, http 5001),
 // <name>-authorino-oidc (8083) and <name>-controller-metrics (8080) and the
 // Deployment <name>; Ready=True reason Provisioned once the Deployment is
-// ready, else Ready=False reason DeploymentNotReady.
+// ready, else Ready=False reason DeploymentNotReady. The Deployment's
+// replicas follow spec.replicas only when the CR sets it.
 type authorinoCtl struct {
 	m *manager
 	r *reconciler
@@ -174,8 +175,14 @@ func (a *authorinoCtl) ensureDeployment(ctx context.Context, az *unstructured.Un
 	if err != nil {
 		return nil, fmt.Errorf("get deployment %s/%s: %w", az.GetNamespace(), az.GetName(), err)
 	}
-	if live.Spec.Template.Annotations["maasctl-sim/spec-hash"] != hash || *live.Spec.Replicas != int32(replicas) {
-		live.Spec.Replicas = new(int32(replicas))
+	// The replicas of a live Deployment are restored only when the CR sets
+	// spec.replicas (authorino-operator v0.21.0
+	// pkg/reconcilers/authorino_reconciler.go adds its replicas mutator
+	// only then): a Deployment scaled to 0 under a CR without it stays at 0.
+	if live.Spec.Template.Annotations["maasctl-sim/spec-hash"] != hash || (found && *live.Spec.Replicas != int32(replicas)) {
+		if found {
+			live.Spec.Replicas = new(int32(replicas))
+		}
 		live.Spec.Template.Spec = pod
 		if live.Spec.Template.Annotations == nil {
 			live.Spec.Template.Annotations = map[string]string{}

@@ -154,8 +154,11 @@ func (kc *kuadrantCtl) reconcile(ctx context.Context, k key) error {
 				"name": "authorino", "namespace": k.Namespace,
 				"ownerReferences": []any{ownerRef(kd, true)},
 			},
+			// No spec.replicas, as kuadrant-operator v1.5.2
+			// internal/controller/authorino_reconciler.go writes it: the
+			// Authorino operator then leaves its Deployment's replicas as
+			// they are.
 			"spec": map[string]any{
-				"replicas":               int64(1),
 				"clusterWide":            true,
 				"supersedingHostSubsets": true,
 				"listener":               map[string]any{"tls": map[string]any{"enabled": false}},

@@ -264,6 +264,10 @@ func authorinoTrouble(s *verify.State) *authorinoProblem {
 			p.evidence = strings.Join(ev, "; ")
 			p.cause = "the Authorino operator runs no pod, so nothing restores Authorino's Deployment, Services or status from the Authorino CR: the gateway reaches no Authorino and authenticated requests fail with 500 AUTH_FAILURE"
 			p.fix = fmt.Sprintf("oc scale deployment %s -n %s --replicas=1   (the operator then restores Authorino as its CR says; OLM created the operator's Deployment, maasctl install does not manage it)", op.GetName(), op.GetNamespace())
+			if scaledToZero(b) && !authorinoReplicasSet(az) {
+				p.fix = fmt.Sprintf(`oc scale deployment %s -n %s --replicas=1; oc patch authorino %s -n %s --type merge -p '{"spec":{"replicas":1}}'   (the operator restores the replicas of Authorino's Deployment only when the Authorino CR sets spec.replicas, authorino-operator v0.21.0 pkg/reconcilers/authorino_reconciler.go; Kuadrant's CR sets none, so a Deployment scaled to 0 stays at 0 until the CR says 1; OLM created the operator's Deployment, maasctl install manages neither)`,
+					op.GetName(), op.GetNamespace(), k.AuthorinoName, k.Namespace)
+			}
 			if want > 0 {
 				p.fix = fmt.Sprintf("oc rollout restart deployment %s -n %s; if it does not become ready: oc logs -n %s deploy/%s", op.GetName(), op.GetNamespace(), op.GetNamespace(), op.GetName())
 			}
@@ -279,11 +283,38 @@ func authorinoTrouble(s *verify.State) *authorinoProblem {
 	case az != nil && b != nil && b.Service != nil && b.ReadyEndpoints == 0 && authorinoReplicas(az) == 0:
 		p.cause = fmt.Sprintf("Authorino %s is scaled to 0 replicas (spec.replicas): nothing answers the gateway's auth calls", k.AuthorinoName)
 		p.fix = fmt.Sprintf(`oc patch authorino %s -n %s --type merge -p '{"spec":{"replicas":1}}'`, k.AuthorinoName, k.Namespace)
+	case az != nil && b != nil && b.Service != nil && b.ReadyEndpoints == 0 && scaledToZero(b) && !authorinoReplicasSet(az):
+		p.cause = fmt.Sprintf("Authorino's Deployment was scaled to 0 and its CR %s sets no spec.replicas, so the Authorino operator leaves the Deployment at 0 (authorino-operator v0.21.0 restores replicas only from spec.replicas): nothing answers the gateway's auth calls", k.AuthorinoName)
+		p.fix = fmt.Sprintf(`oc patch authorino %s -n %s --type merge -p '{"spec":{"replicas":1}}'   (the operator then scales its Deployment to 1 and keeps it there)`, k.AuthorinoName, k.Namespace)
 	default:
 		p.cause = "Authorino's pods are not ready or its Service has no ready endpoints: the gateway reaches no Authorino and authenticated requests fail with 500 AUTH_FAILURE"
 		p.fix = fmt.Sprintf("oc rollout status deployment/%s -n %s; oc logs -n %s deploy/%s   (maasctl does not manage Authorino's pods; the Authorino operator does)", k.AuthorinoName, k.Namespace, k.Namespace, k.AuthorinoName)
 	}
 	return p
+}
+
+// authorinoReplicasSet reports whether the Authorino CR az sets
+// spec.replicas.
+func authorinoReplicasSet(az *unstructured.Unstructured) bool {
+	if az == nil {
+		return false
+	}
+	_, found, _ := unstructured.NestedInt64(az.Object, "spec", "replicas")
+	return found
+}
+
+// scaledToZero reports whether a Deployment behind the Service b has
+// spec.replicas 0.
+func scaledToZero(b *verify.Backend) bool {
+	if b == nil {
+		return false
+	}
+	for _, w := range b.Workloads {
+		if w.Replicas == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func authorinoReplicas(az *unstructured.Unstructured) int64 {

@@ -121,6 +121,28 @@ func TestRules(t *testing.T) {
 				})
 				edit(t, r, verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1", set([]any{}, "endpoints"))
 			}},
+		{name: "Authorino operator down and Authorino's Deployment scaled to 0", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "Deployment authorino: 0 of 0 replicas ready",
+			fix: `oc scale deployment authorino-operator -n openshift-operators --replicas=1; oc patch authorino authorino -n kuadrant-system --type merge -p '{"spec":{"replicas":1}}'   (`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DeploymentGVK, "openshift-operators", "authorino-operator", func(o map[string]any) {
+					set(int64(0), "spec", "replicas")(o)
+					set(int64(0), "status", "readyReplicas")(o)
+				})
+				edit(t, r, verify.DeploymentGVK, "kuadrant-system", "authorino", func(o map[string]any) {
+					set(int64(0), "spec", "replicas")(o)
+					set(int64(0), "status", "readyReplicas")(o)
+				})
+				edit(t, r, verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1", set([]any{}, "endpoints"))
+			}},
+		{name: "Authorino's Deployment scaled to 0, its CR without spec.replicas", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "Deployment authorino: 0 of 0 replicas ready",
+			fix: `oc patch authorino authorino -n kuadrant-system --type merge -p '{"spec":{"replicas":1}}'   (`,
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DeploymentGVK, "kuadrant-system", "authorino", func(o map[string]any) {
+					set(int64(0), "spec", "replicas")(o)
+					set(int64(0), "status", "readyReplicas")(o)
+				})
+				edit(t, r, verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1", set([]any{}, "endpoints"))
+			}},
 		{name: "Authorino scaled to 0 by its CR", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "0 ready",
 			fix: `oc patch authorino authorino -n kuadrant-system --type merge -p '{"spec":{"replicas":1}}'`,
 			breakf: func(t *testing.T, r *verify.StaticReader) {
