@@ -131,6 +131,22 @@ func checkLive(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstru
 }
 
 func checkLiveFields(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured, namespaceFields bool) (bool, string, error) {
+	v, err := firstLiveProblem(ctx, e, s, objs, namespaceFields)
+	return v.problem == "", v.problem, err
+}
+
+// checkLivePending is checkLive that also says whether the problem it
+// returns is one that waiting can end: the object exists and holds what
+// the step applied, and its owner has not reported it ready yet without
+// reporting a failure (its readiness neither done nor failed).
+func checkLivePending(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured) (ok bool, msg string, pending bool, err error) {
+	v, err := firstLiveProblem(ctx, e, s, objs, false)
+	return v.problem == "", v.problem, v.pending, err
+}
+
+// firstLiveProblem judges objs against the live objects and returns the
+// verdict of the first problem in objs' order (a zero verdict when none).
+func firstLiveProblem(ctx context.Context, e *Env, s *Step, objs []*unstructured.Unstructured, namespaceFields bool) (liveVerdict, error) {
 	// One read per kind and namespace where there are many (eachLive);
 	// each object is judged as it arrives and dropped, and the verdict is
 	// the first problem in objs' order.
@@ -148,18 +164,19 @@ func checkLiveFields(ctx context.Context, e *Env, s *Step, objs []*unstructured.
 				verdicts[i].problem = fmt.Sprintf("%s drifted at %s", kube.Describe(o), path)
 			} else if r := s.readiness(o)(live); !r.Done {
 				verdicts[i].problem = fmt.Sprintf("%s not ready: %s", kube.Describe(o), r.Status)
+				verdicts[i].pending = r.Failed == nil
 			}
 		}
 	})
 	for _, v := range verdicts {
 		if v.err != nil {
-			return false, "", v.err
+			return liveVerdict{}, v.err
 		}
 		if v.problem != "" {
-			return false, v.problem, nil
+			return v, nil
 		}
 	}
-	return true, "", nil
+	return liveVerdict{}, nil
 }
 
 // Contains reports whether every field of want is present with an equal
@@ -288,6 +305,9 @@ func checkConditions(ctx context.Context, e *Env, ts []waiters.Target) (bool, st
 // drifted, not ready) or a read error; both empty when all is well.
 type liveVerdict struct {
 	problem string
+	// pending: the object is not ready yet and its owner reported no
+	// failure (waiting may end it).
+	pending bool
 	err     error
 }
 

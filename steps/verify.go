@@ -122,13 +122,25 @@ func applyVerify(ctx context.Context, e *Env, s *Step) error {
 			rep, _, repErr = verify.Run(pass, o)
 		}()
 	}
-	ok, msg, err := verifyStatus(pass, e, s)
+	ok, msg, pending, err := verifyStatus(pass, e, s)
 	if o.DataPath == nil {
 		<-repDone
 	}
 	endView()
 	if err != nil {
 		return err
+	}
+	if !ok && pending {
+		// Read live again, past the run's view: the owner may report
+		// the object ready a moment later.
+		if ok, msg, err = settleStatus(ctx, e, s, min(stepTimeout(s, e), verifySettle), ok, msg, pending); err != nil {
+			return err
+		}
+		if ok && o.DataPath == nil {
+			// The checks ran beside the first status read: run them
+			// again on what is there now.
+			rep, _, repErr = verify.Run(ctx, o)
+		}
 	}
 	if !ok {
 		return fmt.Errorf("verify: %s", msg)
@@ -279,7 +291,14 @@ func onlyKuadrantPending(rep *verify.Report) bool {
 	return len(failed) > 0
 }
 
-func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+// verifyStatus judges the objects of the steps the verify covers (held
+// as applied and ready), the paired MaaSModelRefs' conditions and the DSC.
+// pending says the problem it returns is an object not ready yet whose
+// owner reported no failure: a MaaSSubscription goes from Active to
+// Degraded and back while Kuadrant has not accepted a TokenRateLimitPolicy
+// the MaaS controller generated for a newly added model (the controller
+// re-reads the policy's Accepted condition on each reconcile).
+func verifyStatus(ctx context.Context, e *Env, s *Step) (ok bool, msg string, pending bool, err error) {
 	var objs []*unstructured.Unstructured
 	for _, id := range []string{"platform/kuadrant", "platform/gateway", "models/provider", "models/model", "access/auth-policy", "access/subscription"} {
 		for _, o := range e.objects(id) {
@@ -288,13 +307,39 @@ func verifyStatus(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 			}
 		}
 	}
-	if ok, msg, err := checkLive(ctx, e, s, objs); !ok || err != nil {
-		return ok, msg, err
+	if ok, msg, pending, err := checkLivePending(ctx, e, s, objs); !ok || err != nil {
+		return ok, msg, pending, err
 	}
 	if ok, msg, err := checkConditions(ctx, e, pairedModelRefs(e, s)); !ok || err != nil {
-		return ok, msg, err
+		return ok, msg, false, err
 	}
-	return dscCheck(ctx, e, e.objects("rhoai/dsc")[0])
+	ok, msg, err = dscCheck(ctx, e, e.objects("rhoai/dsc")[0])
+	return ok, msg, false, err
+}
+
+// settleStatus reads the status again (live) every verifyRetry while
+// verifyStatus reports a pending problem, until it is gone or wait has
+// gone by, and returns the last verdict; each new problem is reported as
+// progress.
+func settleStatus(ctx context.Context, e *Env, s *Step, wait time.Duration, ok bool, msg string, pending bool) (bool, string, error) {
+	deadline := time.Now().Add(wait)
+	last := ""
+	for !ok && pending && time.Now().Before(deadline) {
+		if msg != last {
+			e.progress(s.ID, "waiting for: %s", msg)
+			last = msg
+		}
+		select {
+		case <-ctx.Done():
+			return false, "", ctx.Err()
+		case <-time.After(verifyRetry):
+		}
+		var err error
+		if ok, msg, pending, err = verifyStatus(ctx, e, s); err != nil {
+			return false, "", err
+		}
+	}
+	return ok, msg, nil
 }
 
 // verifyReads is what verify reads beyond the objects the steps install
