@@ -145,7 +145,8 @@ type State struct {
 	CSVs              []*unstructured.Unstructured // every namespace's, without OLM's copies (olm.copiedFrom)
 	RHCLSubscription  *unstructured.Unstructured   // the RHCL operator's Subscription
 	// WasmPlugin is the one older Kuadrant operators write for the MaaS
-	// Gateway (WasmPluginName, in the Gateway's namespace).
+	// Gateway (WasmPluginName, in the Gateway's namespace); read only
+	// when WasmFilter holds no Wasm shim config, else nil.
 	WasmPlugin *unstructured.Unstructured
 	// WasmFilter is the EnvoyFilter kuadrant-operator v1.5 writes for
 	// the MaaS Gateway instead (same name and namespace).
@@ -300,8 +301,15 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel release.Release) {
 	})
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
-	async(func() { s.WasmPlugin = get(WasmPluginGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name)) })
-	async(func() { s.WasmFilter = get(EnvoyFilterGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name)) })
+	// The WasmPlugin is read only when the EnvoyFilter that replaced it
+	// (kuadrant-operator v1.5) holds no Wasm shim config: one read on a
+	// current cluster.
+	async(func() {
+		s.WasmFilter = get(EnvoyFilterGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name))
+		if s.WasmFilter == nil || wasmServices(s.WasmFilter) == nil {
+			s.WasmPlugin = get(WasmPluginGVK, inv.Gateway.Namespace, WasmPluginName(inv.Gateway.Name))
+		}
+	})
 	// Istio names the Gateway's Service <gateway>-<class>
 	// (istio pilot/pkg/config/kube/gateway deployment controller).
 	s.gatewayServiceName = inv.Gateway.Name + "-" + inv.Gateway.ClassName
