@@ -284,45 +284,57 @@ func TestDoctorNamesBreaks(t *testing.T) {
 		expectVerifyPasses(t, c, p)
 	})
 
-	// MAAS-D020: Authorino's authorization Service deleted. Its
-	// service-CA Secret goes with it (owner reference), the Authorino
-	// operator reports TlsSecretNotProvided and Kuadrant AuthorinoNotReady.
-	// Doctor names the Secret and maasctl install, which re-creates it
-	// (turning the listener TLS off first when the operator cannot
-	// re-create the Service without it).
+	// MAAS-D019: Authorino's authorization Service deleted. Its
+	// service-CA Secret goes with it (owner reference). authorino-operator
+	// v0.21.0 watches its CRs and Deployments, not Services, so Authorino
+	// and Kuadrant stay Ready while every authenticated call fails.
+	// Doctor names the Service and maasctl install, whose
+	// platform/authorino-tls step makes the operator re-create it (listener
+	// TLS off while the Secret is missing), re-annotates it and turns TLS
+	// on again; before that step learnt it, the install waited for the
+	// Service until its timeout.
 	t.Run("Authorino Service deleted", func(t *testing.T) {
 		restore(t)
 		ctx := context.Background()
 		if err := c.clients.Kube.CoreV1().Services(authorinoNS).Delete(ctx, authorinoSvc, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitList(t, c, verify.KuadrantGVK, authorinoNS, "", 2*time.Minute, "Kuadrant not Ready",
+		waitList(t, c, verify.SecretGVK, authorinoNS, "", 2*time.Minute, "Secret authorino-server-cert collected with its Service",
 			func(l []*unstructured.Unstructured) bool {
-				if len(l) != 1 {
-					return false
+				for _, o := range l {
+					if o.GetName() == "authorino-server-cert" {
+						return false
+					}
 				}
-				rc, _ := waiters.GetCondition(l[0], "Ready")
-				return rc.Status != "True"
+				return true
 			})
 		if rep, r := verifyRun(t, c, p); r.exit != 1 {
 			t.Errorf("verify with Authorino's Service deleted: exit %d, failed %v, want 1\n%s", r.exit, rep.FailedCodes(), r.stdout)
 		}
-		object := "Kuadrant " + authorinoNS + "/kuadrant"
-		fix := expectNamed(t, c, p, doctor.CodeKuadrantNotReady, object)
+		object := "Service " + authorinoNS + "/" + authorinoSvc
+		fix := expectNamed(t, c, p, doctor.CodeAuthService, object)
 		rep, _ := doctorRun(t, c, nil)
-		if f := findingOf(rep, doctor.CodeKuadrantNotReady, object); f == nil || !strings.Contains(f.Evidence, "TlsSecretNotProvided") || !strings.Contains(f.Cause, "authorino-server-cert") ||
-			!strings.HasPrefix(fix, "oc patch authorino authorino -n "+authorinoNS) || !strings.Contains(fix, "; maasctl install") {
-			t.Errorf("finding %+v: want evidence TlsSecretNotProvided, the cause naming Secret authorino-server-cert and the fix listener TLS off, then maasctl install", f)
+		if f := findingOf(rep, doctor.CodeAuthService, object); f == nil || !strings.Contains(f.Evidence, "Authorino authorino Ready=True") || !strings.Contains(f.Cause, "authorino-server-cert") ||
+			!strings.HasPrefix(fix, "maasctl install   (its step platform/authorino-tls turns Authorino's listener TLS off") {
+			t.Errorf("finding %+v: want evidence Authorino Ready, the cause naming Secret authorino-server-cert and the fix maasctl install", f)
 		}
-		// The fix is two commands: each is run as printed.
-		first, second, _ := strings.Cut(fix, "; ")
-		applyFix(t, c, first)
-		applyFix(t, c, second)
+		// The fix, run as printed; the install says what it did.
+		r := c.maasctl(t, "install", "-o", "json")
+		if r.exit != 0 || !strings.Contains(r.stdout, "turning listener TLS off until the service CA re-issues the certificate") {
+			t.Fatalf("maasctl install: exit %d, want 0 and the platform/authorino-tls step turning listener TLS off\n%s\n%s", r.exit, r.stdout, r.stderr)
+		}
 		expectVerifyPasses(t, c, p)
 		svc, err := c.clients.Kube.CoreV1().Services(authorinoNS).Get(ctx, authorinoSvc, metav1.GetOptions{})
 		if err != nil || svc.Annotations["service.beta.openshift.io/serving-cert-secret-name"] != "authorino-server-cert" {
 			t.Errorf("after the fix: Service %s annotations %v, err %v", authorinoSvc, svc.GetAnnotations(), err)
 		}
+		waitList(t, c, verify.AuthorinoGVK, authorinoNS, "", time.Minute, "Authorino with listener TLS on again", func(l []*unstructured.Unstructured) bool {
+			if len(l) != 1 {
+				return false
+			}
+			on, _, _ := unstructured.NestedBool(l[0].Object, "spec", "listener", "tls", "enabled")
+			return on
+		})
 	})
 
 	// MAAS-D003, certificate branch: the Gateway's Certificate is pointed

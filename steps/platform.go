@@ -483,6 +483,9 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 	objs := e.objects(id)
 	svc, authorino := objs[0], objs[1]
 	k := e.Inv.Kuadrant
+	if err := unblockAuthorinoService(ctx, e, id, svc, authorino); err != nil {
+		return err
+	}
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: serviceGVK, Namespace: svc.GetNamespace(), Name: svc.GetName(),
 		OnChange: func(r waiters.Result) {
 			e.progress(id, "waiting for Service %s/%s (created by the Authorino operator): %s", svc.GetNamespace(), svc.GetName(), r.Status)
@@ -505,6 +508,87 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 		return err
 	}
 	return waitReady(ctx, e, s, []*unstructured.Unstructured{authorino})
+}
+
+// reconcileRequestedAnnotation is the annotation unblockAuthorinoService
+// writes on an Authorino CR to make its operator reconcile it; the value is
+// the time of the request (RFC 3339).
+const reconcileRequestedAnnotation = "maasctl.io/reconcile-requested-at"
+
+// unblockAuthorinoService makes the Authorino operator re-create the
+// authorization Service svc when nothing else will. authorino-operator
+// v0.21.0 watches only Authorino CRs and the Deployments it owns
+// (controllers/authorino_controller.go SetupWithManager), so a Service
+// deleted after the operator reported the CR Ready comes back only on the
+// CR's next change; and its preflight (installationPreflightCheck) creates
+// no Service while listener TLS names a Secret that does not exist, which is
+// the case once the service-CA Secret went with its Service (owner
+// reference). With the Service missing and the operator done with the CR
+// (Ready, or stopped at TlsSecretNotProvided):
+//   - listener TLS on and its Secret missing: the listener TLS is applied
+//     off; the rest of the step turns it on again once the service CA has
+//     re-issued the Secret for the re-created Service;
+//   - otherwise: the CR gets the annotation reconcileRequestedAnnotation.
+//
+// Nothing is written while the Service exists, the CR does not, or the
+// operator has not finished its last reconcile (no Ready condition yet, or
+// another reason).
+func unblockAuthorinoService(ctx context.Context, e *Env, id string, svc, authorino *unstructured.Unstructured) error {
+	missing := func(o *unstructured.Unstructured) (bool, error) {
+		_, err := e.Clients.Get(ctx, o)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	if gone, err := missing(svc); err != nil || !gone {
+		return err
+	}
+	live, err := e.Clients.Get(ctx, authorino)
+	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rc, ok := waiters.GetCondition(live, "Ready")
+	if !ok || (rc.Status != "True" && rc.Reason != "TlsSecretNotProvided") {
+		return nil
+	}
+	// Read the Service again: the operator writes Ready after its Services.
+	if gone, err := missing(svc); err != nil || !gone {
+		return err
+	}
+	enabled, found, _ := unstructured.NestedBool(live.Object, "spec", "listener", "tls", "enabled")
+	tlsOn := !found || enabled
+	secretName, _, _ := unstructured.NestedString(live.Object, "spec", "listener", "tls", "certSecretRef", "name")
+	secretGone := secretName == ""
+	if secretName != "" {
+		sec := &unstructured.Unstructured{}
+		sec.SetGroupVersionKind(secretGVK)
+		sec.SetNamespace(live.GetNamespace())
+		sec.SetName(secretName)
+		if secretGone, err = missing(sec); err != nil {
+			return err
+		}
+	}
+	where := fmt.Sprintf("Service %s/%s is missing and Authorino %s reports %s", svc.GetNamespace(), svc.GetName(), live.GetName(), rc.String())
+	if tlsOn && secretGone {
+		e.progress(id, "%s; its listener TLS names a Secret that does not exist, so the Authorino operator creates no Service: turning listener TLS off until the service CA re-issues the certificate", where)
+		off := authorino.DeepCopy()
+		if err := unstructured.SetNestedField(off.Object, false, "spec", "listener", "tls", "enabled"); err != nil {
+			return err
+		}
+		return applyObjects(ctx, e, id, []*unstructured.Unstructured{off})
+	}
+	e.progress(id, "%s; the Authorino operator re-creates its Services only when the CR changes: annotating the CR (%s) so it reconciles", where, reconcileRequestedAnnotation)
+	ri, _, err := e.Clients.Resource(live.GroupVersionKind(), live.GetNamespace())
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, reconcileRequestedAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err = ri.Patch(ctx, live.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
+	return err
 }
 
 // monitoringDesired is the monitoring ConfigMap as applyMonitoring would

@@ -39,15 +39,34 @@ func registerAuthorino(m *manager) {
 	a := &authorinoCtl{m: m}
 	a.r = &reconciler{
 		name: "authorino/authorino", delayKey: Authorino, primary: gvrAuthorino,
+		// Upstream watches only Authorino CRs and the Deployments it owns
+		// (SetupWithManager): a deleted Service or Secret starts no
+		// reconcile, so an Authorino that reported Ready stays Ready with
+		// its Service gone. A failed preflight returns an error, which
+		// controller-runtime requeues with backoff; the Secret watch below
+		// stands for that retry and wakes only Authorinos whose last
+		// reconcile failed so.
 		watches: []watch{
-			{gvr: gvrSecret, mapFn: m.allOf(gvrAuthorino, true)},
+			{gvr: gvrSecret, mapFn: a.waitingForSecret},
 			{gvr: gvrDeployment, mapFn: ownerKeys("Authorino")},
-			{gvr: gvrService, mapFn: ownerKeys("Authorino")},
 		},
 		reconcile: a.reconcile,
 	}
 	a.r.watches = append(a.r.watches, m.operatorWatches(gvrAuthorino)...)
 	m.add(a.r)
+}
+
+// waitingForSecret maps a Secret event to the Authorinos of its namespace
+// whose last reconcile stopped at the TLS preflight (Ready=False
+// TlsSecretNotProvided): the ones upstream would requeue.
+func (a *authorinoCtl) waitingForSecret(u *unstructured.Unstructured) []key {
+	var out []key
+	for _, az := range a.m.list(gvrAuthorino, u.GetNamespace()) {
+		if c := findCondition(az, "Ready"); c != nil && c["reason"] == "TlsSecretNotProvided" {
+			out = append(out, keyOf(az))
+		}
+	}
+	return out
 }
 
 func (a *authorinoCtl) reconcile(ctx context.Context, k key) error {

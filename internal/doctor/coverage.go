@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
 )
 
 // Finding codes added so that every verify check has a rule (issue 17).
@@ -278,8 +279,11 @@ func authorinoTrouble(s *verify.State) *authorinoProblem {
 	switch {
 	case azok && azc.Reason == "TlsSecretNotProvided":
 		p.cause = fmt.Sprintf("Authorino's listener TLS Secret %s is missing (it is issued by the service CA for the annotated Service %s, and is deleted with that Service): the Authorino operator stops, the Authorino reports not Ready and Kuadrant with it", k.AuthorinoCertSecret, k.AuthorinoService)
-		p.fix = fmt.Sprintf(`oc patch authorino %s -n %s --type merge -p '{"spec":{"listener":{"tls":{"enabled":false}}}}'; maasctl install   (with TLS off the Authorino operator re-creates Service %s; the install then annotates it, waits for the service CA's %s and turns TLS on again)`,
-			k.AuthorinoName, k.Namespace, k.AuthorinoService, k.AuthorinoCertSecret)
+		p.fix = authorinoTLSFix(k)
+	case b != nil && b.Service == nil && azok && azc.Status == "True":
+		p.cause = fmt.Sprintf("Service %s is gone while Authorino %s still reports Ready: the Authorino operator re-creates its Services only when it reconciles the CR, and it reconciles on changes to the CR and its Deployment, not to Services (authorino-operator v0.21.0 controllers/authorino_controller.go SetupWithManager); with listener TLS on, the service-CA Secret %s went with the Service and the operator's TLS preflight then blocks the re-creation too",
+			k.AuthorinoService, k.AuthorinoName, k.AuthorinoCertSecret)
+		p.fix = authorinoTLSFix(k)
 	case az != nil && b != nil && b.Service != nil && b.ReadyEndpoints == 0 && authorinoReplicas(az) == 0:
 		p.cause = fmt.Sprintf("Authorino %s is scaled to 0 replicas (spec.replicas): nothing answers the gateway's auth calls", k.AuthorinoName)
 		p.fix = fmt.Sprintf(`oc patch authorino %s -n %s --type merge -p '{"spec":{"replicas":1}}'`, k.AuthorinoName, k.Namespace)
@@ -291,6 +295,21 @@ func authorinoTrouble(s *verify.State) *authorinoProblem {
 		p.fix = fmt.Sprintf("oc rollout status deployment/%s -n %s; oc logs -n %s deploy/%s   (maasctl does not manage Authorino's pods; the Authorino operator does)", k.AuthorinoName, k.Namespace, k.Namespace, k.AuthorinoName)
 	}
 	return p
+}
+
+// authorinoTLSFix is the fix for an Authorino Service that its operator
+// does not re-create. With the inventory's kuadrant.authorinoTLS,
+// maasctl install's platform/authorino-tls step unblocks the operator
+// itself (listener TLS off while its Secret is missing, else a
+// reconcile-request annotation) and turns TLS on again; without it, the
+// CR is annotated by hand (any change to it starts a reconcile).
+func authorinoTLSFix(k inventory.Kuadrant) string {
+	if k.AuthorinoTLS {
+		return fmt.Sprintf("maasctl install   (its step platform/authorino-tls turns Authorino's listener TLS off while Secret %s is missing, so the Authorino operator re-creates Service %s; it then annotates the Service, waits for the service CA's %s and turns TLS on again)",
+			k.AuthorinoCertSecret, k.AuthorinoService, k.AuthorinoCertSecret)
+	}
+	return fmt.Sprintf(`oc annotate authorino %s -n %s --overwrite maasctl.io/reconcile-requested-at="$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)"   (any change to the CR makes the Authorino operator reconcile it and re-create Service %s)`,
+		k.AuthorinoName, k.Namespace, k.AuthorinoService)
 }
 
 // authorinoReplicasSet reports whether the Authorino CR az sets

@@ -106,11 +106,26 @@ func TestRules(t *testing.T) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
 			}},
 		{name: "Kuadrant waits for Authorino's TLS Secret", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "TlsSecretNotProvided",
-			fix: `oc patch authorino authorino -n kuadrant-system --type merge -p '{"spec":{"listener":{"tls":{"enabled":false}}}}'; maasctl install`,
+			fix: "maasctl install   (its step platform/authorino-tls turns Authorino's listener TLS off while Secret authorino-server-cert is missing",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
 				edit(t, r, verify.AuthorinoGVK, "kuadrant-system", "authorino", conds(map[string]any{"type": "Ready", "status": "False", "reason": "TlsSecretNotProvided", "message": "listener secret name authorino-server-cert not found"}))
 				r.Remove(verify.ServiceGVK, "kuadrant-system", "authorino-authorino-authorization")
+			}},
+		// authorino-operator v0.21.0 does not watch Services: the CR and
+		// Kuadrant stay Ready with the Service gone.
+		{name: "Authorino Service deleted behind a Ready Authorino", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "Service not found; Authorino authorino Ready=True",
+			fix: "maasctl install   (its step platform/authorino-tls turns Authorino's listener TLS off",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.ServiceGVK, "kuadrant-system", "authorino-authorino-authorization")
+				r.Remove(verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1")
+			}},
+		{name: "Authorino Service deleted, TLS not in the inventory", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "Authorino authorino Ready=True",
+			fix: `oc annotate authorino authorino -n kuadrant-system --overwrite maasctl.io/reconcile-requested-at=`,
+			inv: func(i *inventory.Inventory) { i.Kuadrant.AuthorinoTLS = false },
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				r.Remove(verify.ServiceGVK, "kuadrant-system", "authorino-authorino-authorization")
+				r.Remove(verify.EndpointSliceGVK, "kuadrant-system", "authorino-authorino-authorization-x1")
 			}},
 		{name: "Authorino down behind a Ready Kuadrant", code: doctor.CodeAuthService, object: "Service kuadrant-system/authorino-authorino-authorization", evidence: "Deployment openshift-operators/authorino-operator: spec.replicas 0, 0 ready",
 			fix: "oc scale deployment authorino-operator -n openshift-operators --replicas=1   (",
