@@ -228,8 +228,9 @@ func failedChecks(rep *verify.Report, withFix bool) string {
 // checks to pass (the step timeout bounds it too).
 const verifySettle = 2 * time.Minute
 
-// verifyRetry is how often it reads again meanwhile.
-const verifyRetry = 2 * time.Second
+// verifyRetry is how often it reads again meanwhile (a variable for
+// TestSettle).
+var verifyRetry = 2 * time.Second
 
 // settleVerify runs the read-only checks again every verifyRetry while only
 // checks whose state Kuadrant writes seconds late fail
@@ -249,25 +250,50 @@ const verifyRetry = 2 * time.Second
 // istio_extension_reconciler.go rewrites the filter). Each new set of
 // failing checks is reported as progress.
 func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep *verify.Report, wait time.Duration) (*verify.Report, error) {
+	err := settle(ctx, e, id, wait,
+		func() (bool, string) {
+			if rep.Passed || !onlyKuadrantPending(rep) {
+				return false, ""
+			}
+			return true, failedChecks(rep, false)
+		},
+		func() error {
+			next, _, err := verify.Run(ctx, o)
+			if err == nil {
+				rep = next
+			}
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// settle calls read every verifyRetry while pending reports true, until
+// wait has gone by or ctx ends (its error). Each new message of pending
+// is reported as progress ("waiting for: <message>").
+func settle(ctx context.Context, e *Env, id string, wait time.Duration, pending func() (bool, string), read func() error) error {
 	deadline := time.Now().Add(wait)
 	last := ""
-	for !rep.Passed && onlyKuadrantPending(rep) && time.Now().Before(deadline) {
-		if msg := failedChecks(rep, false); msg != last {
+	for {
+		more, msg := pending()
+		if !more || !time.Now().Before(deadline) {
+			return nil
+		}
+		if msg != last {
 			e.progress(id, "waiting for: %s", msg)
 			last = msg
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(verifyRetry):
 		}
-		next, _, err := verify.Run(ctx, o)
-		if err != nil {
-			return nil, err
+		if err := read(); err != nil {
+			return err
 		}
-		rep = next
 	}
-	return rep, nil
 }
 
 // kuadrantLagging are the checks whose state Kuadrant writes seconds
@@ -322,22 +348,15 @@ func verifyStatus(ctx context.Context, e *Env, s *Step) (ok bool, msg string, pe
 // gone by, and returns the last verdict; each new problem is reported as
 // progress.
 func settleStatus(ctx context.Context, e *Env, s *Step, wait time.Duration, ok bool, msg string, pending bool) (bool, string, error) {
-	deadline := time.Now().Add(wait)
-	last := ""
-	for !ok && pending && time.Now().Before(deadline) {
-		if msg != last {
-			e.progress(s.ID, "waiting for: %s", msg)
-			last = msg
-		}
-		select {
-		case <-ctx.Done():
-			return false, "", ctx.Err()
-		case <-time.After(verifyRetry):
-		}
-		var err error
-		if ok, msg, pending, err = verifyStatus(ctx, e, s); err != nil {
-			return false, "", err
-		}
+	err := settle(ctx, e, s.ID, wait,
+		func() (bool, string) { return !ok && pending, msg },
+		func() error {
+			var err error
+			ok, msg, pending, err = verifyStatus(ctx, e, s)
+			return err
+		})
+	if err != nil {
+		return false, "", err
 	}
 	return ok, msg, nil
 }

@@ -1,7 +1,11 @@
 package steps
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/maasctl/maasctl/internal/verify"
 )
@@ -27,5 +31,38 @@ func TestOnlyKuadrantPending(t *testing.T) {
 		if got := onlyKuadrantPending(&verify.Report{Checks: tc.checks}); got != tc.want {
 			t.Errorf("%s: onlyKuadrantPending = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSettle: the wait reads again while pending, reports each new
+// message once, stops as soon as nothing is pending, at the deadline, or
+// on the first read error.
+func TestSettle(t *testing.T) {
+	defer func(d time.Duration) { verifyRetry = d }(verifyRetry)
+	verifyRetry = time.Millisecond
+	var lines []string
+	e := &Env{Progress: func(id, msg string) { lines = append(lines, id+": "+msg) }}
+	state, reads := []string{"a", "a", "b", ""}, 0
+	pending := func() (bool, string) { return state[reads] != "", state[reads] }
+	read := func() error { reads++; return nil }
+	if err := settle(context.Background(), e, "verify/status", time.Minute, pending, read); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"verify/status: waiting for: a", "verify/status: waiting for: b"}; reads != 3 || !slices.Equal(lines, want) {
+		t.Errorf("reads %d, progress %q; want 3 reads and %q", reads, lines, want)
+	}
+
+	reads = 0
+	if err := settle(context.Background(), e, "x", 0, func() (bool, string) { return true, "forever" }, read); err != nil || reads != 0 {
+		t.Errorf("a wait of 0: err %v, %d reads; want none", err, reads)
+	}
+	boom := errors.New("boom")
+	if err := settle(context.Background(), e, "x", time.Minute, func() (bool, string) { return true, "forever" }, func() error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("read error: got %v, want %v", err, boom)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := settle(ctx, e, "x", time.Minute, func() (bool, string) { return true, "forever" }, read); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: got %v, want context.Canceled", err)
 	}
 }
