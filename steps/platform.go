@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -477,7 +478,9 @@ func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unst
 // issues a serving certificate, then turns on Authorino's listener TLS with
 // it (RHOAI MaaS docs "Configure Authorino TLS"; case B12). The Service is
 // created by the Authorino operator, so the step waits for it first and
-// never creates it.
+// never creates it (unblockAuthorinoService when the operator will not).
+// After TLS is on, it waits for the Kuadrant operator to keep it on
+// (waitTLSKept), applying it again when that operator reverted it.
 func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 	id := s.ID
 	objs := e.objects(id)
@@ -504,10 +507,88 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName()}); err != nil {
 		return err
 	}
-	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{authorino}); err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{authorino}); err != nil {
+			return err
+		}
+		if err := waitReady(ctx, e, s, []*unstructured.Unstructured{authorino}); err != nil {
+			return err
+		}
+		kept, err := waitTLSKept(ctx, e, id, authorino)
+		if err != nil || kept {
+			return err
+		}
+		if attempt == maxTLSReverts {
+			return fmt.Errorf("Authorino %s/%s: the Kuadrant operator turned listener TLS off again %d times after maasctl turned it on; check that nothing else manages the CR (oc get authorino %s -n %s --show-managed-fields), then run maasctl install again",
+				authorino.GetNamespace(), authorino.GetName(), attempt, authorino.GetName(), authorino.GetNamespace())
+		}
+		e.progress(id, "the Kuadrant operator wrote listener TLS off again (its Authorino reconcile applies the TLS settings it last read, with force); applying TLS on again")
 	}
-	return waitReady(ctx, e, s, []*unstructured.Unstructured{authorino})
+}
+
+// maxTLSReverts bounds how often platform/authorino-tls turns listener TLS
+// on again after the Kuadrant operator turned it off.
+const maxTLSReverts = 3
+
+// tlsKeptWait bounds waitTLSKept's wait for the Kuadrant operator's apply.
+const tlsKeptWait = 30 * time.Second
+
+// kuadrantFieldManager is the server-side apply field manager of
+// kuadrant-operator v1.5.2 (internal/controller/common.go FieldManagerName).
+const kuadrantFieldManager = "kuadrant-operator"
+
+// waitTLSKept waits until the Kuadrant operator has taken the listener TLS
+// on into its own apply of the Authorino CR, and reports false when it
+// wrote TLS off instead. kuadrant-operator v1.5.2's AuthorinoReconciler
+// (internal/controller/authorino_reconciler.go) runs on every Authorino
+// event and force-applies spec.listener.tls as its topology last saw it:
+// a reconcile that read the CR before maasctl's change turns TLS off
+// again. Once its apply carries enabled: true, the operator co-owns that
+// value and keeps copying it. A CR without an apply of that manager
+// (Authorino not deployed by Kuadrant) is done at once; one whose operator
+// has not applied within tlsKeptWait counts as kept (it applies without
+// force when the CR sets tracing, and cedes the field then).
+func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured.Unstructured) (bool, error) {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
+	defer cancel()
+	kept := true
+	err := waiters.All(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
+		Cond: func(u *unstructured.Unstructured) waiters.Result {
+			if on, found, _ := unstructured.NestedBool(u.Object, "spec", "listener", "tls", "enabled"); found && !on {
+				kept = false
+				return waiters.Result{Done: true, Status: "listener TLS off"}
+			}
+			kept = true
+			if o := ownsTLSEnabled(u, kuadrantFieldManager); o == nil || *o {
+				return waiters.Result{Done: true, Status: "listener TLS on"}
+			}
+			return waiters.Result{Status: "waiting for the Kuadrant operator to apply the Authorino with listener TLS on"}
+		},
+		OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
+	if waiters.IsTimeout(err) && kept && parent.Err() == nil {
+		// The operator applies without force when the CR sets tracing
+		// (it then cedes conflicting fields): TLS stays on.
+		return true, nil
+	}
+	return kept, err
+}
+
+// ownsTLSEnabled reports whether manager's Apply entry in u's managedFields
+// holds spec.listener.tls.enabled: nil when manager has no Apply entry.
+func ownsTLSEnabled(u *unstructured.Unstructured, manager string) *bool {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
+			continue
+		}
+		var f map[string]any
+		if err := json.Unmarshal(mf.FieldsV1.Raw, &f); err != nil {
+			continue
+		}
+		_, found, _ := unstructured.NestedFieldNoCopy(f, "f:spec", "f:listener", "f:tls", "f:enabled")
+		return &found
+	}
+	return nil
 }
 
 // reconcileRequestedAnnotation is the annotation unblockAuthorinoService
