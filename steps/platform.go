@@ -549,29 +549,33 @@ const kuadrantFieldManager = "kuadrant-operator"
 // has not applied within tlsKeptWait counts as kept (it applies without
 // force when the CR sets tracing, and cedes the field then).
 func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured.Unstructured) (bool, error) {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
+	tlsOff := func(u *unstructured.Unstructured) bool {
+		on, found, _ := unstructured.NestedBool(u.Object, "spec", "listener", "tls", "enabled")
+		return found && !on
+	}
+	wctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
 	defer cancel()
-	kept := true
-	err := waiters.All(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
+	err := waiters.All(wctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
 		Cond: func(u *unstructured.Unstructured) waiters.Result {
-			if on, found, _ := unstructured.NestedBool(u.Object, "spec", "listener", "tls", "enabled"); found && !on {
-				kept = false
+			if tlsOff(u) {
 				return waiters.Result{Done: true, Status: "listener TLS off"}
 			}
-			kept = true
 			if o := ownsTLSEnabled(u, kuadrantFieldManager); o == nil || *o {
 				return waiters.Result{Done: true, Status: "listener TLS on"}
 			}
 			return waiters.Result{Status: "waiting for the Kuadrant operator to apply the Authorino with listener TLS on"}
 		},
 		OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
-	if waiters.IsTimeout(err) && kept && parent.Err() == nil {
-		// The operator applies without force when the CR sets tracing
-		// (it then cedes conflicting fields): TLS stays on.
-		return true, nil
+	// A timeout with the operator's apply still missing counts as kept: it
+	// applies without force when the CR sets tracing, and cedes the field.
+	if err != nil && !(waiters.IsTimeout(err) && ctx.Err() == nil) {
+		return false, err
 	}
-	return kept, err
+	live, err := e.Clients.Get(ctx, authorino)
+	if err != nil {
+		return false, err
+	}
+	return !tlsOff(live), nil
 }
 
 // ownsTLSEnabled reports whether manager's Apply entry in u's managedFields
