@@ -224,16 +224,23 @@ func TestInstallEndToEnd(t *testing.T) {
 }
 
 // readsByPath counts the read requests of a maasctl debug log (its "api
-// request" lines) by step tag, path and query, most first: one line each.
+// request" lines) by step tag, path and query, most first: one line each,
+// and the kinds each discovery re-read was for.
 func readsByPath(t *testing.T, logFile string) string {
 	t.Helper()
 	n := map[string]int{}
 	for _, line := range strings.Split(readFile(t, logFile), "\n") {
-		var l struct{ Msg, Method, Path, Query, Tag string }
-		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "api request" || l.Method != http.MethodGet {
+		var l struct{ Msg, Method, Path, Query, Tag, Missing string }
+		if json.Unmarshal([]byte(line), &l) != nil {
 			continue
 		}
-		n[l.Tag+" "+l.Path+"?"+l.Query]++
+		switch {
+		case l.Msg == "discovery re-read":
+			// Why discovery was read again (kube.Clients.Mapping).
+			n["(discovery re-read for "+l.Missing+")"]++
+		case l.Msg == "api request" && l.Method == http.MethodGet:
+			n[l.Tag+" "+l.Path+"?"+l.Query]++
+		}
 	}
 	keys := make([]string, 0, len(n))
 	for k := range n {
