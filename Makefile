@@ -131,7 +131,7 @@ demo: build testenv
 
 ## test: unit, integration and end-to-end tests (builds what they need first)
 test: build testenv
-	MAASCTL_REQUIRE_TESTENV=1 MAASCTL_BIN=$(BIN) go test -count=1 -timeout 75m ./...
+	MAASCTL_REQUIRE_TESTENV=1 MAASCTL_BIN=$(BIN) go test -count=1 -timeout 80m ./...
 
 ## unit: the pure packages only (no control plane)
 unit:

@@ -131,7 +131,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		t.Fatalf("start Vault-API server: %v", err)
 	}
 	t.Cleanup(func() { _ = vs.Close() })
-	return &cluster{env: env, clients: clients, vault: vs, vaultAddr: addr, vaultToken: token, dir: dir}
+	return &cluster{env: env, clients: clients, vault: vs, vaultAddr: addr, vaultToken: token, dir: dir, realKuadrant: real}
 }
 
 // install runs maasctl install with JSON events.

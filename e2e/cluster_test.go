@@ -107,6 +107,9 @@ type cluster struct {
 	external bool
 	// simulated is true when simulated operators run against the cluster.
 	simulated bool
+	// realKuadrant is true when the real Kuadrant, Authorino and Limitador
+	// operators run in the local control plane.
+	realKuadrant bool
 	// proxy is the fault proxy between maasctl and the API server, when
 	// clusterOptions.proxy asked for one.
 	proxy *faultproxy.Proxy
@@ -193,12 +196,14 @@ func parallel(t *testing.T) {
 	}
 }
 
-// envRealKuadrant, set to 1, runs the real Kuadrant, Authorino and
-// Limitador operators (testenv Options.RealKuadrant) in every local
-// control plane of the e2e tests instead of their simulators.
+// envRealKuadrant chooses the Kuadrant, Authorino and Limitador operators
+// of every local control plane of the e2e tests: unset or 1, the real ones
+// (testenv Options.RealKuadrant, the default since 2026-12-04); 0, their
+// simulators (e2e/sim kuadrant.go, authorino.go), as a case that sets
+// caseOptions.simKuadrant always gets.
 const envRealKuadrant = "MAASCTL_REAL_KUADRANT"
 
-func realKuadrantDefault() bool { return envBool(envRealKuadrant, false) }
+func realKuadrantDefault() bool { return envBool(envRealKuadrant, true) }
 
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
@@ -251,6 +256,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		})
 		c.env = env
 		c.simulated = envBool(envSim, true)
+		c.realKuadrant = to.RealKuadrant
 	}
 	clients, err := kube.New(c.restConfig())
 	if err != nil {
@@ -288,7 +294,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		simCfg.UserAgent = simUserAgent
 		logger := simLogger(t, c.dir)
 		so := sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin()}
-		if c.env != nil && realKuadrantDefault() {
+		if c.realKuadrant {
 			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
 				t.Fatal(err)
 			}

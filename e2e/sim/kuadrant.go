@@ -26,6 +26,14 @@ import (
 // (api/v1/types.go policy condition reasons: TargetNotFound, Accepted,
 // Enforced, Unknown) while a Ready Kuadrant exists; without one the policy
 // machinery does not run and policies get no status.
+//
+// The e2e tests run the real operators by default (kuadrant-operator
+// v1.5.2, authorino-operator v0.21.0; e2e MAASCTL_REAL_KUADRANT). This
+// simulator and the Authorino one stay for what the real ones cannot do
+// here: a case whose fault is a policy status only the Kuadrant operator
+// writes (nothing may write it beside the real operator), `make demo`,
+// whose control plane outlives the process that would run the operators,
+// the benchmarks unless -real-kuadrant, and MAASCTL_REAL_KUADRANT=0.
 type kuadrantCtl struct {
 	m *manager
 	r *reconciler
