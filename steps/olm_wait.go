@@ -2,14 +2,17 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/maasctl/maasctl/internal/kube"
@@ -30,7 +33,9 @@ import (
 // retry until something changes (operator-lifecycle-manager v0.46.0
 // pkg/controller/operators/catalog/operator.go syncResolvingNamespace).
 // stale is the message of a condition written for the Subscription's
-// previous spec (staleResolution), which does not count. Reason
+// previous spec (staleResolution), which does not count; nor does one OLM
+// wrote while it was binding a CSV it had just installed in the namespace
+// (bindingPending, waitSubscription). Reason
 // ErrorPreventedResolution (a catalog that cannot be read right now) is
 // retried by OLM and only shown.
 func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string) error {
@@ -337,8 +342,20 @@ func expectedCSV(ctx context.Context, e *Env, op inventory.Operator, sub *unstru
 // CSV, approving an InstallPlan on the way when the policy allows it;
 // speculate sees every state of the Subscription. A CSV wait that failed
 // (the cause of ctx) ends it.
+//
+// A ResolutionFailed verdict given while OLM was binding a CSV it had just
+// installed in the namespace (bindingPending) is OLM's race, not a verdict
+// on the Subscription: the wait then waits for that binding and gives OLM
+// resolutionRetryWait to resolve the namespace again; the verdict stands
+// only when OLM gives it again after the binding, or gives nothing new in
+// that time.
 func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string, speculate func(*unstructured.Unstructured)) (*unstructured.Unstructured, error) {
 	handled := map[string]bool{} // InstallPlans already approved or inspected
+	var (
+		retried  = map[string]bool{} // verdicts given while OLM bound a CSV
+		verdict  error               // the one the wait ignores until deadline
+		deadline time.Time
+	)
 	for {
 		progress := subscriptionProgress(handled, stale)
 		subT := waiters.Target{
@@ -353,13 +370,38 @@ func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.O
 				}
 			},
 		}
-		s, err := waiters.For(ctx, e.Clients, subT)
+		wctx, wcancel := ctx, context.CancelFunc(func() {})
+		if verdict != nil {
+			wctx, wcancel = context.WithDeadline(ctx, deadline)
+		}
+		s, err := waiters.For(wctx, e.Clients, subT)
+		wcancel()
 		if err != nil {
 			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
 				return nil, cause // the CSV's failure ended the wait
 			}
+			if verdict != nil && ctx.Err() == nil && waiters.IsTimeout(err) {
+				return nil, verdict // OLM resolved nothing new after the binding
+			}
+			var fe *waiters.FailedError
+			if errors.As(err, &fe) && s != nil {
+				msg, pending, perr := resolutionDuringBinding(ctx, e, op.Namespace, s)
+				if perr != nil {
+					return nil, perr
+				}
+				if len(pending) > 0 && !retried[msg] {
+					retried[msg] = true
+					e.progress(stepID, "OLM could not resolve namespace %s while it was binding %s; waiting for the binding and OLM's next resolution", op.Namespace, describeBindings(pending))
+					if werr := waitBound(ctx, e, op.Namespace, pending); werr != nil {
+						return nil, werr
+					}
+					stale, verdict, deadline = msg, err, time.Now().Add(resolutionRetryWait)
+					continue
+				}
+			}
 			return nil, err
 		}
+		verdict = nil
 		if subscriptionInstalled(s).Done {
 			return s, nil
 		}
@@ -367,4 +409,91 @@ func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.O
 			return nil, err
 		}
 	}
+}
+
+// resolutionRetryWait is how long, after OLM bound the CSVs it was binding
+// when it failed to resolve a namespace, a Subscription's wait gives OLM
+// to resolve that namespace again before the failure stands.
+var resolutionRetryWait = time.Minute
+
+// pendingBinding is a CSV that an InstallPlan of Subscription Sub created
+// and that OLM has not bound to Sub yet.
+type pendingBinding struct{ Sub, CSV string }
+
+// bindingPending returns the Subscriptions of subs whose status.currentCSV
+// names a CSV of csvs (not a copy) that their status.installedCSV does not
+// name yet. OLM's catalog operator writes currentCSV with the InstallPlan
+// and installedCSV only after that plan created the CSV; a resolution of
+// the namespace in between finds a CSV no Subscription's installedCSV
+// names, which must then appear in every solution, and fails with
+// ConstraintsNotSatisfiable ("clusterserviceversion ... exists and is not
+// referenced by a subscription"). Once installedCSV is written OLM resolves
+// the namespace again (operator-lifecycle-manager v0.46.0
+// pkg/controller/registry/resolver/variable_types.go
+// NewBundleVariableFromOperator, resolver.go). Seen with the real OLM on a
+// loaded machine when two Subscriptions of one namespace were created a
+// second apart: both failed, and OLM installed both 40 s later. An orphan
+// CSV (case B20) is named by no Subscription's currentCSV, so it is never
+// pending.
+func bindingPending(subs, csvs []unstructured.Unstructured) []pendingBinding {
+	exists := map[string]bool{}
+	for _, c := range csvs {
+		if c.GetLabels()["olm.copiedFrom"] == "" {
+			exists[c.GetName()] = true
+		}
+	}
+	var out []pendingBinding
+	for _, s := range subs {
+		cur, _, _ := unstructured.NestedString(s.Object, "status", "currentCSV")
+		inst, _, _ := unstructured.NestedString(s.Object, "status", "installedCSV")
+		if cur != "" && cur != inst && exists[cur] {
+			out = append(out, pendingBinding{Sub: s.GetName(), CSV: cur})
+		}
+	}
+	return out
+}
+
+func describeBindings(p []pendingBinding) string {
+	parts := make([]string, len(p))
+	for i, b := range p {
+		parts[i] = fmt.Sprintf("CSV %s to Subscription %s", b.CSV, b.Sub)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// resolutionDuringBinding returns, when sub's wait failed on ResolutionFailed
+// (ConstraintsNotSatisfiable), the condition's message and the bindings
+// pending in namespace ns (bindingPending; two reads); nothing otherwise.
+func resolutionDuringBinding(ctx context.Context, e *Env, ns string, sub *unstructured.Unstructured) (string, []pendingBinding, error) {
+	c, ok := waiters.GetCondition(sub, "ResolutionFailed")
+	if !ok || c.Status != "True" || c.Reason != "ConstraintsNotSatisfiable" {
+		return "", nil, nil
+	}
+	var lists [2][]unstructured.Unstructured
+	for i, gvk := range []schema.GroupVersionKind{subscriptionGVK, csvGVK} {
+		ri, _, err := e.Clients.Resource(gvk, ns)
+		if err != nil {
+			return "", nil, err
+		}
+		l, err := ri.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", nil, fmt.Errorf("list %ss in %s: %w", gvk.Kind, ns, err)
+		}
+		lists[i] = l.Items
+	}
+	return c.Message, bindingPending(lists[0], lists[1]), nil
+}
+
+// waitBound waits until OLM has bound each pending CSV to its Subscription
+// (status.installedCSV), or the Subscription names another CSV now.
+func waitBound(ctx context.Context, e *Env, ns string, pending []pendingBinding) error {
+	ts := make([]waiters.Target, len(pending))
+	for i, b := range pending {
+		ts[i] = waiters.Target{GVK: subscriptionGVK, Namespace: ns, Name: b.Sub, Cond: func(u *unstructured.Unstructured) waiters.Result {
+			cur, _, _ := unstructured.NestedString(u.Object, "status", "currentCSV")
+			inst, _, _ := unstructured.NestedString(u.Object, "status", "installedCSV")
+			return waiters.Result{Done: inst == b.CSV || cur != b.CSV, Status: fmt.Sprintf("OLM binding CSV %s (installedCSV %q)", b.CSV, inst)}
+		}}
+	}
+	return waiters.All(ctx, e.Clients, ts...)
 }

@@ -454,8 +454,13 @@ func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
 // Subscription's, not an orphan. An orphan of case B20 predates the new
 // Subscription, and a resolution that fails is reported by its
 // ResolutionFailed condition.
+//
+// A failed resolution while OLM binds a CSV it has just installed in the
+// namespace (bindingPending) is OLM's race, which it resolves again by
+// itself: a warning, not an error, and the install's wait handles it.
 func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructured) []Finding {
 	var out []Finding
+	binding := bindingPending(subs, csvs)
 	referenced := map[string]bool{}
 	var pending []unstructured.Unstructured // Subscriptions of op.Package OLM has not resolved yet
 	for _, s := range subs {
@@ -474,6 +479,11 @@ func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructure
 			pending = append(pending, s)
 		}
 		if c, ok := waiters.GetCondition(&s, "ResolutionFailed"); ok && c.Status == "True" {
+			if len(binding) > 0 {
+				out = append(out, warnf("", "Subscription %s/%s: OLM could not resolve the namespace while it was binding %s; it resolves again once that is done (%s)",
+					s.GetNamespace(), s.GetName(), describeBindings(binding), c))
+				continue
+			}
 			out = append(out, errorf(fmt.Sprintf("oc describe subscription %s -n %s; remove the CSV or Subscription it names, then re-run", s.GetName(), s.GetNamespace()),
 				"Subscription %s/%s cannot be resolved: %s", s.GetNamespace(), s.GetName(), c))
 		}

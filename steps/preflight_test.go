@@ -103,6 +103,12 @@ func TestOrphanFindings(t *testing.T) {
 		return *u(t, `{"apiVersion":"operators.coreos.com/v1alpha1","kind":"Subscription","metadata":{"name":"rhods-operator","namespace":"redhat-ods-operator"},
 			"spec":{"name":"rhods-operator"},"status":{"installedCSV":"`+installed+`","currentCSV":"`+installed+`","conditions":[`+cond+`]}}`)
 	}
+	// binding is a Subscription whose InstallPlan made CSV cur, which OLM
+	// has not bound to it (installedCSV) yet.
+	binding := func(cur, cond string) unstructured.Unstructured {
+		return *u(t, `{"apiVersion":"operators.coreos.com/v1alpha1","kind":"Subscription","metadata":{"name":"rhods-operator","namespace":"redhat-ods-operator"},
+			"spec":{"name":"rhods-operator"},"status":{"currentCSV":"`+cur+`","conditions":[`+cond+`]}}`)
+	}
 	// created sets creationTimestamp: a Subscription OLM has not written
 	// status for yet, and the CSV its InstallPlan made a second later.
 	at := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
@@ -124,6 +130,9 @@ func TestOrphanFindings(t *testing.T) {
 		{"older than the pending subscription", []unstructured.Unstructured{created(csv("rhods-operator.3.5.0", ""), -time.Hour)}, []unstructured.Unstructured{created(sub("", ""), 0)}, []string{"oc delete csv rhods-operator.3.5.0"}},
 		{"subscription resolved to another csv", []unstructured.Unstructured{created(csv("rhods-operator.3.4.0", ""), time.Second)}, []unstructured.Unstructured{created(sub("rhods-operator.3.5.0", ""), 0)}, []string{"oc delete csv rhods-operator.3.4.0"}},
 		{"resolution failed", nil, []unstructured.Unstructured{sub("", `{"type":"ResolutionFailed","status":"True","reason":"ConstraintsNotSatisfiable","message":"no operators found"}`)}, []string{"cannot be resolved", "ConstraintsNotSatisfiable"}},
+		{"resolution failed while OLM binds a csv", []unstructured.Unstructured{csv("rhods-operator.3.5.0", "")},
+			[]unstructured.Unstructured{binding("rhods-operator.3.5.0", `{"type":"ResolutionFailed","status":"True","reason":"ConstraintsNotSatisfiable","message":"clusterserviceversion rhods-operator.3.5.0 exists and is not referenced by a subscription"}`)},
+			[]string{"while it was binding CSV rhods-operator.3.5.0 to Subscription rhods-operator"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +150,14 @@ func TestOrphanFindings(t *testing.T) {
 				if !strings.Contains(fs[0].String(), w) {
 					t.Errorf("finding %q lacks %q", fs[0], w)
 				}
+			}
+			// OLM's binding race is a warning; everything else stops the run.
+			want := SeverityError
+			if strings.Contains(tt.name, "binds") {
+				want = SeverityWarning
+			}
+			if fs[0].Severity != want {
+				t.Errorf("finding severity %s, want %s", fs[0].Severity, want)
 			}
 		})
 	}
