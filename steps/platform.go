@@ -544,28 +544,20 @@ const kuadrantFieldManager = "kuadrant-operator"
 // event and force-applies spec.listener.tls as its topology last saw it:
 // a reconcile that read the CR before maasctl's change turns TLS off
 // again. Once its apply carries enabled: true, the operator co-owns that
-// value and keeps copying it. A CR without an apply of that manager
-// (Authorino not deployed by Kuadrant) is done at once; one whose operator
-// has not applied within tlsKeptWait counts as kept (it applies without
-// force when the CR sets tracing, and cedes the field then).
+// value and keeps copying it. The operator creates the CR with a plain
+// create and applies it only on a later reconcile (seen 7 s later with
+// `make demo` on a loaded machine, when that first apply turned TLS off
+// after this wait had taken the missing apply for "not Kuadrant's"), so a
+// CR Kuadrant owns (an ownerReference to a Kuadrant, kuadrantOwned) waits
+// for that apply too. A CR Kuadrant does not own is done at once; one
+// whose operator has not applied within tlsKeptWait counts as kept (it
+// applies without force when the CR sets tracing, and cedes the field
+// then).
 func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured.Unstructured) (bool, error) {
-	tlsOff := func(u *unstructured.Unstructured) bool {
-		on, found, _ := unstructured.NestedBool(u.Object, "spec", "listener", "tls", "enabled")
-		return found && !on
-	}
 	wctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
 	defer cancel()
 	err := waiters.All(wctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
-		Cond: func(u *unstructured.Unstructured) waiters.Result {
-			if tlsOff(u) {
-				return waiters.Result{Done: true, Status: "listener TLS off"}
-			}
-			if o := ownsTLSEnabled(u, kuadrantFieldManager); o == nil || *o {
-				return waiters.Result{Done: true, Status: "listener TLS on"}
-			}
-			return waiters.Result{Status: "waiting for the Kuadrant operator to apply the Authorino with listener TLS on"}
-		},
-		OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
+		Cond: tlsKept, OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
 	// A timeout with the operator's apply still missing counts as kept: it
 	// applies without force when the CR sets tracing, and cedes the field.
 	if err != nil && !(waiters.IsTimeout(err) && ctx.Err() == nil) {
@@ -576,6 +568,36 @@ func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured
 		return false, err
 	}
 	return !tlsOff(live), nil
+}
+
+// tlsKept is waitTLSKept's condition on the Authorino CR u: done when
+// listener TLS is off, or on and either in the Kuadrant operator's apply
+// or in a CR Kuadrant does not own.
+func tlsKept(u *unstructured.Unstructured) waiters.Result {
+	if tlsOff(u) {
+		return waiters.Result{Done: true, Status: "listener TLS off"}
+	}
+	if o := ownsTLSEnabled(u, kuadrantFieldManager); o != nil && *o || o == nil && !kuadrantOwned(u) {
+		return waiters.Result{Done: true, Status: "listener TLS on"}
+	}
+	return waiters.Result{Status: "waiting for the Kuadrant operator to apply the Authorino with listener TLS on"}
+}
+
+// tlsOff reports whether the Authorino CR u sets listener TLS off.
+func tlsOff(u *unstructured.Unstructured) bool {
+	on, found, _ := unstructured.NestedBool(u.Object, "spec", "listener", "tls", "enabled")
+	return found && !on
+}
+
+// kuadrantOwned reports whether u has an ownerReference to a Kuadrant CR
+// (kuadrant.io), as the Authorino CR kuadrant-operator creates has.
+func kuadrantOwned(u *unstructured.Unstructured) bool {
+	for _, r := range u.GetOwnerReferences() {
+		if r.Kind == "Kuadrant" && strings.HasPrefix(r.APIVersion, "kuadrant.io/") {
+			return true
+		}
+	}
+	return false
 }
 
 // ownsTLSEnabled reports whether manager's Apply entry in u's managedFields
