@@ -65,10 +65,7 @@ type Clients struct {
 	firstLookup  sync.Once
 	refreshed    time.Time
 	refreshedGen uint64
-	// refreshedChanges is Requests.Changes() when the last discovery read
-	// began (see lookup).
-	refreshedChanges int64
-	resetGen         atomic.Uint64
+	resetGen     atomic.Uint64
 
 	// seenMu guards seen: per object (seenKey), what the API server's
 	// last answer to this Clients' server-side apply or Get of it said.
@@ -141,15 +138,6 @@ const NotServedTTL = 2 * time.Second
 // one discovery read instead of one each, and a kind a cluster does not
 // serve at all (PackageManifest without OLM's package server) costs no
 // re-read right after the run's first. ResetMapper ends it at once.
-//
-// Past FreshDiscovery a miss re-reads discovery only if these clients sent
-// a write or started a watch since the last read (RequestCounter.Changes):
-// CRDs appear because of what a run applied (a Subscription, a DSC) or
-// while it waits (every wait watches), and a run that only reads (a
-// converged re-run, verify, doctor) answers from its one discovery read
-// however long it takes. Its request count then does not depend on how
-// fast the machine is (issue 16: a converged re-run that took over a
-// second re-read discovery for a kind the cluster does not serve).
 const FreshDiscovery = time.Second
 
 // ResetMapper drops the cached discovery and every remembered miss: call it
@@ -167,18 +155,7 @@ func (c *Clients) ResetMapper() {
 // request retried after a transient failure (see RetryPolicy) counts once
 // per attempt, and once in Retries per retry.
 type RequestCounter struct {
-	reads, writes, retries, changes atomic.Int64
-}
-
-// Changes returns the number of requests so far after which the cluster
-// may have changed in a way this client could see: writes (not dry-run)
-// and watches. Mapping's discovery re-reads key on it (FreshDiscovery).
-// A nil counter has none.
-func (c *RequestCounter) Changes() int64 {
-	if c == nil {
-		return 0
-	}
-	return c.changes.Load()
+	reads, writes, retries atomic.Int64
 }
 
 // Retries returns the number of retries after transient failures so far.
@@ -205,13 +182,9 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		t.counter.reads.Add(1)
-		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
-			t.counter.changes.Add(1)
-		}
 	default:
 		if req.URL.Query().Get("dryRun") == "" {
 			t.counter.writes.Add(1)
-			t.counter.changes.Add(1)
 		}
 	}
 	if t.log == nil || !t.log.Core().Enabled(zap.DebugLevel) {
@@ -372,8 +345,7 @@ func (c *Clients) CRDServed(name string) (bool, error) {
 
 // lookup runs find against the cached discovery; when it reports no match
 // (or a failed group discovery) it re-reads discovery once, unless that
-// happened within FreshDiscovery, or with no write or watch since
-// (FreshDiscovery), and no ResetMapper since, and runs find
+// happened within FreshDiscovery since the last ResetMapper, and runs find
 // again. A key still not found is answered "not found" without a re-read
 // for NotServedTTL (or until ResetMapper).
 func (c *Clients) lookup(key string, find func() error) error {
@@ -381,7 +353,7 @@ func (c *Clients) lookup(key string, find func() error) error {
 		// The first find reads discovery (the mapper is lazy): it is as
 		// fresh as a re-read.
 		c.resetMu.Lock()
-		c.refreshed, c.refreshedGen, c.refreshedChanges = time.Now(), c.resetGen.Load(), c.Requests.Changes()
+		c.refreshed, c.refreshedGen = time.Now(), c.resetGen.Load()
 		c.resetMu.Unlock()
 	})
 	err := find()
@@ -396,8 +368,8 @@ func (c *Clients) lookup(key string, find func() error) error {
 		return err
 	}
 	c.resetMu.Lock()
-	gen, changes := c.resetGen.Load(), c.Requests.Changes()
-	stale := c.refreshedGen != gen || (time.Since(c.refreshed) >= FreshDiscovery && changes != c.refreshedChanges)
+	gen := c.resetGen.Load()
+	stale := c.refreshedGen != gen || time.Since(c.refreshed) >= FreshDiscovery
 	if stale {
 		if c.log != nil {
 			c.log.Debug("discovery re-read", zap.String("missing", key))
@@ -406,7 +378,7 @@ func (c *Clients) lookup(key string, find func() error) error {
 	}
 	err = find()
 	if stale {
-		c.refreshed, c.refreshedGen, c.refreshedChanges = time.Now(), gen, changes
+		c.refreshed, c.refreshedGen = time.Now(), gen
 	}
 	c.resetMu.Unlock()
 	if err != nil {
