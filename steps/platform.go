@@ -556,8 +556,8 @@ const kuadrantFieldManager = "kuadrant-operator"
 func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured.Unstructured) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
 	defer cancel()
-	err := waiters.All(wctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
-		Cond: tlsKept, OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
+	_, err := waiters.For(wctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
+		Cond: tlsKept, ManagedFields: true, OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
 	// A timeout with the operator's apply still missing counts as kept: it
 	// applies without force when the CR sets tracing, and cedes the field.
 	if err != nil && !(waiters.IsTimeout(err) && ctx.Err() == nil) {

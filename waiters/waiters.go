@@ -50,6 +50,11 @@ type Target struct {
 	Cond Condition
 	// OnChange, when set, is called each time the observed Status changes.
 	OnChange func(Result)
+	// ManagedFields keeps metadata.managedFields in the objects Cond sees,
+	// for a condition on who applied what; by default they are dropped
+	// (kube.LeanWatch). Honoured by For, and by All and AllObjects for a
+	// target alone in its kind and namespace.
+	ManagedFields bool
 }
 
 // String names the target as Kind namespace/name.
@@ -175,6 +180,9 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	// write (old spec, old status, matching old generation), which would
 	// end the wait on a stale state.
 	lw := NameListWatch(ri, t.Name)
+	if t.ManagedFields {
+		lw = nameListWatchFull(ri, t.Name)
+	}
 	var obj *unstructured.Unstructured
 	// No precondition: with one, UntilWithSync first polls the informer's
 	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
@@ -225,6 +233,21 @@ func NameListWatch(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
 			return leanWatch(ri.Watch(ctx, o))
+		},
+	}
+}
+
+// nameListWatchFull is NameListWatch with metadata.managedFields kept.
+func nameListWatchFull(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return ri.Watch(ctx, o)
 		},
 	}
 }

@@ -144,3 +144,60 @@ func TestEndedTellsInterruptionFromTimeout(t *testing.T) {
 		t.Errorf("got %q\nwant %q", err, want)
 	}
 }
+
+// TestForManagedFields: For hands Cond objects without
+// metadata.managedFields unless the Target asks for them.
+func TestForManagedFields(t *testing.T) {
+	write := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api":
+			write(w, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
+		case "/apis":
+			write(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
+		case "/api/v1":
+			write(w, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
+				APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"get", "list", "watch"}}}})
+		case "/api/v1/namespaces/ns/configmaps":
+			if r.URL.Query().Get("watch") == "true" {
+				// No watch-list here: the reflector falls back to LIST.
+				http.Error(w, "no watch", http.StatusBadRequest)
+				return
+			}
+			write(w, map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
+				"items": []any{map[string]any{
+					"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7",
+						"managedFields": []any{map[string]any{"manager": "kuadrant-operator", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:data": map[string]any{}}}}},
+				}},
+			})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := kube.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		seen := -1
+		_, err := For(ctx, c, Target{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespace: "ns", Name: "cm", ManagedFields: keep,
+			Cond: func(u *unstructured.Unstructured) Result {
+				seen = len(u.GetManagedFields())
+				return Result{Done: true}
+			}})
+		cancel()
+		if err != nil {
+			t.Fatalf("ManagedFields %v: %v", keep, err)
+		}
+		if want := map[bool]int{false: 0, true: 1}[keep]; seen != want {
+			t.Errorf("ManagedFields %v: Cond saw %d managedFields entries, want %d", keep, seen, want)
+		}
+	}
+}
