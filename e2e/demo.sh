@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: start the local control plane (etcd, kube-apiserver, kcm,
-# scheduler, kwok, the real OLM, PostgreSQL), the Vault-API test server, the simulated operators
+# scheduler, kwok, the real OLM, PostgreSQL, the real Kuadrant, Authorino and Limitador
+# operators unless REAL_KUADRANT=0), the Vault-API test server, the simulated operators
 # and the data-path stand-in (maas-api, the gateway's key auth and token limits, the model);
 # run `maasctl install` with the embedded default inventory, prove the endpoint with
 # `maasctl verify --endpoint` (API key minted, /v1/models, a chat completion, 401 without a
@@ -12,6 +13,10 @@ STATE=${STATE:-$PWD/.state/demo}
 # Simulated operator delays (scaled-down real ones); override with SIM_DELAYS.
 # OLM is real (testenv runs its olm and catalog operators), so it has no delay here.
 SIM_DELAYS=${SIM_DELAYS:---delay cnpg=500ms --delay dsc=800ms}
+# The real Kuadrant, Authorino and Limitador operators (as in the tests); 0: their simulators.
+REAL_KUADRANT=${REAL_KUADRANT:-1}
+kuadrant_flag=()
+if [ "$REAL_KUADRANT" = 1 ]; then kuadrant_flag=(--real-kuadrant); fi
 
 pids=()
 cleanup() {
@@ -30,8 +35,13 @@ rm -rf "$STATE"; mkdir -p "$STATE"
 echo "== starting the local control plane (logs in $STATE)"
 # --model-server: the llama.cpp server the install publishes runs already
 # (the fixture's Service llm-coding-assistant/llama-coder gets a ready endpoint).
-"$BIN/testenv-ctl" up --state "$STATE" --model-server >/dev/null
+"$BIN/testenv-ctl" up --state "$STATE" --model-server "${kuadrant_flag[@]}" >/dev/null
 export KUBECONFIG=$STATE/kubeconfig
+if [ "$REAL_KUADRANT" = 1 ]; then
+  # They follow the pods of the RHCL CSV for as long as this script runs.
+  "$BIN/testenv-ctl" operators --state "$STATE" 2>"$STATE/operators.log" &
+  pids+=($!)
+fi
 
 echo "== starting the Vault-API test server and the simulated operators"
 VAULT_TOKEN=$(openssl rand -hex 16)
@@ -39,7 +49,7 @@ export VAULT_TOKEN
 VAULT_TEST_SERVER_TOKEN=$VAULT_TOKEN "$BIN/vault-test-server" --listen 127.0.0.1:0 --addr-file "$STATE/vault.addr" >"$STATE/vault.log" 2>&1 &
 pids+=($!)
 # shellcheck disable=SC2086
-"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
+"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" "${kuadrant_flag[@]}" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$STATE/vault.addr" ] && break; sleep 0.1; done
 VAULT_ADDR=$(cat "$STATE/vault.addr")

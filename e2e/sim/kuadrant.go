@@ -31,9 +31,9 @@ import (
 // v1.5.2, authorino-operator v0.21.0; e2e MAASCTL_REAL_KUADRANT). This
 // simulator and the Authorino one stay for what the real ones cannot do
 // here: a case whose fault is a policy status only the Kuadrant operator
-// writes (nothing may write it beside the real operator), `make demo`,
-// whose control plane outlives the process that would run the operators,
-// the benchmarks unless -real-kuadrant, and MAASCTL_REAL_KUADRANT=0.
+// writes (nothing may write it beside the real operator), the benchmarks
+// unless -real-kuadrant, and MAASCTL_REAL_KUADRANT=0 (REAL_KUADRANT=0 for
+// `make demo`).
 type kuadrantCtl struct {
 	m *manager
 	r *reconciler

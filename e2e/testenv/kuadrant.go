@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,6 +202,47 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 	}
 	go s.loop(ctx)
 	return s, nil
+}
+
+// RunOperators runs the real Kuadrant, Authorino and Limitador operators
+// and the Authorino server for their pods, as Start does with
+// Options.RealKuadrant, on a control plane started with Detach and
+// RealKuadrant (`testenv up --real-kuadrant`) and loaded with [Load]. It
+// returns when ctx ends, after stopping the processes it started (SIGTERM,
+// SIGKILL after stopGrace); they also die with the calling process
+// (PR_SET_PDEATHSIG), as a pod's containers die with its kubelet. binDir
+// holds their binaries (Options.BinDir; empty: the default); logf, if not
+// nil, gets one line per start and stop. Errors: a missing binary (wraps
+// ErrNotBuilt), an Env without a kubeconfig, and the stop of a process.
+func (e *Env) RunOperators(ctx context.Context, binDir string, logf func(string, ...any)) error {
+	if e.cfg == nil {
+		return fmt.Errorf("run the Kuadrant operators: no kubeconfig in %s", e.stateDir)
+	}
+	o := &resolved{Options: Options{StateDir: e.stateDir, BinDir: binDir, Logf: logf}}
+	if o.BinDir == "" {
+		d, err := defaultBinDir()
+		if err != nil {
+			return err
+		}
+		o.BinDir = d
+	}
+	if err := checkBinaries(o.BinDir, NetnsRun, KuadrantOperator, AuthorinoOperator, LimitadorOperator, AuthorinoServer); err != nil {
+		return fmt.Errorf("run the Kuadrant operators: %w", err)
+	}
+	u, err := url.Parse(e.cfg.Host)
+	if err != nil {
+		return fmt.Errorf("run the Kuadrant operators: API server %q: %w", e.cfg.Host, err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil || u.Hostname() != "127.0.0.1" {
+		return fmt.Errorf("run the Kuadrant operators: API server %q is not 127.0.0.1:PORT", e.cfg.Host)
+	}
+	s, err := startOperatorSupervisor(o, e, e.kubeconfig, port)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return s.shutdown()
 }
 
 // supervisorPoll is how often the supervisor looks at the operators' pods.

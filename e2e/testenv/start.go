@@ -107,8 +107,8 @@ func resolve(opts Options) (*resolved, error) {
 			}
 		}
 	}
-	if o.RealKuadrant && (o.NoControllers || o.NoOLM || o.Detach) {
-		return nil, errors.New("start local control plane: Options.RealKuadrant needs controllers and OLM, and cannot be used with Detach (the operators run for pods the calling process watches)")
+	if o.RealKuadrant && (o.NoControllers || o.NoOLM) {
+		return nil, errors.New("start local control plane: Options.RealKuadrant needs controllers and OLM")
 	}
 	if err := checkBinaries(o.BinDir, bins...); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
@@ -431,7 +431,7 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			return nil, withRestarts(o.StateDir, cause(err), OLMOperator, CatalogOperator)
 		}
 		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
-		if o.RealKuadrant {
+		if o.RealKuadrant && !o.Detach {
 			if env.ops, err = startOperatorSupervisor(o, env, olmKubeconfig, olmPort); err != nil {
 				return nil, err
 			}

@@ -116,7 +116,10 @@ type Options struct {
 	// deleting the Kuadrant operator's pod restarts its process. The
 	// Authorino server (AuthorinoServer) runs the same way for the pod of
 	// the Authorino CR's Deployment. Needs OLM
-	// (and so root); not with Detach.
+	// (and so root). With Detach, Start only prepares for them (their
+	// binaries, the GRPCRoute CRD): they follow pods for as long as the
+	// control plane runs, so a process that lives that long runs them
+	// (Env.RunOperators, `testenv operators`).
 	RealKuadrant bool
 	// OperatorPodReadyDelay, when positive, makes kwok report the pods of
 	// every operator the catalogs install Ready that long after they start

@@ -471,6 +471,35 @@ func TestStartNotBuilt(t *testing.T) {
 	}
 }
 
+// TestRunOperatorsRefuses: RunOperators (`testenv operators`) on a state
+// folder without a kubeconfig, or with its binaries missing, fails at once
+// naming what is missing, and starts nothing.
+func TestRunOperatorsRefuses(t *testing.T) {
+	state := t.TempDir()
+	env, err := Load(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.RunOperators(t.Context(), t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "no kubeconfig in "+state) {
+		t.Errorf("RunOperators without a kubeconfig: %v, want an error naming the state folder", err)
+	}
+	if err := writeKubeconfig(filepath.Join(state, "kubeconfig"), "https://127.0.0.1:6443", []byte("ca"), "token"); err != nil {
+		t.Fatal(err)
+	}
+	if env, err = Load(state); err != nil {
+		t.Fatal(err)
+	}
+	err = env.RunOperators(t.Context(), t.TempDir(), nil)
+	if !errors.Is(err, ErrNotBuilt) {
+		t.Fatalf("RunOperators with an empty binary folder: %v, want an error wrapping ErrNotBuilt", err)
+	}
+	for _, name := range []string{KuadrantOperator, AuthorinoOperator, LimitadorOperator, AuthorinoServer} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error %q does not name the missing %s", err, name)
+		}
+	}
+}
+
 // TestStartFailure runs Start against stand-in binaries (shell scripts) to
 // check the failure paths without a real control plane: a component that
 // exits is named with its log, a port taken between pick and bind is

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [-v]
+//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [--real-kuadrant] [-v]
 package main
 
 import (
@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/maasctl/maasctl/e2e/sim"
+	"github.com/maasctl/maasctl/e2e/testenv"
 )
 
 // delayFlag collects repeatable name=duration values.
@@ -63,6 +64,7 @@ func run(args []string) error {
 	version := fs.String("rhoai-version", sim.RHOAI35, "simulated RHOAI release: 3.3, 3.4 or 3.5")
 	verbose := fs.Bool("v", false, "debug logging")
 	postgres := fs.String("postgres-admin", "", "superuser connection string of the PostgreSQL the simulated CNPG Clusters run on (testenv writes it to STATE/postgres-admin.conn); empty: no database is created")
+	realKuadrant := fs.Bool("real-kuadrant", false, "the real Kuadrant, Authorino and Limitador operators run (testenv operators): leave their work to them, and register Istio's CRDs for the Kuadrant operator")
 	delays := delayFlag{}
 	fs.Var(delays, "delay", "per-controller delay name=duration, repeatable; names: "+strings.Join(sim.ControllerNames(), ", "))
 	if err := fs.Parse(args); err != nil {
@@ -92,7 +94,13 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log.Info("starting simulated operators", zap.String("rhoai", *version), zap.Any("delays", map[string]time.Duration(delays)))
-	err = sim.Run(ctx, cfg, sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log, Postgres: *postgres})
+	so := sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log, Postgres: *postgres, RealKuadrant: *realKuadrant}
+	if *realKuadrant {
+		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+			return err
+		}
+	}
+	err = sim.Run(ctx, cfg, so)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -5,6 +5,7 @@
 //	testenv up --state DIR      start detached; prints `export KUBECONFIG=DIR/kubeconfig`
 //	testenv status --state DIR  components, pids and readiness; exit 1 unless all run
 //	testenv down --state DIR    stop in order (kwok … kube-apiserver, then etcd) and wait
+//	testenv operators --state DIR  run the real Kuadrant operators of an `up --real-kuadrant` until SIGTERM
 //
 // Exit codes: 0 success, 1 failure (the message says what to run next).
 package main
@@ -51,7 +52,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newUpCommand(stdout, stderr), newDownCommand(stderr), newStatusCommand(stdout))
+	root.AddCommand(newUpCommand(stdout, stderr), newDownCommand(stderr), newStatusCommand(stdout), newOperatorsCommand(stderr))
 	return root
 }
 
@@ -108,6 +109,7 @@ STATE/*.log. Returns 0 once ready and prints: export KUBECONFIG=STATE/kubeconfig
 	f.BoolVar(&o.NoFixture, "no-fixture", false, "install the platform CRDs only, not the fresh-OpenShift fixture")
 	f.BoolVar(&controllers, "controllers", true, "also run kube-controller-manager, kube-scheduler and kwok (one fake node)")
 	f.DurationVar(&o.StartTimeout, "timeout", testenv.DefaultStartTimeout, "give up if not ready within this time")
+	f.BoolVar(&o.RealKuadrant, "real-kuadrant", false, "prepare for the real Kuadrant, Authorino and Limitador operators (GRPCRoute CRD, their binaries); `testenv operators` runs them")
 	f.BoolVar(&modelServer, "model-server", false, "also run the model server the fixture's Service llm-coding-assistant/llama-coder selects (a Deployment whose kwok pod becomes its ready endpoint), as on a cluster where llama.cpp already serves")
 	return cmd
 }
@@ -179,6 +181,36 @@ that no longer runs the recorded binary is skipped. The state folder is kept.`,
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to `testenv up`")
+	return cmd
+}
+
+func newOperatorsCommand(stderr io.Writer) *cobra.Command {
+	var state, bin string
+	cmd := &cobra.Command{
+		Use:   "operators",
+		Short: "Run the real Kuadrant, Authorino and Limitador operators of an `up --real-kuadrant` until SIGTERM or SIGINT",
+		Long: `Run the real kuadrant-operator, authorino-operator, limitador-operator and the Authorino
+server for their pods (once the RHCL CSV is Succeeded), each in a network namespace of its
+own, as the e2e tests do; a deleted pod restarts its process. They run as long as this
+command does (the control plane of ` + "`testenv up`" + ` outlives the command that started it, the
+operators follow its pods): stop it with SIGTERM or SIGINT, which stops them. Logs go to
+STATE/<operator>.log.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := testenv.Load(state)
+			if err != nil {
+				return err
+			}
+			logf := func(format string, args ...any) { fmt.Fprintf(stderr, "testenv: "+format+"\n", args...) }
+			err = env.RunOperators(cmd.Context(), bin, logf)
+			if errors.Is(err, testenv.ErrNotBuilt) {
+				return fmt.Errorf("%w\nnext: run `make testenv`, then retry", err)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to `testenv up --real-kuadrant`")
+	cmd.Flags().StringVar(&bin, "bin", "", "folder with the binaries (default $"+testenv.EnvBinDir+", else <repo>/bin/testenv)")
 	return cmd
 }
 
