@@ -42,9 +42,10 @@ func TestOwnsTLSEnabled(t *testing.T) {
 
 // TestTLSKept: waitTLSKept's condition. It ends on TLS off (the Kuadrant
 // operator reverted it), and on TLS on once the operator's own apply holds
-// enabled; a CR Kuadrant owns that the operator has only created (no apply
-// yet, as kuadrant-operator v1.5.2 creates it) or whose apply lacks enabled
-// keeps it waiting; a CR Kuadrant does not own is done at once.
+// enabled; a CR the operator has only created (no apply yet, as
+// kuadrant-operator v1.5.2 creates it) or whose apply lacks enabled keeps
+// it waiting; a CR that operator never wrote (the simulated Kuadrant's,
+// owned by a Kuadrant all the same) is done at once.
 func TestTLSKept(t *testing.T) {
 	withTLS := `{"f:spec":{"f:listener":{"f:tls":{"f:enabled":{}}}}}`
 	withoutTLS := `{"f:spec":{"f:oidcServer":{"f:tls":{"f:enabled":{}}}}}`
@@ -71,6 +72,7 @@ func TestTLSKept(t *testing.T) {
 		{"kuadrant's, only created so far", cr(true, true, create), false, "waiting for the Kuadrant operator"},
 		{"operator's apply lacks enabled", cr(true, true, apply(withoutTLS)), false, "waiting for the Kuadrant operator"},
 		{"not kuadrant's", cr(true, false), true, "listener TLS on"},
+		{"owned by a kuadrant, never written by its operator", cr(true, true, metav1.ManagedFieldsEntry{Manager: "maasctl-sim", Operation: metav1.ManagedFieldsOperationUpdate}), true, "listener TLS on"},
 	} {
 		r := tlsKept(tc.u)
 		if r.Done != tc.done || !strings.Contains(r.Status, tc.want) {

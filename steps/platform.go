@@ -548,8 +548,9 @@ const kuadrantFieldManager = "kuadrant-operator"
 // create and applies it only on a later reconcile (seen 7 s later with
 // `make demo` on a loaded machine, when that first apply turned TLS off
 // after this wait had taken the missing apply for "not Kuadrant's"), so a
-// CR Kuadrant owns (an ownerReference to a Kuadrant, kuadrantOwned) waits
-// for that apply too. A CR Kuadrant does not own is done at once; one
+// CR that operator created (a managedFields entry of its manager,
+// byManager) waits for that apply too. A CR it never wrote (Authorino
+// deployed otherwise, or by the simulated Kuadrant) is done at once; one
 // whose operator has not applied within tlsKeptWait counts as kept (it
 // applies without force when the CR sets tracing, and cedes the field
 // then).
@@ -577,7 +578,7 @@ func tlsKept(u *unstructured.Unstructured) waiters.Result {
 	if tlsOff(u) {
 		return waiters.Result{Done: true, Status: "listener TLS off"}
 	}
-	if o := ownsTLSEnabled(u, kuadrantFieldManager); o != nil && *o || o == nil && !kuadrantOwned(u) {
+	if o := ownsTLSEnabled(u, kuadrantFieldManager); o != nil && *o || o == nil && !byManager(u, kuadrantFieldManager) {
 		return waiters.Result{Done: true, Status: "listener TLS on"}
 	}
 	return waiters.Result{Status: "waiting for the Kuadrant operator to apply the Authorino with listener TLS on"}
@@ -589,11 +590,12 @@ func tlsOff(u *unstructured.Unstructured) bool {
 	return found && !on
 }
 
-// kuadrantOwned reports whether u has an ownerReference to a Kuadrant CR
-// (kuadrant.io), as the Authorino CR kuadrant-operator creates has.
-func kuadrantOwned(u *unstructured.Unstructured) bool {
-	for _, r := range u.GetOwnerReferences() {
-		if r.Kind == "Kuadrant" && strings.HasPrefix(r.APIVersion, "kuadrant.io/") {
+// byManager reports whether manager has any managedFields entry in u
+// (kuadrant-operator v1.5.2 creates the Authorino CR with a plain create:
+// an Update entry of its manager).
+func byManager(u *unstructured.Unstructured, manager string) bool {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager == manager {
 			return true
 		}
 	}
