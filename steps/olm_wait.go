@@ -344,11 +344,13 @@ func expectedCSV(ctx context.Context, e *Env, op inventory.Operator, sub *unstru
 // (the cause of ctx) ends it.
 //
 // A ResolutionFailed verdict given while OLM was binding a CSV it had just
-// installed in the namespace (bindingPending) is OLM's race, not a verdict
-// on the Subscription: the wait then waits for that binding and gives OLM
-// resolutionRetryWait to resolve the namespace again; the verdict stands
-// only when OLM gives it again after the binding, or gives nothing new in
-// that time.
+// installed in the namespace (bindingPending), naming that CSV, is OLM's
+// race, not a verdict on the Subscription: the wait then waits for that
+// binding and gives OLM resolutionRetryWait to resolve the namespace
+// again; the verdict stands only when OLM gives it again after the
+// binding, or still shows it when that time is up. Known gap: a wait that
+// first sees the verdict after the binding was written (OLM rewrites the
+// condition only on its next resolution, seconds later) stops on it.
 func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string, speculate func(*unstructured.Unstructured)) (*unstructured.Unstructured, error) {
 	handled := map[string]bool{} // InstallPlans already approved or inspected
 	var (
@@ -381,11 +383,16 @@ func waitSubscription(ctx context.Context, e *Env, stepID string, op inventory.O
 				return nil, cause // the CSV's failure ended the wait
 			}
 			if verdict != nil && ctx.Err() == nil && waiters.IsTimeout(err) {
-				return nil, verdict // OLM resolved nothing new after the binding
+				if s == nil || resolutionFailedWith(s, stale) {
+					return nil, verdict // OLM resolved nothing new after the binding
+				}
+				// OLM resolved again and is installing: no deadline.
+				verdict = nil
+				continue
 			}
 			var fe *waiters.FailedError
 			if errors.As(err, &fe) && s != nil {
-				msg, pending, perr := resolutionDuringBinding(ctx, e, op.Namespace, s)
+				msg, pending, perr := resolutionDuringBinding(ctx, e, op.Namespace, s, stale)
 				if perr != nil {
 					return nil, perr
 				}
@@ -461,12 +468,16 @@ func describeBindings(p []pendingBinding) string {
 	return strings.Join(parts, ", ")
 }
 
-// resolutionDuringBinding returns, when sub's wait failed on ResolutionFailed
-// (ConstraintsNotSatisfiable), the condition's message and the bindings
-// pending in namespace ns (bindingPending; two reads); nothing otherwise.
-func resolutionDuringBinding(ctx context.Context, e *Env, ns string, sub *unstructured.Unstructured) (string, []pendingBinding, error) {
+// resolutionDuringBinding returns, when sub's wait failed on its
+// ResolutionFailed condition (ConstraintsNotSatisfiable, a message other
+// than stale), the condition's message and the bindings pending in
+// namespace ns whose CSV that message names (bindingPending; two reads);
+// nothing otherwise. The CSV's name in OLM's message ties the failure to
+// the binding: a failure of its own (a channel without the package) while
+// another operator's CSV is being bound stops the run as before.
+func resolutionDuringBinding(ctx context.Context, e *Env, ns string, sub *unstructured.Unstructured, stale string) (string, []pendingBinding, error) {
 	c, ok := waiters.GetCondition(sub, "ResolutionFailed")
-	if !ok || c.Status != "True" || c.Reason != "ConstraintsNotSatisfiable" {
+	if !ok || c.Status != "True" || c.Reason != "ConstraintsNotSatisfiable" || c.Message == stale {
 		return "", nil, nil
 	}
 	var lists [2][]unstructured.Unstructured
@@ -481,7 +492,25 @@ func resolutionDuringBinding(ctx context.Context, e *Env, ns string, sub *unstru
 		}
 		lists[i] = l.Items
 	}
-	return c.Message, bindingPending(lists[0], lists[1]), nil
+	return c.Message, namedIn(bindingPending(lists[0], lists[1]), c.Message), nil
+}
+
+// namedIn returns the bindings of p whose CSV msg names.
+func namedIn(p []pendingBinding, msg string) []pendingBinding {
+	var out []pendingBinding
+	for _, b := range p {
+		if strings.Contains(msg, b.CSV) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// resolutionFailedWith reports whether sub's ResolutionFailed condition is
+// True with message msg.
+func resolutionFailedWith(sub *unstructured.Unstructured, msg string) bool {
+	c, ok := waiters.GetCondition(sub, "ResolutionFailed")
+	return ok && c.Status == "True" && c.Message == msg
 }
 
 // waitBound waits until OLM has bound each pending CSV to its Subscription

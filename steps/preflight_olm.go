@@ -455,9 +455,9 @@ func checkOrphanCSVs(ctx context.Context, e *Env) ([]Finding, error) {
 // Subscription, and a resolution that fails is reported by its
 // ResolutionFailed condition.
 //
-// A failed resolution while OLM binds a CSV it has just installed in the
-// namespace (bindingPending) is OLM's race, which it resolves again by
-// itself: a warning, not an error, and the install's wait handles it.
+// A failed resolution that names a CSV OLM is binding right now
+// (bindingPending) is OLM's race, which it resolves again by itself: a
+// warning, not an error, and the install's wait handles it.
 func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructured) []Finding {
 	var out []Finding
 	binding := bindingPending(subs, csvs)
@@ -479,9 +479,9 @@ func orphanFindings(op inventory.Operator, csvs, subs []unstructured.Unstructure
 			pending = append(pending, s)
 		}
 		if c, ok := waiters.GetCondition(&s, "ResolutionFailed"); ok && c.Status == "True" {
-			if len(binding) > 0 {
+			if named := namedIn(binding, c.Message); len(named) > 0 {
 				out = append(out, warnf("", "Subscription %s/%s: OLM could not resolve the namespace while it was binding %s; it resolves again once that is done (%s)",
-					s.GetNamespace(), s.GetName(), describeBindings(binding), c))
+					s.GetNamespace(), s.GetName(), describeBindings(named), c))
 				continue
 			}
 			out = append(out, errorf(fmt.Sprintf("oc describe subscription %s -n %s; remove the CSV or Subscription it names, then re-run", s.GetName(), s.GetNamespace()),

@@ -133,6 +133,9 @@ func TestOrphanFindings(t *testing.T) {
 		{"resolution failed while OLM binds a csv", []unstructured.Unstructured{csv("rhods-operator.3.5.0", "")},
 			[]unstructured.Unstructured{binding("rhods-operator.3.5.0", `{"type":"ResolutionFailed","status":"True","reason":"ConstraintsNotSatisfiable","message":"clusterserviceversion rhods-operator.3.5.0 exists and is not referenced by a subscription"}`)},
 			[]string{"while it was binding CSV rhods-operator.3.5.0 to Subscription rhods-operator"}},
+		{"resolution failed on its own during a binding", []unstructured.Unstructured{csv("rhods-operator.3.5.0", "")},
+			[]unstructured.Unstructured{binding("rhods-operator.3.5.0", `{"type":"ResolutionFailed","status":"True","reason":"ConstraintsNotSatisfiable","message":"no operators found in channel stable-9"}`)},
+			[]string{"cannot be resolved", "stable-9"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
