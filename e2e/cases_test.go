@@ -73,8 +73,8 @@ type caseOptions struct {
 	// simKuadrant keeps the simulated Kuadrant operator even with
 	// MAASCTL_REAL_KUADRANT=1: for a case whose faults are statuses the
 	// Kuadrant operator writes (sim.Faults.TokenRateLimitPolicyInvalid,
-	// GatewayAuthPolicyNotEnforced), which nothing may write beside the
-	// real operator.
+	// GatewayAuthPolicyNotEnforced, KuadrantMissingDependencyMessage),
+	// which nothing may write beside the real operator.
 	simKuadrant bool
 }
 
@@ -472,9 +472,13 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 	parallel(t)
 	const sel = "app=kuadrant,control-plane=controller-manager"
 	t.Run("restarted once whatever the message says", func(t *testing.T) {
+		// The simulated Kuadrant: the message is the fault, and the real
+		// operator writes its own (TestRealKuadrantOperator and the
+		// next case run the real one).
 		c := newCaseCluster(t, caseOptions{
-			delay:  map[string]time.Duration{sim.Gateway: 8 * time.Second},
-			faults: sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation", IstioAfterKuadrantOperator: true},
+			delay:       map[string]time.Duration{sim.Gateway: 8 * time.Second},
+			faults:      sim.Faults{KuadrantMissingDependencyMessage: "dependency check failed; consult the documentation", IstioAfterKuadrantOperator: true},
+			simKuadrant: true,
 		})
 		pods := c.record(t, gvrPods, "openshift-operators", sel)
 		kuadrants := c.record(t, gvrKuadrants, "kuadrant-system", "")

@@ -41,6 +41,12 @@ if [ "$REAL_KUADRANT" = 1 ]; then
   # They follow the pods of the RHCL CSV for as long as this script runs.
   "$BIN/testenv-ctl" operators --state "$STATE" 2>"$STATE/operators.log" &
   pids+=($!)
+  sleep 1
+  if ! kill -0 "$!" 2>/dev/null; then
+    echo "testenv-ctl operators exited at once:" >&2
+    cat "$STATE/operators.log" >&2
+    exit 1
+  fi
 fi
 
 echo "== starting the Vault-API test server and the simulated operators"

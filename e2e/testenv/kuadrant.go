@@ -226,6 +226,13 @@ func (e *Env) RunOperators(ctx context.Context, binDir string, logf func(string,
 		}
 		o.BinDir = d
 	}
+	// The processes run in the state folder (exec.Cmd.Dir), where a
+	// relative path would no longer name the binaries.
+	abs, err := filepath.Abs(o.BinDir)
+	if err != nil {
+		return fmt.Errorf("run the Kuadrant operators: %w", err)
+	}
+	o.BinDir = abs
 	if err := checkBinaries(o.BinDir, NetnsRun, KuadrantOperator, AuthorinoOperator, LimitadorOperator, AuthorinoServer); err != nil {
 		return fmt.Errorf("run the Kuadrant operators: %w", err)
 	}
