@@ -54,8 +54,12 @@ const NodeName = "kwok-node-0"
 const KwokVersion = "v0.8.0"
 
 // DefaultStartTimeout bounds [Start] when Options.StartTimeout is zero.
-// The recipe measured 4.6 s idle and 7–8 s on a busy 2-core machine.
-const DefaultStartTimeout = 2 * time.Minute
+// The recipe measured 4.6 s idle and 7–8 s on a busy 2-core machine; in
+// a CI run with the e2e tests on the real Kuadrant operators beside it
+// (load average 14 on 2 cores, 2026-12-04) kube-apiserver alone took 47 s
+// to answer /readyz and the platform CRDs were not Established within 2
+// minutes (TestDetachedLoadStop).
+const DefaultStartTimeout = 5 * time.Minute
 
 // stopGrace is how long a component gets after SIGTERM before SIGKILL.
 const stopGrace = 10 * time.Second
