@@ -179,10 +179,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	// from the watch cache can still show the object from before that
 	// write (old spec, old status, matching old generation), which would
 	// end the wait on a stale state.
-	lw := NameListWatch(ri, t.Name)
-	if t.ManagedFields {
-		lw = nameListWatchFull(ri, t.Name)
-	}
+	lw := nameListWatch(ri, t.Name, t.ManagedFields)
 	var obj *unstructured.Unstructured
 	// No precondition: with one, UntilWithSync first polls the informer's
 	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
@@ -222,32 +219,30 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 }
 
 // NameListWatch lists and watches the one object of ri named name (field
-// selector metadata.name), for watchtools.UntilWithSync.
+// selector metadata.name), for watchtools.UntilWithSync. The objects come
+// without metadata.managedFields (kube.LeanWatch).
 func NameListWatch(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
+	return nameListWatch(ri, name, false)
+}
+
+// nameListWatch is NameListWatch, keeping metadata.managedFields when
+// managedFields is true.
+func nameListWatch(ri dynamic.ResourceInterface, name string, managedFields bool) *cache.ListWatch {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
+			if managedFields {
+				return ri.List(ctx, o)
+			}
 			return leanList(ri.List(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
+			if managedFields {
+				return ri.Watch(ctx, o)
+			}
 			return leanWatch(ri.Watch(ctx, o))
-		},
-	}
-}
-
-// nameListWatchFull is NameListWatch with metadata.managedFields kept.
-func nameListWatchFull(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
 		},
 	}
 }

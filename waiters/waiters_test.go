@@ -31,48 +31,31 @@ func TestListThenWatch(t *testing.T) {
 		mu       sync.Mutex
 		requests []string
 	)
-	write := func(w http.ResponseWriter, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api":
-			write(w, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
-		case "/apis":
-			write(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
-		case "/api/v1":
-			write(w, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
-				APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"get", "list", "watch"}}}})
-		case "/api/v1/namespaces/ns/configmaps":
-			mu.Lock()
-			requests = append(requests, r.URL.RawQuery)
-			mu.Unlock()
-			q := r.URL.Query()
-			if q.Get("watch") == "true" {
-				if q.Get("sendInitialEvents") == "true" {
-					http.Error(w, "watch-list not expected", http.StatusBadRequest)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusOK)
-				w.(http.Flusher).Flush()
-				<-r.Context().Done()
+	srv := configMapServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.URL.RawQuery)
+		mu.Unlock()
+		q := r.URL.Query()
+		if q.Get("watch") == "true" {
+			if q.Get("sendInitialEvents") == "true" {
+				http.Error(w, "watch-list not expected", http.StatusBadRequest)
 				return
 			}
-			write(w, map[string]any{
-				"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
-				"items": []any{map[string]any{
-					"apiVersion": "v1", "kind": "ConfigMap",
-					"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7"},
-					"data":     map[string]any{"ready": "yes"},
-				}},
-			})
-		default:
-			http.NotFound(w, r)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
 		}
-	}))
-	t.Cleanup(srv.Close)
+		writeJSON(w, map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
+			"items": []any{map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7"},
+				"data":     map[string]any{"ready": "yes"},
+			}},
+		})
+	})
 	c, err := kube.New(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -148,38 +131,21 @@ func TestEndedTellsInterruptionFromTimeout(t *testing.T) {
 // TestForManagedFields: For hands Cond objects without
 // metadata.managedFields unless the Target asks for them.
 func TestForManagedFields(t *testing.T) {
-	write := func(w http.ResponseWriter, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api":
-			write(w, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
-		case "/apis":
-			write(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
-		case "/api/v1":
-			write(w, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
-				APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"get", "list", "watch"}}}})
-		case "/api/v1/namespaces/ns/configmaps":
-			if r.URL.Query().Get("watch") == "true" {
-				// No watch-list here: the reflector falls back to LIST.
-				http.Error(w, "no watch", http.StatusBadRequest)
-				return
-			}
-			write(w, map[string]any{
-				"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
-				"items": []any{map[string]any{
-					"apiVersion": "v1", "kind": "ConfigMap",
-					"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7",
-						"managedFields": []any{map[string]any{"manager": "kuadrant-operator", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:data": map[string]any{}}}}},
-				}},
-			})
-		default:
-			http.NotFound(w, r)
+	srv := configMapServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			// No watch-list here: the reflector falls back to LIST.
+			http.Error(w, "no watch", http.StatusBadRequest)
+			return
 		}
-	}))
-	t.Cleanup(srv.Close)
+		writeJSON(w, map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
+			"items": []any{map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7",
+					"managedFields": []any{map[string]any{"manager": "kuadrant-operator", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:data": map[string]any{}}}}},
+			}},
+		})
+	})
 	c, err := kube.New(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -200,4 +166,33 @@ func TestForManagedFields(t *testing.T) {
 			t.Errorf("ManagedFields %v: Cond saw %d managedFields entries, want %d", keep, seen, want)
 		}
 	}
+}
+
+// configMapServer serves discovery for the core group's ConfigMaps only
+// and hands requests for the ConfigMaps of namespace ns to configMaps; it
+// answers 404 to everything else.
+func configMapServer(t *testing.T, configMaps http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api":
+			writeJSON(w, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
+		case "/apis":
+			writeJSON(w, metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}})
+		case "/api/v1":
+			writeJSON(w, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
+				APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"get", "list", "watch"}}}})
+		case "/api/v1/namespaces/ns/configmaps":
+			configMaps(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
 }
