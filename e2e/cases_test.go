@@ -197,10 +197,10 @@ func failedSummary(r run) string {
 			if _, ok := last[ev.Step]; !ok {
 				running = append(running, ev.Step)
 			}
-			last[ev.Step] = "started"
+			last[ev.Step] = ev.Time.Format("15:04:05") + " started"
 		case steps.EventProgress:
 			if _, ok := last[ev.Step]; ok {
-				last[ev.Step] = ev.Message
+				last[ev.Step] = ev.Time.Format("15:04:05") + " " + ev.Message
 			}
 		case steps.EventDone, steps.EventUnchanged, steps.EventBlocked:
 			delete(last, ev.Step)

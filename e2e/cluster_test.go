@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -398,6 +399,11 @@ func (c *cluster) command(ctx context.Context, args ...string) *exec.Cmd {
 		"VAULT_TOKEN="+c.vaultToken,
 		"HOME="+c.dir, // no ~/.vault-token or ~/.kube from the machine
 	)
+	// At ctx's end maasctl gets SIGTERM, not SIGKILL: it stops its steps
+	// and says in their failed events what each was waiting for, which a
+	// killed run never says. SIGKILL follows if it has not exited in 30 s.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
 	return cmd
 }
 

@@ -99,7 +99,7 @@ func (c *cluster) create(t *testing.T, yamlDocs string) {
 func wantExit(t *testing.T, r run, code int, what string) {
 	t.Helper()
 	if r.exit != code {
-		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.exit, code, r.stdout, r.stderr)
+		t.Fatalf("%s: exit %d, want %d after %s\n%s\nstdout:\n%s", what, r.exit, code, r.wall.Round(time.Second), failedSummary(r), r.stdout)
 	}
 }
 
