@@ -102,6 +102,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 			t.Errorf("stop control plane: %v", err)
 		}
 	})
+	logsOnFailure(t, env)
 	clients, err := kube.New(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -255,6 +256,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 				t.Errorf("stop control plane: %v", err)
 			}
 		})
+		logsOnFailure(t, env)
 		c.env = env
 		c.simulated = envBool(envSim, true)
 		c.realKuadrant = to.RealKuadrant
@@ -579,6 +581,45 @@ func simLogger(t *testing.T, dir string) *zap.Logger {
 			len(lines), len(warn), strings.Join(warn[max(0, len(warn)-25):], "\n"), strings.Join(tail, "\n"))
 	})
 	return logger
+}
+
+// logsOnFailure registers a cleanup, run before env stops, that logs
+// when t failed the starts of the real Kuadrant operators and, for OLM's
+// and the Kuadrant operators' logs, the count of their error lines and
+// the last few of them: a test stuck on an operator then says what the
+// operator was doing, though CI keeps only a part of the output.
+func logsOnFailure(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var b strings.Builder
+		for _, s := range env.OperatorStarts() {
+			fmt.Fprintf(&b, "started %s for pod %s (pid %d) at %s\n", s.Component, s.Pod, s.PID, s.At.Format("15:04:05"))
+		}
+		for _, comp := range []string{testenv.OLMOperator, testenv.CatalogOperator, testenv.KuadrantOperator,
+			testenv.AuthorinoOperator, testenv.LimitadorOperator, testenv.AuthorinoServer} {
+			data, err := os.ReadFile(env.LogFile(comp))
+			if err != nil {
+				continue
+			}
+			var errs []string
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.Contains(l, "error") || strings.Contains(l, "ERROR") || strings.Contains(l, "level=error") {
+					errs = append(errs, l)
+				}
+			}
+			fmt.Fprintf(&b, "%s log: %d bytes, %d error lines; the last:\n", comp, len(data), len(errs))
+			for _, l := range errs[max(0, len(errs)-8):] {
+				if len(l) > 400 {
+					l = l[:400] + "..."
+				}
+				fmt.Fprintf(&b, "  %s\n", l)
+			}
+		}
+		t.Logf("control plane operators at the failure:\n%s", b.String())
+	})
 }
 
 // bareAPIServer starts a local kube-apiserver and etcd only (no

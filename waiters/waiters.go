@@ -142,17 +142,25 @@ func (e *FailedError) Unwrap() error { return e.Err }
 // is not served yet, it first waits for its CRD to be Established (case B03).
 func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstructured, error) {
 	var mu sync.Mutex
-	last := Result{Status: "not found"}
-	set := func(r Result) {
+	last := Result{Status: "not found"} // Cond's last Result
+	trouble := ""                       // unanswered's last report
+	shown := last.Status                // what OnChange last got
+	// update changes last or trouble under mu and calls OnChange when the
+	// status shown (Cond's, then the API server's trouble) changed.
+	update := func(f func()) {
 		mu.Lock()
-		changed := r.Status != last.Status
-		last = r
+		f()
+		r := last
+		r.Status = withTrouble(r.Status, trouble)
+		changed := r.Status != shown
+		shown = r.Status
 		mu.Unlock()
 		if changed && t.OnChange != nil {
 			t.OnChange(r)
 		}
 	}
-	get := func() Result { mu.Lock(); defer mu.Unlock(); return last }
+	set := func(r Result) { update(func() { last = r }) }
+	get := func() Result { mu.Lock(); defer mu.Unlock(); return Result{Status: shown} }
 
 	if _, err := c.Mapping(t.GVK); err != nil {
 		if !kube.IsNotServed(err) {
@@ -179,7 +187,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	// from the watch cache can still show the object from before that
 	// write (old spec, old status, matching old generation), which would
 	// end the wait on a stale state.
-	lw := nameListWatch(ri, t.Name, t.ManagedFields)
+	lw := unanswered(nameListWatch(ri, t.Name, t.ManagedFields), func(s string) { update(func() { trouble = s }) })
 	var obj *unstructured.Unstructured
 	// No precondition: with one, UntilWithSync first polls the informer's
 	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
@@ -216,6 +224,60 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		return obj, fmt.Errorf("wait for %s: %w", t, err)
 	}
 	return obj, nil
+}
+
+// unanswered wraps lw so that report gets, after each of its LIST and
+// WATCH calls, a few words on the API server's failure to answer it ("" on
+// success): client-go's Reflector retries a failed call with a back-off
+// and only logs it (k8s.io/client-go/tools/cache reflector.go
+// ListAndWatch), so without this a wait on an API server that went away
+// would say nothing until its deadline. Failures are transport errors
+// (connection refused, reset, timeouts) and 5xx answers (a server
+// shutting down answers 503); another API status (a 400 to a watch-list
+// request, after which the Reflector falls back to LIST) is the server
+// answering, and a call ended by its context is no failure.
+func unanswered(lw *cache.ListWatch, report func(string)) *cache.ListWatch {
+	check := func(ctx context.Context, err error) {
+		switch {
+		case err == nil:
+			report("")
+		case ctx.Err() != nil:
+		case !unanswer(err):
+		default:
+			report("the API server did not answer: " + err.Error() + "; retrying")
+		}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			obj, err := lw.ListWithContextFunc(ctx, o)
+			check(ctx, err)
+			return obj, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := lw.WatchFuncWithContext(ctx, o)
+			check(ctx, err)
+			return w, err
+		},
+	}
+}
+
+// unanswer reports whether err means the API server did not answer: no
+// API status at all, or a 5xx one.
+func unanswer(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return st.Status().Code >= 500
+}
+
+// withTrouble is a wait's status with the API server's trouble (from
+// unanswered) after it, when there is any.
+func withTrouble(status, trouble string) string {
+	if trouble == "" {
+		return status
+	}
+	return status + "; " + trouble
 }
 
 // NameListWatch lists and watches the one object of ri named name (field
@@ -395,14 +457,14 @@ func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstruct
 	}
 	// A consistent watch-list, as in For: the wait follows maasctl's own
 	// writes.
-	lw := &cache.ListWatch{
+	lw := unanswered(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return leanList(ri.List(ctx, o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return leanWatch(ri.Watch(ctx, o))
 		},
-	}
+	}, g.setTrouble)
 	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, g.observe)
 	if err != nil {
 		var fe *FailedError
@@ -426,7 +488,9 @@ type groupWait struct {
 	targets []Target
 	objs    []*unstructured.Unstructured
 	mu      sync.Mutex
-	last    []Result
+	last    []Result // each target's last Result of its Cond
+	shown   []string // each target's status as OnChange last got it
+	trouble string   // unanswered's last report
 	done    []bool
 	byName  map[string][]int
 	left    int
@@ -435,11 +499,12 @@ type groupWait struct {
 func newGroupWait(targets []Target) *groupWait {
 	g := &groupWait{
 		targets: targets, objs: make([]*unstructured.Unstructured, len(targets)),
-		last: make([]Result, len(targets)), done: make([]bool, len(targets)),
+		last: make([]Result, len(targets)), shown: make([]string, len(targets)), done: make([]bool, len(targets)),
 		byName: map[string][]int{}, left: len(targets),
 	}
 	for i, t := range targets {
 		g.last[i] = Result{Status: "not found"}
+		g.shown[i] = g.last[i].Status
 		g.byName[t.Name] = append(g.byName[t.Name], i)
 	}
 	return g
@@ -448,11 +513,33 @@ func newGroupWait(targets []Target) *groupWait {
 // set records target i's Result and reports a change of its status.
 func (g *groupWait) set(i int, r Result) {
 	g.mu.Lock()
-	changed := r.Status != g.last[i].Status
 	g.last[i] = r
+	r.Status = withTrouble(r.Status, g.trouble)
+	changed := r.Status != g.shown[i]
+	g.shown[i] = r.Status
 	g.mu.Unlock()
 	if changed && g.targets[i].OnChange != nil {
 		g.targets[i].OnChange(r)
+	}
+}
+
+// setTrouble records unanswered's report and shows it on every target
+// not done yet.
+func (g *groupWait) setTrouble(s string) {
+	g.mu.Lock()
+	g.trouble = s
+	var open []int
+	for i := range g.targets {
+		if !g.done[i] {
+			open = append(open, i)
+		}
+	}
+	g.mu.Unlock()
+	for _, i := range open {
+		g.mu.Lock()
+		r := g.last[i]
+		g.mu.Unlock()
+		g.set(i, r)
 	}
 }
 
@@ -463,7 +550,7 @@ func (g *groupWait) blocked() []Blocked {
 	var out []Blocked
 	for i, t := range g.targets {
 		if !g.done[i] {
-			out = append(out, Blocked{Object: t.String(), Status: g.last[i].Status})
+			out = append(out, Blocked{Object: t.String(), Status: g.shown[i]})
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,4 +196,84 @@ func configMapServer(t *testing.T, configMaps http.HandlerFunc) *httptest.Server
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// TestForSaysTheAPIServerDidNotAnswer: while the API server fails the
+// wait's LIST and WATCH calls (a dropped connection, then a 503), For's
+// status says so, in OnChange and in a timeout error; once it answers,
+// the status is the condition's again and the wait ends on the object.
+func TestForSaysTheAPIServerDidNotAnswer(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		calls int
+		heal  = make(chan struct{})
+	)
+	srv := configMapServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		select {
+		case <-heal:
+		default:
+			if n%2 == 1 {
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					_ = conn.Close()
+				}
+				return
+			}
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Query().Get("watch") == "true" {
+			http.Error(w, "no watch", http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMapList", "metadata": map[string]any{"resourceVersion": "7"},
+			"items": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "cm", "namespace": "ns", "resourceVersion": "7"}}},
+		})
+	})
+	c, err := kube.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := Target{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespace: "ns", Name: "cm"}
+
+	// Unanswered until the deadline: the timeout names the trouble.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err = For(ctx, c, target)
+	cancel()
+	if !IsTimeout(err) || !strings.Contains(err.Error(), "ConfigMap ns/cm (not found; the API server did not answer: ") || !strings.Contains(err.Error(), "; retrying)") {
+		t.Fatalf("For on an API server that does not answer: %v, want a timeout naming it", err)
+	}
+
+	// Unanswered, then healed: OnChange saw the trouble, then the object.
+	var statuses []string
+	var smu sync.Mutex
+	target.OnChange = func(r Result) { smu.Lock(); statuses = append(statuses, r.Status); smu.Unlock() }
+	go func() {
+		for {
+			smu.Lock()
+			n := len(statuses)
+			smu.Unlock()
+			if n > 0 {
+				close(heal)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := For(ctx, c, target); err != nil {
+		t.Fatalf("For after the API server healed: %v", err)
+	}
+	smu.Lock()
+	defer smu.Unlock()
+	if len(statuses) < 2 || !strings.HasPrefix(statuses[0], "not found; the API server did not answer: ") || statuses[len(statuses)-1] != "exists" {
+		t.Errorf("statuses %q, want the API server's trouble first and the object's existence last", statuses)
+	}
 }
