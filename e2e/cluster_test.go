@@ -618,9 +618,26 @@ func logsOnFailure(t *testing.T, env *testenv.Env) {
 				fmt.Fprintf(&b, "  %s\n", l)
 			}
 		}
+		if dir := os.Getenv(envKeepLogs); dir != "" {
+			dst := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+			logs, _ := filepath.Glob(filepath.Join(env.StateDir(), "*.log"))
+			if err := os.MkdirAll(dst, 0o755); err == nil {
+				for _, l := range logs {
+					if data, err := os.ReadFile(l); err == nil {
+						_ = os.WriteFile(filepath.Join(dst, filepath.Base(l)), data, 0o644)
+					}
+				}
+				fmt.Fprintf(&b, "the control plane's %d logs are kept in %s\n", len(logs), dst)
+			}
+		}
 		t.Logf("control plane operators at the failure:\n%s", b.String())
 	})
 }
+
+// envKeepLogs names a folder where logsOnFailure keeps a copy of a failed
+// test's control-plane logs (one subfolder per test); unset, they go with
+// the control plane's state folder.
+const envKeepLogs = "MAASCTL_E2E_KEEP_LOGS"
 
 // bareAPIServer starts a local kube-apiserver and etcd only (no
 // controllers, PostgreSQL, fixture or OLM) for a test of client-side

@@ -220,7 +220,7 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 	}
 	t := target(kq, e, s)
 	t.Cond = readyOrMissing
-	obj, err := waiters.For(ctx, e.Clients, t)
+	obj, err := waitKuadrant(ctx, e, id, t)
 	if err != nil {
 		return err
 	}
@@ -264,6 +264,118 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 		Message: fmt.Sprintf("%v; the Kuadrant operator was restarted once and Kuadrant is still not Ready", err),
 		Fix:     fmt.Sprintf("check 'oc get kuadrant %s -n %s -o yaml' and the operator log ('oc logs -n %s -l %s')", k.Name, k.Namespace, k.OperatorNamespace, k.OperatorSelector),
 		Err:     err}
+}
+
+// Requests for a reconcile of the Kuadrant CR (waitKuadrant).
+const (
+	// kuadrantStall is how long Kuadrant may report a component CR
+	// missing before maasctl asks its operator to reconcile again.
+	kuadrantStall = 45 * time.Second
+	// maxKuadrantNudges bounds those requests in one wait.
+	maxKuadrantNudges = 3
+)
+
+// Kuadrant's components: the reason of its Ready=False condition when one
+// is not ready (kuadrant-operator v1.5.2
+// internal/controller/kuadrant_status_updater.go calculateStatus) and the
+// kind of the CR its operator makes for it.
+var kuadrantComponents = map[string]schema.GroupVersionKind{
+	"LimitadorNotReady": {Group: "limitador.kuadrant.io", Version: "v1alpha1", Kind: "Limitador"},
+	"AuthorinoNotReady": {Group: "operator.authorino.kuadrant.io", Version: "v1beta1", Kind: "Authorino"},
+}
+
+// kuadrantComponentNames are the names of those CRs (kuadrant-operator
+// v1.5.2 api/v1beta1/topology.go LinkKuadrantToLimitador and
+// LinkKuadrantToAuthorino: only these names, in the Kuadrant CR's
+// namespace, belong to it).
+var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Authorino": "authorino"}
+
+// waitKuadrant is waiters.For on the Kuadrant CR (target t) that asks the
+// Kuadrant operator to reconcile again, by setting the CR's reconcile
+// trigger annotations (kuadrantTriggerTimeAnnotation and
+// kuadrantTriggerReasonAnnotation), when Kuadrant has reported a component
+// not ready for kuadrantStall while that component's CR does not exist
+// (stalledComponent): up to maxKuadrantNudges times, then it waits on.
+//
+// Why: kuadrant-operator v1.5.2 creates the Limitador and Authorino CRs
+// only in a reconcile started by an event of the Kuadrant CR or of those
+// kinds (LimitadorReconciler and AuthorinoReconciler subscriptions), runs
+// a reconcile's tasks on one context that the first failing task cancels
+// (a conflict adding the DeveloperPortal finalizer ends a concurrent apply
+// with "context canceled", seen in its log), and policy-machinery v0.8.0
+// logs a failed reconcile without retrying it (controller.propagate).
+// When the last event's reconcile lost its component apply so, Kuadrant
+// stays Ready=False ("limitador resource not in topology") until its CR's
+// generation or trigger annotations next change (its status writes start
+// no reconcile): for 10 minutes in an e2e run after an uninstall and a
+// reinstall. The trigger changes no spec.
+func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*unstructured.Unstructured, error) {
+	nudges := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, kuadrantStall)
+		obj, err := waiters.For(wctx, e.Clients, t)
+		cancel()
+		if err == nil || !waiters.IsTimeout(err) || ctx.Err() != nil {
+			return obj, err
+		}
+		if nudges == maxKuadrantNudges {
+			return waiters.For(ctx, e.Clients, t)
+		}
+		if obj == nil {
+			continue
+		}
+		c, _ := waiters.GetCondition(obj, "Ready")
+		gvk, ok := kuadrantComponents[c.Reason]
+		if c.Status != "False" || !ok {
+			continue
+		}
+		comp := &unstructured.Unstructured{}
+		comp.SetGroupVersionKind(gvk)
+		comp.SetNamespace(obj.GetNamespace())
+		comp.SetName(kuadrantComponentNames[gvk.Kind])
+		if _, err := e.Clients.Get(ctx, comp); err == nil || !apierrors.IsNotFound(err) && !kube.IsNotServed(err) {
+			if err != nil {
+				return obj, err
+			}
+			continue // it exists: its own events drive the operator
+		}
+		nudges++
+		e.progress(id, "Kuadrant %s/%s has reported %s for %s and %s %s/%s does not exist: the Kuadrant operator does not retry a failed reconcile, so maasctl sets its reconcile trigger on the Kuadrant CR (%s) (%d of %d)",
+			obj.GetNamespace(), obj.GetName(), c.String(), kuadrantStall, gvk.Kind, comp.GetNamespace(), comp.GetName(), kuadrantTriggerTimeAnnotation, nudges, maxKuadrantNudges)
+		if err := annotate(ctx, e, obj, map[string]string{
+			kuadrantTriggerTimeAnnotation:   time.Now().UTC().Format(time.RFC3339Nano),
+			kuadrantTriggerReasonAnnotation: "maasctl: " + gvk.Kind + " " + comp.GetName() + " missing",
+		}); err != nil {
+			return obj, err
+		}
+	}
+}
+
+// The Kuadrant CR's reconcile trigger: kuadrant-operator v1.5.2 starts a
+// reconcile on an update of the Kuadrant CR only when its generation or
+// these annotations changed (internal/controller/state_of_the_world.go
+// getKuadrantWatcherPredicate, internal/extension/utils.go
+// AnnotationsChanged); its extension manager sets them so itself
+// (TriggerReconciliation). Another annotation, or a status change, starts
+// none.
+const (
+	kuadrantTriggerTimeAnnotation   = "extensions.kuadrant.io/trigger-time"
+	kuadrantTriggerReasonAnnotation = "extensions.kuadrant.io/trigger-reason"
+)
+
+// annotate merges annotations into live's metadata (a merge patch by
+// maasctl's field manager). It changes no spec.
+func annotate(ctx context.Context, e *Env, live *unstructured.Unstructured, annotations map[string]string) error {
+	ri, _, err := e.Clients.Resource(live.GroupVersionKind(), live.GetNamespace())
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	_, err = ri.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager})
+	return err
 }
 
 // restartKuadrantOperator deletes the Kuadrant operator pods and waits
@@ -691,13 +803,7 @@ func unblockAuthorinoService(ctx context.Context, e *Env, id string, svc, author
 		return applyObjects(ctx, e, id, []*unstructured.Unstructured{off})
 	}
 	e.progress(id, "%s; the Authorino operator re-creates its Services only when the CR changes: annotating the CR (%s) so it reconciles", where, reconcileRequestedAnnotation)
-	ri, _, err := e.Clients.Resource(live.GroupVersionKind(), live.GetNamespace())
-	if err != nil {
-		return err
-	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, reconcileRequestedAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
-	_, err = ri.Patch(ctx, live.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager})
-	return err
+	return annotate(ctx, e, live, map[string]string{reconcileRequestedAnnotation: time.Now().UTC().Format(time.RFC3339Nano)})
 }
 
 // monitoringDesired is the monitoring ConfigMap as applyMonitoring would

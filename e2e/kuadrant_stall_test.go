@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/maasctl/maasctl/waiters"
+)
+
+// TestKuadrantStalledComponentReconciled: the real Kuadrant operator does
+// not retry a reconcile that failed (policy-machinery v0.8.0 logs it and
+// waits for the next event), so a Limitador create that fails once leaves
+// Kuadrant Ready=False (LimitadorNotReady) until the Kuadrant CR changes;
+// seen for 10 minutes in TestRecreatedObjectRecordedAfterKill, where a
+// concurrent task's conflict cancelled the apply. Here a
+// ValidatingAdmissionPolicy of the real kube-apiserver denies the create
+// until Kuadrant reports it; once the policy is gone, the install must
+// still finish: after 45 s of the stall maasctl sets the operator's own
+// reconcile trigger annotations on the Kuadrant CR (any other change of
+// the CR but its generation starts no reconcile), the operator reconciles
+// and creates the Limitador. The denial
+// lasts until the CR has been quiet for 10 s, so that no change of its
+// own starts the reconcile instead.
+func TestKuadrantStalledComponentReconciled(t *testing.T) {
+	parallel(t)
+	c := newCluster(t, clusterOptions{})
+	if !c.realKuadrant {
+		t.Skip("needs the real Kuadrant operator (MAASCTL_REAL_KUADRANT=0 runs the simulator, which makes no Limitador)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	const name = "e2e-deny-limitador"
+	vaps := c.clients.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := c.clients.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	fail := admissionv1.Fail
+	if _, err := vaps.Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{"limitador.kuadrant.io"}, APIVersions: []string{"*"}, Resources: []string{"limitadors"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: "false", Message: "e2e: Limitador creation blocked"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bindings.Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan run, 1)
+	go func() { done <- c.maasctl(t, "install", "-o", "json") }()
+
+	kq := lobj{"kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant"}
+	limitador := lobj{"limitador.kuadrant.io/v1alpha1", "Limitador", "kuadrant-system", "limitador"}
+	// The denial stays until the Kuadrant CR has not changed for 10 s: its
+	// own changes (finalizers, status) are events that start reconciles,
+	// and one of them after the denial would create the Limitador.
+	var rv string
+	var since time.Time
+	poll(t, ctx, "Kuadrant Ready=False (LimitadorNotReady) and unchanged for 10 s while the Limitador create is denied", func() (bool, string) {
+		u := c.live(t, kq)
+		if u == nil {
+			return false, "no Kuadrant CR"
+		}
+		if u.GetResourceVersion() != rv {
+			rv, since = u.GetResourceVersion(), time.Now()
+		}
+		cond, _ := waiters.GetCondition(u, "Ready")
+		return cond.Status == "False" && cond.Reason == "LimitadorNotReady" && time.Since(since) > 10*time.Second, cond.String()
+	})
+	for _, del := range []func() error{
+		func() error { return bindings.Delete(ctx, name, metav1.DeleteOptions{}) },
+		func() error { return vaps.Delete(ctx, name, metav1.DeleteOptions{}) },
+	} {
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("admission policy removed at %s; the Limitador exists: %v", time.Now().Format("15:04:05"), c.live(t, limitador) != nil)
+
+	var r run
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("the install did not end")
+	}
+	wantExit(t, r, 0, "install after the Limitador create was denied once")
+	p := progress(r, "platform/kuadrant")
+	if !strings.Contains(p, "and Limitador kuadrant-system/limitador does not exist: the Kuadrant operator does not retry a failed reconcile, so maasctl sets its reconcile trigger on the Kuadrant CR (extensions.kuadrant.io/trigger-time)") {
+		t.Errorf("platform/kuadrant did not report its reconcile request:\n%s", p)
+	}
+	if c.live(t, limitador) == nil {
+		t.Errorf("no Limitador %s/%s after the install", limitador.ns, limitador.name)
+	}
+	u := c.live(t, kq)
+	if a := u.GetAnnotations(); a["extensions.kuadrant.io/trigger-time"] == "" || a["extensions.kuadrant.io/trigger-reason"] != "maasctl: Limitador limitador missing" {
+		t.Errorf("Kuadrant CR without maasctl's reconcile trigger: %v", a)
+	}
+	// The trigger is no drift: a re-run changes nothing.
+	again := c.maasctl(t, "install", "-o", "json")
+	wantExit(t, again, 0, "re-run")
+	if sum := summary(t, again.events); len(sum.Done) != 0 || sum.Writes != 0 {
+		t.Errorf("re-run after the reconcile trigger applied %v and wrote %d times; want nothing", sum.Done, sum.Writes)
+	}
+}
