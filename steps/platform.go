@@ -295,7 +295,8 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // trigger annotations (kuadrantTriggerTimeAnnotation and
 // kuadrantTriggerReasonAnnotation), when Kuadrant has reported a component
 // not ready for kuadrantStall while that component's CR does not exist
-// (stalledComponent): up to maxKuadrantNudges times, then it waits on.
+// (kuadrantComponents, kuadrantComponentNames): up to maxKuadrantNudges
+// times, then it waits on until ctx ends.
 //
 // Why: kuadrant-operator v1.5.2 creates the Limitador and Authorino CRs
 // only in a reconcile started by an event of the Kuadrant CR or of those
