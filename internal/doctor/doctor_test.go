@@ -105,6 +105,13 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "AuthorinoNotReady"}))
 			}},
+		// kuadrant-operator v1.5.2 does not retry the reconcile that
+		// creates the Limitador (TestKuadrantStalledComponentReconciled).
+		{name: "Kuadrant without its Limitador in the operator's topology", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "LimitadorNotReady",
+			fix: "oc annotate kuadrant kuadrant -n kuadrant-system --overwrite extensions.kuadrant.io/trigger-time=",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "LimitadorNotReady", "message": "limitador resource not in topology"}))
+			}},
 		{name: "Kuadrant waits for Authorino's TLS Secret", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "TlsSecretNotProvided",
 			fix: "maasctl install   (its step platform/authorino-tls turns Authorino's listener TLS off while Secret authorino-server-cert is missing",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

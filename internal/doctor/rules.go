@@ -133,6 +133,11 @@ func kuadrant(s *verify.State) []Finding {
 		return []Finding{finding(CodeKuadrantNotReady, o, ev+"; "+op[0].Evidence,
 			"nothing reconciles Kuadrant: "+op[0].Cause, op[0].Fix)}
 	}
+	if comp, ok := missingFromTopology(c); ok {
+		return []Finding{finding(CodeKuadrantNotReady, o, ev,
+			"the Kuadrant operator has no "+comp+" CR in its view: the reconcile that creates it failed, and kuadrant-operator v1.5.2 does not retry one; it reconciles again only for a new generation of the Kuadrant CR or a change of its trigger annotations",
+			fmt.Sprintf("maasctl install   (sets the operator's reconcile trigger once Kuadrant has reported this for 45 s); or by hand: oc annotate kuadrant %s -n %s --overwrite extensions.kuadrant.io/trigger-time=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)", k.Name, k.Namespace))}
+	}
 	if p := authorinoTrouble(s); p != nil {
 		return []Finding{finding(CodeKuadrantNotReady, o, ev+"; "+p.evidence,
 			"Kuadrant waits for Authorino: "+p.cause, p.fix)}
@@ -140,6 +145,25 @@ func kuadrant(s *verify.State) []Finding {
 	return []Finding{finding(CodeKuadrantNotReady, o, ev,
 		"Kuadrant is not ready (Authorino or Limitador not ready, or its operator is not running)",
 		fmt.Sprintf("maasctl install   (re-applies Kuadrant and Authorino from the inventory and waits for Ready); if it stays not Ready, restart the operator: %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector)))}
+}
+
+// missingFromTopology reports the component (Limitador, Authorino) that
+// Kuadrant's Ready=False condition c says is missing from the operator's
+// topology: reason LimitadorNotReady or AuthorinoNotReady with the
+// message kuadrant-operator v1.5.2 writes when it has no such CR
+// (internal/controller/kuadrant_status_updater.go checkLimitadorReady,
+// checkAuthorinoAvailable: "limitador resource not in topology").
+func missingFromTopology(c waiters.Cond) (string, bool) {
+	if c.Status != "False" || !strings.HasSuffix(c.Message, " resource not in topology") {
+		return "", false
+	}
+	switch c.Reason {
+	case "LimitadorNotReady":
+		return "Limitador", true
+	case "AuthorinoNotReady":
+		return "Authorino", true
+	}
+	return "", false
 }
 
 // gateway: "Gateway not Programmed" (check oc describe gateway), and
