@@ -606,7 +606,7 @@ func logsOnFailure(t *testing.T, env *testenv.Env) {
 			}
 			var errs []string
 			for _, l := range strings.Split(string(data), "\n") {
-				if strings.Contains(l, "error") || strings.Contains(l, "ERROR") || strings.Contains(l, "level=error") {
+				if errorLine(l) {
 					errs = append(errs, l)
 				}
 			}
@@ -632,6 +632,16 @@ func logsOnFailure(t *testing.T, env *testenv.Env) {
 		}
 		t.Logf("control plane operators at the failure:\n%s", b.String())
 	})
+}
+
+// errorLine reports whether l is an error line of a component log: zap's
+// JSON ("level":"error") or console (ERROR), logrus (level=error), or
+// klog (E and the month and day, E1204).
+func errorLine(l string) bool {
+	if strings.Contains(l, `"level":"error"`) || strings.Contains(l, "level=error") || strings.Contains(l, "\tERROR\t") {
+		return true
+	}
+	return len(l) > 5 && l[0] == 'E' && strings.Trim(l[1:5], "0123456789") == ""
 }
 
 // envKeepLogs names a folder where logsOnFailure keeps a copy of a failed
