@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/maasctl/maasctl/steps"
+	"github.com/maasctl/maasctl/steps/engine"
 )
 
 var recreateKillsFlag = flag.String("maasctl.recreate-kills", "",
@@ -67,7 +69,9 @@ func recreateKeys(evs []steps.Event) []recreateKey {
 // E2E_RECREATE_KILLS=all) every event in turn. Red before the fix (at the
 // "applied" point): the killed run left the step's old "done" checkpoint,
 // the next run skipped the step as unchanged and the record kept the
-// deleted CR's UID.
+// deleted CR's UID. A kill after the step's new checkpoint was written
+// (and before its done event) leaves nothing to re-apply: the step's
+// record, written with it, holds the new UID.
 func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 	parallel(t)
 	c := newCluster(t, clusterOptions{})
@@ -133,6 +137,7 @@ func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 			old := deleteCR(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
+			killStart := time.Now()
 			run := c.start(ctx, t, "install", "-o", "json")
 			seen := map[string]int{}
 			killed, stepDone := false, false
@@ -164,10 +169,26 @@ func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 				t.Logf("event %s did not occur; the run ended on its own", pt)
 			}
 
+			// The step's checkpoint is written before its done event
+			// (Runner.runStep), and its dependents start before both: a
+			// kill between the two leaves a done checkpoint, with the
+			// record of the new CR in the same write, and no done event.
+			rec, err := steps.LoadRecord(context.Background(), c.clients)
+			if err != nil {
+				t.Fatalf("read the record after the kill: %v", err)
+			}
+			cps, err := engine.LoadCheckpoints(context.Background(), c.clients)
+			if err != nil {
+				t.Fatalf("read the checkpoints after the kill: %v", err)
+			}
+			written := false
+			for _, cp := range append(rec.Checkpoints(), slices.Collect(maps.Values(cps.All()))...) {
+				written = written || cp.Step == "platform/kuadrant" && cp.Result == "done" && !cp.StartedAt.Before(killStart)
+			}
 			r := c.maasctl(t, "install", "-o", "json")
 			wantExit(t, r, 0, "install after the kill")
-			if got := stepsWith(r.events, steps.EventDone); !stepDone && !contains(got, "platform/kuadrant") {
-				t.Errorf("platform/kuadrant must run again after a kill before it finished; done steps: %v", got)
+			if got := stepsWith(r.events, steps.EventDone); !stepDone && !written && !contains(got, "platform/kuadrant") {
+				t.Errorf("platform/kuadrant must run again after a kill before its checkpoint was written; done steps: %v", got)
 			}
 			if u := c.live(t, kq); u == nil || string(u.GetUID()) == old {
 				t.Fatalf("after the kill and the install the Kuadrant CR is %v, want a re-created one (old UID %s)", u, old)
@@ -181,7 +202,7 @@ func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 			if i+1 < len(points) && !t.Failed() {
 				wantExit(t, c.maasctl(t, "install", "-o", "json"), 0, "install for the next kill point")
 			}
-			t.Logf("kill point %s: killed=%v, %s", pt, killed, time.Since(t0).Round(time.Second))
+			t.Logf("kill point %s: killed=%v, done event seen %v, new done checkpoint %v, %s", pt, killed, stepDone, written, time.Since(t0).Round(time.Second))
 		})
 		if !ok {
 			break
