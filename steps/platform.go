@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -311,6 +312,19 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // no reconcile): for 10 minutes in an e2e run after an uninstall and a
 // reinstall. The trigger changes no spec.
 func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*unstructured.Unstructured, error) {
+	// Each 45 s wait starts from "not found": report a status only when
+	// it differs from the last one any of them reported.
+	var mu sync.Mutex
+	shown, onChange := "", t.OnChange
+	t.OnChange = func(r waiters.Result) {
+		mu.Lock()
+		changed := r.Status != shown
+		shown = r.Status
+		mu.Unlock()
+		if changed && onChange != nil {
+			onChange(r)
+		}
+	}
 	nudges := 0
 	for {
 		wctx, cancel := context.WithTimeout(ctx, kuadrantStall)

@@ -527,19 +527,21 @@ func (g *groupWait) set(i int, r Result) {
 // not done yet.
 func (g *groupWait) setTrouble(s string) {
 	g.mu.Lock()
+	if s == g.trouble {
+		g.mu.Unlock()
+		return // every successful call reports "": most change nothing
+	}
 	g.trouble = s
 	var open []int
+	var last []Result
 	for i := range g.targets {
 		if !g.done[i] {
-			open = append(open, i)
+			open, last = append(open, i), append(last, g.last[i])
 		}
 	}
 	g.mu.Unlock()
-	for _, i := range open {
-		g.mu.Lock()
-		r := g.last[i]
-		g.mu.Unlock()
-		g.set(i, r)
+	for j, i := range open {
+		g.set(i, last[j])
 	}
 }
 
