@@ -3,12 +3,12 @@ package steps
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/release"
@@ -98,7 +98,9 @@ func applyVerify(ctx context.Context, e *Env, s *Step) error {
 	if err != nil {
 		return err
 	}
-	o := verify.Options{Inventory: e.Inv, Release: rel, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}}
+	// Replay keeps the reads of the passes before the settle wait, which
+	// then reads again only what the lagging checks judge.
+	o := verify.Options{Inventory: e.Inv, Release: rel, Reader: &verify.Replay{Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}, Fresh: settleFresh}}
 	if v := e.Verify; v.Endpoint != "" {
 		o.Reader = verify.NewReader(e.Clients)
 		o.DataPath = &verify.DataPathOptions{
@@ -250,6 +252,11 @@ var verifyRetry = 2 * time.Second
 // istio_extension_reconciler.go rewrites the filter). Each new set of
 // failing checks is reported as progress.
 func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep *verify.Report, wait time.Duration) (*verify.Report, error) {
+	if rp, ok := o.Reader.(*verify.Replay); ok {
+		// Each retry reads again only the kinds of settleFresh; the other
+		// checks passed on the reads kept (onlyKuadrantPending).
+		rp.Freeze()
+	}
 	err := settle(ctx, e, id, wait,
 		func() (bool, string) {
 			if rep.Passed || !onlyKuadrantPending(rep) {
@@ -303,6 +310,22 @@ func settle(ctx context.Context, e *Env, id string, wait time.Duration, pending 
 // Subscription holds the env and a Ready operator pod runs with it): a
 // failing V013 is not in the set, so it ends the wait at once.
 var kuadrantLagging = map[string]bool{verify.CodeAuthEnforced: true, verify.CodeTokenLimitEnf: true, verify.CodeFailureModes: true}
+
+// settleFresh selects the kinds that hold the state of kuadrantLagging's
+// checks, read again on each retry of settleVerify: the policies Kuadrant
+// judges (kuadrant.io: the Gateway-level AuthPolicy, the generated
+// TokenRateLimitPolicies), the MaaS controller's objects that list them
+// (maas.opendatahub.io: a MaaSSubscription's tokenRateLimitStatuses) and the
+// gateway's Wasm configuration (networking.istio.io EnvoyFilter,
+// extensions.istio.io WasmPlugin). Every other read of a retry is answered
+// from the pass before the wait (verify.Replay).
+func settleFresh(gvk schema.GroupVersionKind) bool {
+	switch gvk.Group {
+	case "kuadrant.io", "maas.opendatahub.io", "networking.istio.io", "extensions.istio.io":
+		return true
+	}
+	return false
+}
 
 // onlyKuadrantPending reports whether every failed check is one of
 // kuadrantLagging: any other failure is reported at once, without the

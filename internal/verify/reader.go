@@ -240,3 +240,93 @@ type ReadOnly struct{ Reader }
 func (ReadOnly) WhoAmI(context.Context) (Identity, error) {
 	return Identity{}, errors.New("caller identity not read (read-only mode)")
 }
+
+// Replay is a Reader that keeps every answer of the Reader it wraps until
+// Freeze; from then on it sends only the reads of the kinds Fresh selects
+// and answers every other read with the kept answer to the same read (Get:
+// kind, namespace and name; List: kind, namespace and label selector), the
+// object or the error, a copy each time. A read with no kept answer is
+// sent, and kept. A kind that was not served (kube.IsNotServed) is
+// answered so even when fresh: asking again would re-read discovery (two
+// requests) for a CRD that nothing installs during the wait.
+//
+// The install's verify uses it while it waits for the checks whose state
+// Kuadrant and the MaaS controller write seconds late (steps.settleVerify):
+// each retry then reads those objects again, not the thirty others the
+// first pass read, whose checks passed and which the wait does not judge
+// again (issue 16: a first install's verify sent 63 reads, 32 of them a
+// second time). WhoAmI is always sent.
+type Replay struct {
+	Reader
+	// Fresh selects the kinds read again after Freeze; nil means none.
+	Fresh func(schema.GroupVersionKind) bool
+
+	mu     sync.Mutex
+	frozen bool
+	kept   map[string]replayAnswer
+}
+
+type replayAnswer struct {
+	objs []*unstructured.Unstructured
+	err  error
+}
+
+// Freeze makes later reads of kinds outside Fresh answer from the kept
+// answers.
+func (r *Replay) Freeze() {
+	r.mu.Lock()
+	r.frozen = true
+	r.mu.Unlock()
+}
+
+// Get implements Reader.
+func (r *Replay) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	objs, err := r.read(gvk, "get "+gvk.String()+" "+ns+"/"+name, func() ([]*unstructured.Unstructured, error) {
+		o, err := r.Reader.Get(ctx, gvk, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return []*unstructured.Unstructured{o}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return objs[0], nil
+}
+
+// List implements Reader.
+func (r *Replay) List(ctx context.Context, gvk schema.GroupVersionKind, ns, selector string) ([]*unstructured.Unstructured, error) {
+	return r.read(gvk, "list "+gvk.String()+" "+ns+" "+selector, func() ([]*unstructured.Unstructured, error) {
+		return r.Reader.List(ctx, gvk, ns, selector)
+	})
+}
+
+// read answers key from the kept answers when frozen and gvk is not
+// fresh, else with send (kept unless ctx ended it).
+func (r *Replay) read(gvk schema.GroupVersionKind, key string, send func() ([]*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	a, ok := r.kept[key]
+	replay := ok && r.frozen && (r.Fresh == nil || !r.Fresh(gvk) || kube.IsNotServed(a.err))
+	r.mu.Unlock()
+	if !replay {
+		objs, err := send()
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return objs, err
+		}
+		a = replayAnswer{objs: objs, err: err}
+		r.mu.Lock()
+		if r.kept == nil {
+			r.kept = map[string]replayAnswer{}
+		}
+		r.kept[key] = a
+		r.mu.Unlock()
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	out := make([]*unstructured.Unstructured, len(a.objs))
+	for i, o := range a.objs {
+		out[i] = o.DeepCopy()
+	}
+	return out, nil
+}
