@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/maasctl/maasctl/internal/verify"
 )
 
@@ -64,5 +66,23 @@ func TestSettle(t *testing.T) {
 	cancel()
 	if err := settle(ctx, e, "x", time.Minute, func() (bool, string) { return true, "forever" }, read); !errors.Is(err, context.Canceled) {
 		t.Errorf("ended context: got %v, want context.Canceled", err)
+	}
+}
+
+// TestSettleFresh: every kind whose state the lagging checks judge is read
+// again on each retry of the settle wait; the kinds of the checks that
+// passed are not.
+func TestSettleFresh(t *testing.T) {
+	envoyFilter := schema.GroupVersionKind{Group: "networking.istio.io", Version: "v1alpha3", Kind: "EnvoyFilter"}
+	wasmPlugin := schema.GroupVersionKind{Group: "extensions.istio.io", Version: "v1alpha1", Kind: "WasmPlugin"}
+	for _, g := range []schema.GroupVersionKind{verify.AuthPolicyGVK, verify.TokenRateLimitPolicyGVK, verify.MaaSSubscriptionGVK, verify.MaaSAuthPolicyGVK, verify.KuadrantGVK, envoyFilter, wasmPlugin} {
+		if !settleFresh(g) {
+			t.Errorf("%s is not read again while the wait lasts", g)
+		}
+	}
+	for _, g := range []schema.GroupVersionKind{verify.RouteGVK, verify.DeploymentGVK, verify.PodGVK, verify.SubscriptionGVK, verify.CSVGVK, verify.SecretGVK, verify.DSCGVK, verify.GatewayGVK} {
+		if settleFresh(g) {
+			t.Errorf("%s is read again on every retry; its check passed before the wait", g)
+		}
 	}
 }
