@@ -64,6 +64,9 @@ type data struct {
 	Components []Component
 	Namespaces []string
 	Providers  []inventory.ExternalModel
+	// KeySecrets holds one model per distinct API-key Secret (namespace
+	// and apiKeySecret): models that share a Secret label it once.
+	KeySecrets []inventory.ExternalModel
 }
 
 // Rendered maps a step ID to its objects in apply order.
@@ -87,8 +90,12 @@ func Render(inv *inventory.Inventory, f Facts) (Rendered, error) {
 		}
 	}
 	sort.Slice(d.Components, func(i, j int) bool { return d.Components[i].Name < d.Components[j].Name })
-	seenNS, seenProv := map[string]bool{}, map[string]bool{}
+	seenNS, seenProv, seenKey := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, m := range inv.ExternalModels {
+		if k := m.Namespace + "/" + m.APIKeySecret; !seenKey[k] {
+			seenKey[k] = true
+			d.KeySecrets = append(d.KeySecrets, m)
+		}
 		if !seenNS[m.Namespace] {
 			seenNS[m.Namespace] = true
 			d.Namespaces = append(d.Namespaces, m.Namespace)

@@ -136,6 +136,39 @@ func TestRenderProperties(t *testing.T) {
 				}
 			},
 		},
+		{
+			// 1,000 models on one provider key made models/prepare apply
+			// the same Secret 1,000 times (issue 16 bench, 2026-12-05).
+			name: "no step renders an object twice when models share a namespace, provider and key Secret",
+			edit: func(inv *inventory.Inventory) {
+				for _, n := range []string{"second", "third"} {
+					m := inv.ExternalModels[0]
+					m.Name = n
+					inv.ExternalModels = append(inv.ExternalModels, m)
+				}
+			},
+			check: func(t *testing.T, r Rendered) {
+				for id, objs := range r {
+					seen := map[string]bool{}
+					for _, o := range objs {
+						k := o.GetAPIVersion() + " " + o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+						if seen[k] {
+							t.Errorf("%s renders %s twice", id, k)
+						}
+						seen[k] = true
+					}
+				}
+				var secrets int
+				for _, o := range r["models/prepare"] {
+					if o.GetKind() == "Secret" {
+						secrets++
+					}
+				}
+				if secrets != 1 {
+					t.Errorf("models/prepare labels %d Secrets, want the 1 the models share", secrets)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
