@@ -150,8 +150,10 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 // every operator's Namespace, Subscription, CSV and OperatorGroup (across
 // namespaces; a cluster holds few of them), the operators' Deployments and
 // Pods in their namespace (openshift-operators holds all three of RHCL's),
-// and the Authorino CRs (the Kuadrant step reads the one it wants, verify
-// lists them). CSVs are listed without the copies OLM makes in every
+// the Authorino CRs (the Kuadrant step reads the one it wants, verify
+// lists them), and the TokenRateLimitPolicies the MaaS controller
+// generates, one per model, which verify reads each (1,000 GETs at 1,000
+// models; one LIST per namespace now). CSVs are listed without the copies OLM makes in every
 // namespace of an AllNamespaces operator (olm.copiedFrom), like
 // preflight's own LIST. Secrets are never listed: a LIST would carry every
 // other Secret of the namespace.
@@ -163,6 +165,7 @@ var viewWhole = map[schema.GroupResource]kube.WholeList{
 	{Group: "apps", Resource: "deployments"}:                            {PerNamespace: true},
 	{Group: "", Resource: "pods"}:                                       {PerNamespace: true},
 	{Group: "operator.authorino.kuadrant.io", Resource: "authorinos"}:   {PerNamespace: true},
+	{Group: "kuadrant.io", Resource: "tokenratelimitpolicies"}:          {PerNamespace: true},
 }
 
 // NewEnv is NewEnvFor the registry of inv.

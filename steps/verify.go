@@ -265,7 +265,11 @@ func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep 
 			return true, failedChecks(rep, false)
 		},
 		func() error {
-			next, _, err := verify.Run(ctx, o)
+			// Each retry reads as of one moment, the kinds of viewWhole
+			// by one LIST (the TokenRateLimitPolicies of many models).
+			end := e.Clients.BeginView(kube.ViewOptions{Whole: viewWhole}).End
+			next, _, err := verify.Run(kube.ViewReads(ctx), o)
+			end()
 			if err == nil {
 				rep = next
 			}
