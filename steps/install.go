@@ -153,9 +153,9 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 // the Authorino CRs (the Kuadrant step reads the one it wants, verify
 // lists them), and the TokenRateLimitPolicies the MaaS controller
 // generates, one per model, which verify reads each (1,000 GETs at 1,000
-// models; one LIST per namespace now). CSVs are listed without the copies OLM makes in every
-// namespace of an AllNamespaces operator (olm.copiedFrom), like
-// preflight's own LIST. Secrets are never listed: a LIST would carry every
+// models; one LIST per namespace now). CSVs are listed without the
+// copies OLM makes in every namespace of an AllNamespaces operator
+// (olm.copiedFrom), like preflight's own LIST. Secrets are never listed: a LIST would carry every
 // other Secret of the namespace.
 var viewWhole = map[schema.GroupResource]kube.WholeList{
 	{Group: "", Resource: "namespaces"}:                                 {},
