@@ -228,7 +228,10 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		}
 	} else {
 		olmDelay, _ := sim.SplitOLMDelay(o.simDelay)
-		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: realKuadrantDefault()}
+		// Logf: the control plane's milestones (each component's start,
+		// "ready after N ms") go to the test's log, where go test -v and
+		// a failed test show them: where a slow test spent its time.
+		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: realKuadrantDefault(), Logf: t.Logf}
 		if o.proxy != nil && o.simViaProxy {
 			// The real OLM writes Subscriptions, InstallPlans and CSVs
 			// maasctl also reads and applies (and the real Kuadrant
@@ -463,7 +466,16 @@ func (c *cluster) maasctlEnv(t *testing.T, env []string, args ...string) run {
 		t.Fatalf("run maasctl: %v", err)
 	}
 	r.events = parseEvents(r.stdout)
+	t.Logf("maasctl %s: exit %d after %s", firstArg(args), r.exit, r.wall.Round(time.Millisecond))
 	return r
+}
+
+// firstArg is maasctl's subcommand in args ("" for none), for the log.
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 func parseEvents(s string) []steps.Event {
