@@ -628,3 +628,19 @@ func TestWithRestarts(t *testing.T) {
 		t.Errorf("error %q names the catalog operator, which did not restart", err)
 	}
 }
+
+func TestComponentEnvGOGC(t *testing.T) {
+	t.Setenv(EnvGOGC, "")
+	for _, name := range []string{KubeAPIServer, Etcd} {
+		if got := componentEnv(name); len(got) != 1 || got[0] != "GOGC="+DefaultGOGC {
+			t.Errorf("componentEnv(%s) = %v, want [GOGC=%s]", name, got, DefaultGOGC)
+		}
+	}
+	if got := componentEnv(KubeControllerManager); got != nil {
+		t.Errorf("componentEnv(%s) = %v, want nothing added", KubeControllerManager, got)
+	}
+	t.Setenv(EnvGOGC, "150")
+	if got := componentEnv(KubeAPIServer); len(got) != 1 || got[0] != "GOGC=150" {
+		t.Errorf("with %s=150: componentEnv(%s) = %v, want [GOGC=150]", EnvGOGC, KubeAPIServer, got)
+	}
+}
