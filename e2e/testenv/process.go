@@ -40,32 +40,29 @@ func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*
 	return launch(stateDir, name, detach, cmd)
 }
 
-// EnvGOGC sets the GOGC of kube-apiserver and etcd (Go's garbage
-// collector target, a percentage; "off" disables it). Default
-// DefaultGOGC.
+// EnvGOGC, when set, is the GOGC of kube-apiserver and etcd (Go's garbage
+// collector target, a percentage; "off" disables it); unset, they inherit
+// this process's environment, Go's default 100 unless GOGC is set. Why it
+// is there: kube-apiserver is about half of the machine's CPU while the
+// e2e tests run, and a CPU profile of it there spent about a quarter in
+// the garbage collector (runtime.gcBgMarkWorker 18%, gcAssistAlloc 6%,
+// bgsweep 2%). At GOGC=400, three e2e tests two at a time took 12% less
+// wall and 14% less CPU (2026-12-05, two runs each), and an API server's
+// RSS grew to 2-3 GiB over a test (1.1 GiB at 100); but the whole e2e
+// package then took 3534 s against 3215 s at 100 (one run each, the
+// slower one beside a metrics scraper), so nothing is set by default
+// until a clean whole-package comparison says otherwise.
 const EnvGOGC = "MAASCTL_TESTENV_GOGC"
 
-// DefaultGOGC is the GOGC kube-apiserver and etcd run with unless EnvGOGC
-// says otherwise: Go's default. kube-apiserver is about half of the
-// machine's CPU while the e2e tests run, and a CPU profile of it there
-// spent about a quarter in the garbage collector (runtime.gcBgMarkWorker
-// 18%, gcAssistAlloc 6%, bgsweep 2%). At GOGC=400, three e2e tests two at
-// a time took 12% less wall and 14% less CPU (2026-12-05, two runs each),
-// and an API server's RSS grew to 2-3 GiB over a test (1.1 GiB at 100);
-// but the whole e2e package then took 3534 s against 3215 s at 100 (one
-// run each, the slower one beside a metrics scraper), so the default
-// stays until a clean whole-package comparison says otherwise.
-const DefaultGOGC = "100"
-
 // componentEnv is what component name's environment adds to this
-// process's: GOGC for kube-apiserver and etcd (EnvGOGC).
+// process's: GOGC for kube-apiserver and etcd when EnvGOGC is set.
 func componentEnv(name string) []string {
+	v := os.Getenv(EnvGOGC)
+	if v == "" {
+		return nil
+	}
 	switch name {
 	case KubeAPIServer, Etcd:
-		v := os.Getenv(EnvGOGC)
-		if v == "" {
-			v = DefaultGOGC
-		}
 		return []string{"GOGC=" + v}
 	}
 	return nil

@@ -631,16 +631,18 @@ func TestWithRestarts(t *testing.T) {
 
 func TestComponentEnvGOGC(t *testing.T) {
 	t.Setenv(EnvGOGC, "")
+	for _, name := range []string{KubeAPIServer, Etcd, KubeControllerManager} {
+		if got := componentEnv(name); got != nil {
+			t.Errorf("without %s: componentEnv(%s) = %v, want nothing added", EnvGOGC, name, got)
+		}
+	}
+	t.Setenv(EnvGOGC, "150")
 	for _, name := range []string{KubeAPIServer, Etcd} {
-		if got := componentEnv(name); len(got) != 1 || got[0] != "GOGC="+DefaultGOGC {
-			t.Errorf("componentEnv(%s) = %v, want [GOGC=%s]", name, got, DefaultGOGC)
+		if got := componentEnv(name); len(got) != 1 || got[0] != "GOGC=150" {
+			t.Errorf("with %s=150: componentEnv(%s) = %v, want [GOGC=150]", EnvGOGC, name, got)
 		}
 	}
 	if got := componentEnv(KubeControllerManager); got != nil {
-		t.Errorf("componentEnv(%s) = %v, want nothing added", KubeControllerManager, got)
-	}
-	t.Setenv(EnvGOGC, "150")
-	if got := componentEnv(KubeAPIServer); len(got) != 1 || got[0] != "GOGC=150" {
-		t.Errorf("with %s=150: componentEnv(%s) = %v, want [GOGC=150]", EnvGOGC, KubeAPIServer, got)
+		t.Errorf("with %s=150: componentEnv(%s) = %v, want nothing added", EnvGOGC, KubeControllerManager, got)
 	}
 }
