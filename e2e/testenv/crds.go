@@ -65,6 +65,12 @@ func PlatformCRDFiles(crdDir string) ([]string, error) {
 // NamesAccepted=False, and otherwise when ctx ends, naming the CRDs not yet
 // Established.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {
+	return installCRDs(ctx, cfg, true, files...)
+}
+
+// installCRDs is InstallCRDs; without apply it only waits until the CRDs
+// of files, already stored (an etcd seed), are Established.
+func installCRDs(ctx context.Context, cfg *rest.Config, apply bool, files ...string) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("install CRDs: %w", err)
@@ -100,6 +106,9 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, files ...string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	for _, c := range crds {
+		if !apply {
+			break
+		}
 		g.Go(func() error {
 			if _, err := ri.Apply(gctx, c.crd.GetName(), c.crd, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 				return fmt.Errorf("install CRD %s from %s: %w", c.crd.GetName(), c.file, err)

@@ -31,6 +31,9 @@ type resolved struct {
 	Options
 	crdFiles    []string
 	removeState bool
+	// seed, when set, is the etcd data folder each attempt starts from
+	// (seed.go); the CRDs are then already stored.
+	seed string
 }
 
 // Start launches the local control plane and returns once it is ready:
@@ -58,6 +61,10 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 			}
 			return nil, fmt.Errorf("start local control plane: %w", err)
 		}
+	}
+	if o.seed, err = ensureSeed(ctx, o); err != nil {
+		o.logf("%v; creating the CRDs instead", err)
+		o.seed = ""
 	}
 	for attempt := 1; ; attempt++ {
 		env, err := startOnce(ctx, o, stages)
@@ -269,6 +276,11 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 	}
 
 	t0 := time.Now()
+	if o.seed != "" {
+		if err := copySparse(o.seed, filepath.Join(o.StateDir, "etcd")); err != nil {
+			return nil, fmt.Errorf("copy the etcd seed %s: %w", o.seed, err)
+		}
+	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	// --unsafe-no-fsync: throwaway data; RECIPE.md §1, §3.
@@ -360,10 +372,14 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		}
 	}
 
-	if err := InstallCRDs(mctx, env.cfg, o.crdFiles...); err != nil {
+	if err := installCRDs(mctx, env.cfg, o.seed == "", o.crdFiles...); err != nil {
 		return nil, cause(err)
 	}
-	o.logf("%d platform CRDs established after %d ms", len(o.crdFiles), time.Since(t0).Milliseconds())
+	from := ""
+	if o.seed != "" {
+		from = " (stored in the etcd seed)"
+	}
+	o.logf("%d platform CRDs established after %d ms%s", len(o.crdFiles), time.Since(t0).Milliseconds(), from)
 	withOLM := !o.NoControllers && !o.NoOLM
 	var objs []*unstructured.Unstructured
 	if !o.NoFixture {
