@@ -105,7 +105,7 @@ func ensureSeed(ctx context.Context, o *resolved) (string, error) {
 	sub.Logf = nil
 	env, err := startOnce(ctx, &sub, "")
 	if err != nil {
-		return "", fmt.Errorf("etcd seed: start etcd and kube-apiserver in %s: %w", tmp, err)
+		return "", fmt.Errorf("etcd seed: start etcd and kube-apiserver: %w", err)
 	}
 	if err := env.Stop(); err != nil {
 		return "", fmt.Errorf("etcd seed: %w", err)
