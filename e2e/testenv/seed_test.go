@@ -67,16 +67,7 @@ func TestCopySparse(t *testing.T) {
 // The binaries are linked into a folder of the test's own, so the seeds
 // are made there and not in bin/testenv.
 func TestEtcdSeed(t *testing.T) {
-	bin, err := defaultBinDir()
-	if err == nil {
-		err = checkBinaries(bin, Etcd, KubeAPIServer)
-	}
-	if err != nil {
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("%s=1 but: %v", EnvRequire, err)
-		}
-		t.Skipf("skipping, local control plane not available: %v (set %s=1 to fail instead)", err, EnvRequire)
-	}
+	bin := requireBinaries(t, Etcd, KubeAPIServer)
 	own := t.TempDir()
 	for _, b := range []string{Etcd, KubeAPIServer} {
 		if err := os.Symlink(filepath.Join(bin, b), filepath.Join(own, b)); err != nil {

@@ -24,16 +24,7 @@ func TestComponentsDieWithTestProcess(t *testing.T) {
 		select {} // wait to be killed
 	}
 	t.Parallel()
-	bin, err := defaultBinDir()
-	if err == nil {
-		err = checkBinaries(bin, Etcd, KubeAPIServer)
-	}
-	if err != nil {
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("%s=1 but: %v", EnvRequire, err)
-		}
-		t.Skipf("skipping, local control plane not available: %v (set %s=1 to fail instead)", err, EnvRequire)
-	}
+	requireBinaries(t, Etcd, KubeAPIServer)
 	state := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestComponentsDieWithTestProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+state)

@@ -54,6 +54,23 @@ func startEnv(t *testing.T, opts Options) *Env {
 	return env
 }
 
+// requireBinaries returns the default binary folder when it holds names;
+// otherwise it skips t, or fails it with MAASCTL_REQUIRE_TESTENV=1.
+func requireBinaries(t *testing.T, names ...string) string {
+	t.Helper()
+	bin, err := defaultBinDir()
+	if err == nil {
+		err = checkBinaries(bin, names...)
+	}
+	if err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("%s=1 but: %v", EnvRequire, err)
+		}
+		t.Skipf("skipping, local control plane not available: %v (set %s=1 to fail instead)", err, EnvRequire)
+	}
+	return bin
+}
+
 func TestStart(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
