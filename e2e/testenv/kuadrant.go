@@ -21,11 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // The real Kuadrant operators of the local control plane (issue 12, item
@@ -171,14 +167,6 @@ type operatorSupervisor struct {
 	kube    kubernetes.Interface
 	dyn     dynamic.Interface
 	logf    func(string, ...any)
-	// pods and csvs are informer caches (one watch each) that every poll
-	// reads instead of listing from the API server: the poll runs 5 times
-	// a second, and a LIST of every CSV (large objects) each time cost
-	// the API server noticeable CPU during an install.
-	pods corelisters.PodLister
-	csvs cache.GenericLister
-	// informers stop with the loop's context; shutdown waits for them.
-	informers []interface{ Shutdown() }
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -212,21 +200,7 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 		o: o, apiPort: apiPort, kubecfg: kubeconfig, kube: kube, dyn: dyn, logf: o.logf,
 		cancel: cancel, done: make(chan struct{}), running: map[string]*runningOperator{},
 	}
-	podInf := informers.NewSharedInformerFactory(kube, 0)
-	podInformer := podInf.Core().V1().Pods()
-	s.pods = podInformer.Lister()
-	// OLM's copies of a CSV (label olm.copiedFrom) are left out.
-	csvInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll,
-		func(lo *metav1.ListOptions) { lo.LabelSelector = "!olm.copiedFrom" })
-	csvInformer := csvInf.ForResource(gvrCSVs)
-	s.csvs = csvInformer.Lister()
-	s.informers = []interface{ Shutdown() }{podInf, csvInf}
-	podInf.Start(ctx.Done())
-	csvCtx, csvDone := context.WithCancel(ctx)
-	csvInf.Start(csvCtx.Done())
-	go s.loop(ctx, func(ctx context.Context) bool {
-		return cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced, csvInformer.Informer().HasSynced)
-	}, csvDone)
+	go s.loop(ctx)
 	return s, nil
 }
 
@@ -281,14 +255,8 @@ func (e *Env) RunOperators(ctx context.Context, binDir string, logf func(string,
 // supervisorPoll is how often the supervisor looks at the operators' pods.
 const supervisorPoll = 200 * time.Millisecond
 
-// loop polls every supervisorPoll once synced reports the informer caches
-// filled; csvDone stops the CSV informer once the RHCL CSV was seen
-// Succeeded (it is not read again).
-func (s *operatorSupervisor) loop(ctx context.Context, synced func(context.Context) bool, csvDone context.CancelFunc) {
+func (s *operatorSupervisor) loop(ctx context.Context) {
 	defer close(s.done)
-	if !synced(ctx) {
-		return // ctx ended
-	}
 	ops := realOperators()
 	csvSeen := false
 	tick := time.NewTicker(supervisorPoll)
@@ -300,11 +268,10 @@ func (s *operatorSupervisor) loop(ctx context.Context, synced func(context.Conte
 		case <-tick.C:
 		}
 		if !csvSeen {
-			csvSeen = s.rhclSucceeded()
+			csvSeen = s.rhclSucceeded(ctx)
 			if !csvSeen {
 				continue
 			}
-			csvDone()
 		}
 		for _, op := range ops {
 			s.sync(ctx, op)
@@ -313,17 +280,13 @@ func (s *operatorSupervisor) loop(ctx context.Context, synced func(context.Conte
 }
 
 // rhclSucceeded reports whether an rhcl-operator CSV (not a copy) is
-// Succeeded, from the CSV informer's cache.
-func (s *operatorSupervisor) rhclSucceeded() bool {
-	l, err := s.csvs.List(labels.Everything())
+// Succeeded.
+func (s *operatorSupervisor) rhclSucceeded(ctx context.Context) bool {
+	l, err := s.dyn.Resource(gvrCSVs).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false
 	}
-	for _, o := range l {
-		c, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
+	for _, c := range l.Items {
 		phase, _, _ := unstructured.NestedString(c.Object, "status", "phase")
 		reason, _, _ := unstructured.NestedString(c.Object, "status", "reason")
 		if strings.HasPrefix(c.GetName(), "rhcl-operator.") && phase == "Succeeded" && reason != "Copied" {
@@ -333,15 +296,15 @@ func (s *operatorSupervisor) rhclSucceeded() bool {
 	return false
 }
 
-// sync makes op's process match its newest Running pod (from the pod
-// informer's cache; the pods it returns are shared and not changed).
+// sync makes op's process match its newest Running pod.
 func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
-	pods, err := s.pods.List(op.selector)
+	pods, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: op.selector.String()})
 	if err != nil {
 		return
 	}
 	var pod *corev1.Pod
-	for _, p := range pods {
+	for i := range pods.Items {
+		p := &pods.Items[i]
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
@@ -534,9 +497,6 @@ func (s *operatorSupervisor) processes() []*process {
 func (s *operatorSupervisor) shutdown() error {
 	s.cancel()
 	<-s.done
-	for _, f := range s.informers {
-		f.Shutdown()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error

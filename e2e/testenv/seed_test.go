@@ -61,9 +61,10 @@ func TestCopySparse(t *testing.T) {
 	}
 }
 
-// TestEtcdSeed: the first Start makes the seed, the next starts from it
-// and serves the platform CRDs without creating them, a change of a CRD
-// file makes another seed, and MAASCTL_TESTENV_SEED=off starts without one.
+// TestEtcdSeed: without MAASCTL_TESTENV_SEED=on no seed is used; with it
+// the first Start makes the seed, the next starts from it and serves the
+// platform CRDs without creating them, and a change of a CRD file makes
+// another seed.
 // The binaries are linked into a folder of the test's own, so the seeds
 // are made there and not in bin/testenv.
 func TestEtcdSeed(t *testing.T) {
@@ -112,12 +113,18 @@ func TestEtcdSeed(t *testing.T) {
 		return m
 	}
 
+	t.Setenv(EnvSeed, "")
 	log := start(t, crdDir)
+	if strings.Contains(log, "seed") {
+		t.Errorf("%s unset: want no seed (it is opt-in), log:\n%s", EnvSeed, log)
+	}
+	t.Setenv(EnvSeed, "on")
+	log = start(t, crdDir)
 	if !strings.Contains(log, "etcd seed made") || !strings.Contains(log, "stored in the etcd seed") {
 		t.Errorf("first start: want the seed made and the CRDs taken from it, log:\n%s", log)
 	}
 	if n := len(seeds()); n != 1 {
-		t.Fatalf("%d seeds after the first start, want 1", n)
+		t.Fatalf("%d seeds after the first seeded start, want 1", n)
 	}
 	log = start(t, crdDir)
 	if strings.Contains(log, "etcd seed made") || !strings.Contains(log, "stored in the etcd seed") {
@@ -152,9 +159,4 @@ func TestEtcdSeed(t *testing.T) {
 		t.Errorf("%d seeds after a CRD file changed, want 2", n)
 	}
 
-	t.Setenv(EnvSeed, "off")
-	log = start(t, crdDir)
-	if strings.Contains(log, "seed") {
-		t.Errorf("%s=off: want no seed, log:\n%s", EnvSeed, log)
-	}
 }
