@@ -105,10 +105,10 @@ func installCRDs(ctx context.Context, cfg *rest.Config, apply bool, files ...str
 	// and CEL compilation, which overlaps well with request transfer.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
+	if !apply {
+		crds = nil // already stored: only wait below
+	}
 	for _, c := range crds {
-		if !apply {
-			break
-		}
 		g.Go(func() error {
 			if _, err := ri.Apply(gctx, c.crd.GetName(), c.crd, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 				return fmt.Errorf("install CRD %s from %s: %w", c.crd.GetName(), c.file, err)
