@@ -285,6 +285,10 @@ var kuadrantComponents = map[string]schema.GroupVersionKind{
 	"AuthorinoNotReady": {Group: "operator.authorino.kuadrant.io", Version: "v1beta1", Kind: "Authorino"},
 }
 
+// kuadrantComponentOrder is the order in which waitKuadrant looks for a
+// missing component CR when Kuadrant has reported no Ready condition.
+var kuadrantComponentOrder = []schema.GroupVersionKind{kuadrantComponents["LimitadorNotReady"], kuadrantComponents["AuthorinoNotReady"]}
+
 // kuadrantComponentNames are the names of those CRs (kuadrant-operator
 // v1.5.2 api/v1beta1/topology.go LinkKuadrantToLimitador and
 // LinkKuadrantToAuthorino: only these names, in the Kuadrant CR's
@@ -295,9 +299,11 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // Kuadrant operator to reconcile again, by setting the CR's reconcile
 // trigger annotations (kuadrantTriggerTimeAnnotation and
 // kuadrantTriggerReasonAnnotation), when Kuadrant has reported a component
-// not ready for kuadrantStall while that component's CR does not exist
-// (kuadrantComponents, kuadrantComponentNames): up to maxKuadrantNudges
-// times, then it waits on until ctx ends.
+// not ready, or no Ready condition at all, for kuadrantStall while that
+// component's CR does not exist (kuadrantComponents,
+// kuadrantComponentNames; with no condition, the first missing of
+// kuadrantComponentOrder): up to maxKuadrantNudges times, then it waits
+// on until ctx ends.
 //
 // Why: kuadrant-operator v1.5.2 creates the Limitador and Authorino CRs
 // only in a reconcile started by an event of the Kuadrant CR or of those
@@ -310,7 +316,13 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // stays Ready=False ("limitador resource not in topology") until its CR's
 // generation or trigger annotations next change (its status writes start
 // no reconcile): for 10 minutes in an e2e run after an uninstall and a
-// reinstall. The trigger changes no spec.
+// reinstall. A reconcile whose task failed writes no status either (the
+// Kuadrant status updater is the workflow's postcondition, which
+// policy-machinery v0.8.0 controller/workflow.go Run skips after a task
+// error), so a Kuadrant CR whose only reconcile lost its Limitador create
+// has no Ready condition at all: seen in a CI run of
+// TestKuadrantStalledComponentReconciled, where the denied create and the
+// Authorino events fell into one reconcile. The trigger changes no spec.
 func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*unstructured.Unstructured, error) {
 	// Each 45 s wait starts from "not found": report a status only when
 	// it differs from the last one any of them reported.
@@ -339,31 +351,66 @@ func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*un
 		if obj == nil {
 			continue
 		}
-		c, _ := waiters.GetCondition(obj, "Ready")
-		gvk, ok := kuadrantComponents[c.Reason]
-		if c.Status != "False" || !ok {
-			continue
+		suspects, reported := kuadrantSuspects(obj)
+		comp, err := missingKuadrantComponent(ctx, e, obj.GetNamespace(), suspects)
+		if err != nil {
+			return obj, err
 		}
-		comp := &unstructured.Unstructured{}
-		comp.SetGroupVersionKind(gvk)
-		comp.SetNamespace(obj.GetNamespace())
-		comp.SetName(kuadrantComponentNames[gvk.Kind])
-		if _, err := e.Clients.Get(ctx, comp); err == nil || !apierrors.IsNotFound(err) && !kube.IsNotServed(err) {
-			if err != nil {
-				return obj, err
-			}
-			continue // it exists: its own events drive the operator
+		if comp == nil {
+			continue // they exist (or none is suspect): their own events drive the operator
 		}
 		nudges++
 		e.progress(id, "Kuadrant %s/%s has reported %s for %s and %s %s/%s does not exist: the Kuadrant operator does not retry a failed reconcile, so maasctl sets its reconcile trigger on the Kuadrant CR (%s) (%d of %d)",
-			obj.GetNamespace(), obj.GetName(), c.String(), kuadrantStall, gvk.Kind, comp.GetNamespace(), comp.GetName(), kuadrantTriggerTimeAnnotation, nudges, maxKuadrantNudges)
+			obj.GetNamespace(), obj.GetName(), reported, kuadrantStall, comp.GetKind(), comp.GetNamespace(), comp.GetName(), kuadrantTriggerTimeAnnotation, nudges, maxKuadrantNudges)
 		if err := annotate(ctx, e, obj, map[string]string{
 			kuadrantTriggerTimeAnnotation:   time.Now().UTC().Format(time.RFC3339Nano),
-			kuadrantTriggerReasonAnnotation: "maasctl: " + gvk.Kind + " " + comp.GetName() + " missing",
+			kuadrantTriggerReasonAnnotation: "maasctl: " + comp.GetKind() + " " + comp.GetName() + " missing",
 		}); err != nil {
 			return obj, err
 		}
 	}
+}
+
+// kuadrantSuspects reads the Ready condition of a Kuadrant CR (kuadrant)
+// that has not become Ready: the component kinds whose CR may be missing,
+// in the order to look for them, and the condition as a progress message
+// names it. Ready=False with a component's reason (kuadrantComponents)
+// suspects that component; no Ready condition at all suspects both (the
+// reconcile that failed was the one that would have written the status);
+// any other condition suspects none.
+func kuadrantSuspects(kuadrant *unstructured.Unstructured) ([]schema.GroupVersionKind, string) {
+	c, _ := waiters.GetCondition(kuadrant, "Ready")
+	gvk, ok := kuadrantComponents[c.Reason]
+	switch {
+	case c.Status == "False" && ok:
+		return []schema.GroupVersionKind{gvk}, c.String()
+	case c.Status == "":
+		return kuadrantComponentOrder, "no Ready condition"
+	}
+	return nil, c.String()
+}
+
+// missingKuadrantComponent returns the first of kinds (Kuadrant component
+// kinds, kuadrantComponents) whose CR (kuadrantComponentNames) does not
+// exist in namespace ns, as an object that names it; nil when each exists.
+// An error other than NotFound (or the kind not served) is returned.
+func missingKuadrantComponent(ctx context.Context, e *Env, ns string, kinds []schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	for _, gvk := range kinds {
+		comp := &unstructured.Unstructured{}
+		comp.SetGroupVersionKind(gvk)
+		comp.SetNamespace(ns)
+		comp.SetName(kuadrantComponentNames[gvk.Kind])
+		_, err := e.Clients.Get(ctx, comp)
+		switch {
+		case err == nil:
+			continue
+		case apierrors.IsNotFound(err) || kube.IsNotServed(err):
+			return comp, nil
+		default:
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // The Kuadrant CR's reconcile trigger: kuadrant-operator v1.5.2 starts a
