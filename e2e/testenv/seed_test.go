@@ -61,8 +61,8 @@ func TestCopySparse(t *testing.T) {
 	}
 }
 
-// TestEtcdSeed: without MAASCTL_TESTENV_SEED=on no seed is used; with it
-// the first Start makes the seed, the next starts from it and serves the
+// TestEtcdSeed: with MAASCTL_TESTENV_SEED=off no seed is made or used;
+// unset (the default) the first Start makes the seed, the next starts from it and serves the
 // platform CRDs without creating them, and a change of a CRD file makes
 // another seed.
 // The binaries are linked into a folder of the test's own, so the seeds
@@ -113,12 +113,15 @@ func TestEtcdSeed(t *testing.T) {
 		return m
 	}
 
-	t.Setenv(EnvSeed, "")
+	t.Setenv(EnvSeed, "off")
 	log := start(t, crdDir)
 	if strings.Contains(log, "seed") {
-		t.Errorf("%s unset: want no seed (it is opt-in), log:\n%s", EnvSeed, log)
+		t.Errorf("%s=off: want no seed, log:\n%s", EnvSeed, log)
 	}
-	t.Setenv(EnvSeed, "on")
+	if n := len(seeds()); n != 0 {
+		t.Fatalf("%d seeds after a start with %s=off, want none", n, EnvSeed)
+	}
+	t.Setenv(EnvSeed, "")
 	log = start(t, crdDir)
 	if !strings.Contains(log, "etcd seed made") || !strings.Contains(log, "stored in the etcd seed") {
 		t.Errorf("first start: want the seed made and the CRDs taken from it, log:\n%s", log)

@@ -41,8 +41,8 @@ type resolved struct {
 // CRDDir) are Established, the fixture is applied, and (with controllers)
 // the `default` ServiceAccount exists and Node NodeName is Ready.
 //
-// With MAASCTL_TESTENV_SEED=on, etcd starts from a copy of the etcd seed
-// (seed.go), which already holds the CRDs; the first Start for given
+// Unless MAASCTL_TESTENV_SEED=off, etcd starts from a copy of the etcd
+// seed (seed.go), which already holds the CRDs; the first Start for given
 // binaries and CRD files makes it.
 //
 // Every component listens on 127.0.0.1 only, on a port free at start, so
