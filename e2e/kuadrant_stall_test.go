@@ -79,8 +79,9 @@ func TestKuadrantStalledComponentReconciled(t *testing.T) {
 	// API server must have denied a create first.
 	var rv, reported string
 	var since time.Time
+	denied := false
 	poll(t, ctx, "a Limitador create denied, then Kuadrant Ready=False (LimitadorNotReady) or without a Ready condition, and unchanged for 10 s", func() (bool, string) {
-		if n := denials(t, c, name); n == 0 {
+		if denied = denied || denials(ctx, t, c, name) > 0; !denied {
 			return false, "no Limitador create denied yet"
 		}
 		u := c.live(t, kq)
@@ -136,9 +137,11 @@ func TestKuadrantStalledComponentReconciled(t *testing.T) {
 // apiserver_validating_admission_policy_check_total, k8s.io/apiserver
 // pkg/admission/plugin/policy/validating/metrics, with
 // enforcement_action="deny"), summed over its bindings and error types.
-func denials(t *testing.T, c *cluster, policy string) float64 {
+func denials(ctx context.Context, t *testing.T, c *cluster, policy string) float64 {
 	t.Helper()
-	raw, err := c.clients.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	raw, err := c.clients.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("read the API server's metrics: %v", err)
 	}

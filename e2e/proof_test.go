@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -325,13 +327,13 @@ func normalizeJSON(v any) any {
 // a GatewayClass before its controller accepts it).
 //
 // Nor does a restore (restores): a maasctl write that set the spec again
-// after another writer had changed it.
+// after another writer's forced server-side apply had changed it.
 func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[string]int {
 	out := map[string]int{}
 	for k, byRV := range writesByVersion(recs, managed) {
 		restored := restores(byRV)
 		for rv, ws := range byRV {
-			if producedByMaasctl(ws) && !storedAgainUnchanged(byRV, rv) && !restored[rv] {
+			if _, restore := restored[rv]; producedByMaasctl(ws) && !storedAgainUnchanged(byRV, rv) && !restore {
 				out[k]++
 			}
 		}
@@ -340,23 +342,28 @@ func changingWrites(recs []faultproxy.Request, managed map[string]objState) map[
 }
 
 // restores returns the resourceVersions of one object's writes (byRV, by
-// resourceVersion) that were maasctl restoring its spec: versions that
-// maasctl produced with a new generation when the last version before
-// them with a new generation was another writer's and maasctl had set the
-// spec (created the object, or a new generation) before that. The real kuadrant-operator v1.5.2
-// does this to the Authorino CR: its AuthorinoReconciler server-side
-// applies spec.listener.tls with force, copied from its topology's view of
-// the CR, so a reconcile that still sees the CR from before maasctl's TLS
-// apply sets TLS back off, and maasctl's platform/authorino-tls step
-// applies it again (seen in a CI run of TestKillAnywhere: generations
-// 2, 3, 4 instead of 2). Each restore adds two generations (the revert
-// and the restore) that the uninterrupted run may not have.
-func restores(byRV map[string][]faultproxy.Request) map[string]bool {
+// resourceVersion) that were maasctl restoring its spec after another
+// writer took fields from it, each with the generations the episode
+// added: versions that maasctl produced with a new generation when the
+// last version before them with a new generation was another writer's
+// forced server-side apply (force=true, which takes over fields maasctl
+// owns) and maasctl had set the spec (created the object, or a new
+// generation) before that. The generations added are the restore's less
+// maasctl's version before the forced apply (each forced apply and the
+// restore). The real kuadrant-operator v1.5.2 does this to the Authorino CR:
+// its AuthorinoReconciler applies spec.listener.tls with force, copied
+// from its topology's view of the CR, so a reconcile that still sees the
+// CR from before maasctl's TLS apply sets TLS back off, and maasctl's
+// platform/authorino-tls step applies it again (seen in a CI run of
+// TestKillAnywhere: generations 2, 3, 4 instead of 2). Any other writer's
+// spec change before a second maasctl change does not make it a restore.
+func restores(byRV map[string][]faultproxy.Request) map[string]int64 {
 	type version struct {
 		rv      string
 		n       uint64
 		gen     int64
 		maasctl bool
+		forced  bool
 	}
 	var vs []version
 	for rv, ws := range byRV {
@@ -364,40 +371,49 @@ func restores(byRV map[string][]faultproxy.Request) map[string]bool {
 		if err != nil {
 			return nil // not etcd's revision numbers: no order to judge by
 		}
-		vs = append(vs, version{rv: rv, n: n, gen: ws[0].Object.Generation, maasctl: producedByMaasctl(ws)})
+		v := version{rv: rv, n: n, gen: ws[0].Object.Generation, maasctl: producedByMaasctl(ws)}
+		for _, w := range ws {
+			q, _ := url.ParseQuery(w.Query)
+			v.forced = v.forced || !isMaasctl(w) && w.Method == http.MethodPatch && q.Get("force") == "true"
+		}
+		vs = append(vs, v)
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].n < vs[j].n })
-	out := map[string]bool{}
-	maasctlSet, foreignSince := false, false
+	out := map[string]int64{}
+	var maasctlGen int64 // the generation maasctl's last spec change left; 0: none yet
+	forcedSince := false
 	for i, v := range vs {
 		if i == 0 {
-			maasctlSet = v.maasctl // it created the object
+			if v.maasctl {
+				maasctlGen = v.gen // it created the object
+			}
 			continue
 		}
 		if v.gen <= vs[i-1].gen {
 			continue // no spec change
 		}
 		switch {
-		case v.maasctl && maasctlSet && foreignSince:
-			out[v.rv] = true
-			foreignSince = false
+		case v.maasctl && maasctlGen > 0 && forcedSince:
+			out[v.rv] = v.gen - maasctlGen
+			maasctlGen, forcedSince = v.gen, false
 		case v.maasctl:
-			maasctlSet = true
-		case maasctlSet:
-			foreignSince = true
+			maasctlGen = v.gen
+		case maasctlGen > 0 && v.forced:
+			forcedSince = true
 		}
 	}
 	return out
 }
 
-// discountRestores takes two generations per restore (restores) of each
-// object from state (by key), so that end states compare whether or not
-// another writer reverted one of maasctl's applies on the way.
+// discountRestores takes from each object's generation in state (by key)
+// the generations that restores (another writer's forced apply and
+// maasctl's restore) added, so that end states compare whether or not
+// such a revert happened on the way.
 func discountRestores(recs []faultproxy.Request, state map[string]objState) {
 	for k, byRV := range writesByVersion(recs, state) {
-		if n := len(restores(byRV)); n > 0 {
+		for _, added := range restores(byRV) {
 			st := state[k]
-			st.Generation -= 2 * int64(n)
+			st.Generation -= added
 			state[k] = st
 		}
 	}
@@ -991,10 +1007,16 @@ func TestChangingWrites(t *testing.T) {
 		r.Object.Content = content
 		return r
 	}
-	// wg is w with the generation of the object it left.
+	// wg is w with the generation of the object it left; wf is wg as a
+	// forced server-side apply.
 	wg := func(ua string, end int, rv string, gen int64) faultproxy.Request {
 		r := w(ua, end, rv)
 		r.Object.Generation = gen
+		return r
+	}
+	wf := func(ua string, end int, rv string, gen int64) faultproxy.Request {
+		r := wg(ua, end, rv, gen)
+		r.Query = "fieldManager=kuadrant-operator&force=true"
 		return r
 	}
 	const m, s = "maasctl/v0", simUserAgent
@@ -1013,10 +1035,11 @@ func TestChangingWrites(t *testing.T) {
 		{name: "an apply the server stored again unchanged", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(m, 5, "12", "a"), wc(m, 9, "12", "a")}, want: 1},
 		{name: "an apply that changed the content", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(m, 5, "12", "b")}, want: 2},
 		{name: "an apply that undid another writer's change", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(s, 3, "11", "b"), wc(m, 5, "12", "a")}, want: 2},
-		{name: "an apply that restored the spec another writer reverted", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wg(s, 5, "13", 3), wg(m, 7, "14", 4)}, want: 1},
-		{name: "an apply that set the spec a second time", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wg(s, 5, "13", 2), wg(m, 7, "14", 3)}, want: 2},
-		{name: "an apply after another writer's spec change it had not set before", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(s, 3, "12", 2), wg(m, 7, "14", 3)}, want: 1},
-		{name: "a second restore needs a second revert", recs: []faultproxy.Request{wg(m, 1, "10", 1), wg(s, 3, "12", 2), wg(m, 5, "14", 3), wg(m, 7, "15", 4)}, want: 2},
+		{name: "an apply that restored the spec another writer's forced apply took", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wf(s, 5, "13", 3), wg(m, 7, "14", 4)}, want: 1},
+		{name: "an apply after another writer's unforced spec change", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wg(s, 5, "13", 3), wg(m, 7, "14", 4)}, want: 2},
+		{name: "an apply that set the spec a second time", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wf(s, 5, "13", 2), wg(m, 7, "14", 3)}, want: 2},
+		{name: "an apply after a forced apply before maasctl set anything", recs: []faultproxy.Request{wg(s, 1, "10", 1), wf(s, 3, "12", 2), wg(m, 7, "14", 3)}, want: 1},
+		{name: "a second restore needs a second forced apply", recs: []faultproxy.Request{wg(m, 1, "10", 1), wf(s, 3, "12", 2), wg(m, 5, "14", 3), wg(m, 7, "15", 4)}, want: 2},
 		{name: "dry runs, faults and reads do not count", recs: []faultproxy.Request{
 			w(m, 1, "10"),
 			{UserAgent: m, Method: "PATCH", Query: "dryRun=All", End: at(2), Status: 200, Object: ref("13")},
@@ -1031,13 +1054,24 @@ func TestChangingWrites(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a restore's two generations are discounted from the end state", func(t *testing.T) {
-		state := map[string]objState{"Gateway ns/gw": {Generation: 4}}
-		discountRestores([]faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wg(s, 5, "13", 3), wg(m, 7, "14", 4)}, state)
-		if g := state["Gateway ns/gw"].Generation; g != 2 {
-			t.Errorf("generation %d after the discount, want 2", g)
-		}
-	})
+	for _, d := range []struct {
+		name      string
+		recs      []faultproxy.Request
+		gen, want int64
+	}{
+		// want 2: maasctl's apply left generation 2, as a run without the revert does.
+		{"one forced apply and the restore", []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wf(s, 5, "13", 3), wg(m, 7, "14", 4)}, 4, 2},
+		{"two forced applies and the restore", []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wf(s, 5, "13", 3), wf(s, 6, "14", 4), wg(m, 8, "15", 5)}, 5, 2},
+		{"an unforced change is not discounted", []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wg(s, 5, "13", 3), wg(m, 7, "14", 4)}, 4, 4},
+	} {
+		t.Run("discount: "+d.name, func(t *testing.T) {
+			state := map[string]objState{"Gateway ns/gw": {Generation: d.gen}}
+			discountRestores(d.recs, state)
+			if g := state["Gateway ns/gw"].Generation; g != d.want {
+				t.Errorf("generation %d after the discount, want %d", g, d.want)
+			}
+		})
+	}
 }
 
 // clusterIndependentLabels is labels with the OperatorGroup UID in the key

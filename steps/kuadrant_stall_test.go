@@ -13,23 +13,32 @@ import (
 func TestKuadrantSuspects(t *testing.T) {
 	limitador, authorino := kuadrantComponents["LimitadorNotReady"], kuadrantComponents["AuthorinoNotReady"]
 	for _, tc := range []struct {
-		name     string
-		ready    map[string]any // nil: no Ready condition
-		kinds    []string
-		reported string
+		name       string
+		ready      map[string]any // nil: no Ready condition
+		finalizers []any
+		kinds      []string
+		reported   string
+		reconciled bool
 	}{
 		{name: "Limitador not ready", ready: map[string]any{"status": "False", "reason": "LimitadorNotReady", "message": "limitador resource not in topology"},
-			kinds: []string{limitador.Kind}, reported: "LimitadorNotReady"},
+			kinds: []string{limitador.Kind}, reported: "LimitadorNotReady", reconciled: true},
 		{name: "Authorino not ready", ready: map[string]any{"status": "False", "reason": "AuthorinoNotReady"},
-			kinds: []string{authorino.Kind}, reported: "AuthorinoNotReady"},
-		{name: "no Ready condition: the failed reconcile wrote no status", kinds: []string{limitador.Kind, authorino.Kind}, reported: "no Ready condition"},
-		{name: "missing dependency is no component", ready: map[string]any{"status": "False", "reason": "MissingDependency"}, reported: "MissingDependency"},
-		{name: "ready", ready: map[string]any{"status": "True", "reason": "Ready"}, reported: "Ready"},
-		{name: "unknown with a component's reason", ready: map[string]any{"status": "Unknown", "reason": "LimitadorNotReady"}, reported: "LimitadorNotReady"},
+			kinds: []string{authorino.Kind}, reported: "AuthorinoNotReady", reconciled: true},
+		{name: "no Ready condition: not known to be reconciled", kinds: []string{limitador.Kind, authorino.Kind}, reported: "no Ready condition"},
+		{name: "no Ready condition, with the developer portal finalizer: reconciled", finalizers: []any{"kuadrant.io/developerportal"},
+			kinds: []string{limitador.Kind, authorino.Kind}, reported: "no Ready condition", reconciled: true},
+		{name: "no Ready condition, another finalizer", finalizers: []any{"example.com/other"},
+			kinds: []string{limitador.Kind, authorino.Kind}, reported: "no Ready condition"},
+		{name: "missing dependency is no component", ready: map[string]any{"status": "False", "reason": "MissingDependency"}, reported: "MissingDependency", reconciled: true},
+		{name: "ready", ready: map[string]any{"status": "True", "reason": "Ready"}, reported: "Ready", reconciled: true},
+		{name: "unknown with a component's reason", ready: map[string]any{"status": "Unknown", "reason": "LimitadorNotReady"}, reported: "LimitadorNotReady", reconciled: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kuadrant.io/v1beta1", "kind": "Kuadrant",
 				"metadata": map[string]any{"name": "kuadrant", "namespace": "kuadrant-system"}}}
+			if tc.finalizers != nil {
+				k.Object["metadata"].(map[string]any)["finalizers"] = tc.finalizers
+			}
 			if tc.ready != nil {
 				c := map[string]any{"type": "Ready"}
 				for k, v := range tc.ready {
@@ -37,7 +46,10 @@ func TestKuadrantSuspects(t *testing.T) {
 				}
 				k.Object["status"] = map[string]any{"conditions": []any{c}}
 			}
-			gvks, reported := kuadrantSuspects(k)
+			gvks, reported, reconciled := kuadrantSuspects(k)
+			if reconciled != tc.reconciled {
+				t.Errorf("reconciled %v, want %v", reconciled, tc.reconciled)
+			}
 			var kinds []string
 			for _, g := range gvks {
 				kinds = append(kinds, g.Kind)

@@ -270,7 +270,8 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 // Requests for a reconcile of the Kuadrant CR (waitKuadrant).
 const (
 	// kuadrantStall is how long Kuadrant may report a component CR
-	// missing before maasctl asks its operator to reconcile again.
+	// missing, or report no Ready condition while one is missing, before
+	// maasctl asks its operator to reconcile again.
 	kuadrantStall = 45 * time.Second
 	// maxKuadrantNudges bounds those requests in one wait.
 	maxKuadrantNudges = 3
@@ -302,8 +303,9 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // not ready, or no Ready condition at all, for kuadrantStall while that
 // component's CR does not exist (kuadrantComponents,
 // kuadrantComponentNames; with no condition, the first missing of
-// kuadrantComponentOrder): up to maxKuadrantNudges times, then it waits
-// on until ctx ends.
+// kuadrantComponentOrder, and only when the CR shows a reconcile: the
+// other component's CR exists or the CR has kuadrantReconciledFinalizer):
+// up to maxKuadrantNudges times, then it waits on until ctx ends.
 //
 // Why: kuadrant-operator v1.5.2 creates the Limitador and Authorino CRs
 // only in a reconcile started by an event of the Kuadrant CR or of those
@@ -351,13 +353,20 @@ func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*un
 		if obj == nil {
 			continue
 		}
-		suspects, reported := kuadrantSuspects(obj)
-		comp, err := missingKuadrantComponent(ctx, e, obj.GetNamespace(), suspects)
+		suspects, reported, reconciled := kuadrantSuspects(obj)
+		comp, found, err := missingKuadrantComponent(ctx, e, obj.GetNamespace(), suspects)
 		if err != nil {
 			return obj, err
 		}
 		if comp == nil {
 			continue // they exist (or none is suspect): their own events drive the operator
+		}
+		if !reconciled && found == 0 {
+			// No status, no finalizer, no component: nothing shows that the
+			// operator has reconciled this CR at all (it may be down or
+			// still starting); a trigger would not help and would use up
+			// the nudges a failed reconcile may need later.
+			continue
 		}
 		nudges++
 		e.progress(id, "Kuadrant %s/%s has reported %s for %s and %s %s/%s does not exist: the Kuadrant operator does not retry a failed reconcile, so maasctl sets its reconcile trigger on the Kuadrant CR (%s) (%d of %d)",
@@ -373,28 +382,37 @@ func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*un
 
 // kuadrantSuspects reads the Ready condition of a Kuadrant CR (kuadrant)
 // that has not become Ready: the component kinds whose CR may be missing,
-// in the order to look for them, and the condition as a progress message
-// names it. Ready=False with a component's reason (kuadrantComponents)
-// suspects that component; no Ready condition at all suspects both (the
-// reconcile that failed was the one that would have written the status);
-// any other condition suspects none.
-func kuadrantSuspects(kuadrant *unstructured.Unstructured) ([]schema.GroupVersionKind, string) {
+// in the order to look for them; the condition as a progress message
+// names it; and whether the CR shows that its operator has reconciled it
+// (a Ready condition, or the finalizer kuadrantReconciledFinalizer).
+// Ready=False with a component's reason (kuadrantComponents) suspects
+// that component; no Ready condition at all suspects both (the reconcile
+// that failed was the one that would have written the status); any
+// other condition suspects none.
+func kuadrantSuspects(kuadrant *unstructured.Unstructured) (kinds []schema.GroupVersionKind, reported string, reconciled bool) {
 	c, _ := waiters.GetCondition(kuadrant, "Ready")
 	gvk, ok := kuadrantComponents[c.Reason]
 	switch {
 	case c.Status == "False" && ok:
-		return []schema.GroupVersionKind{gvk}, c.String()
+		return []schema.GroupVersionKind{gvk}, c.String(), true
 	case c.Status == "":
-		return kuadrantComponentOrder, "no Ready condition"
+		return kuadrantComponentOrder, "no Ready condition", slices.Contains(kuadrant.GetFinalizers(), kuadrantReconciledFinalizer)
 	}
-	return nil, c.String()
+	return nil, c.String(), true
 }
+
+// kuadrantReconciledFinalizer is the finalizer kuadrant-operator v1.5.2's
+// DeveloperPortalReconciler adds to the Kuadrant CR in a reconcile
+// (internal/controller/developerportal_reconciler.go): a sign that the
+// operator has reconciled the CR even when it wrote no status.
+const kuadrantReconciledFinalizer = "kuadrant.io/developerportal"
 
 // missingKuadrantComponent returns the first of kinds (Kuadrant component
 // kinds, kuadrantComponents) whose CR (kuadrantComponentNames) does not
-// exist in namespace ns, as an object that names it; nil when each exists.
-// An error other than NotFound (or the kind not served) is returned.
-func missingKuadrantComponent(ctx context.Context, e *Env, ns string, kinds []schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+// exist in namespace ns, as an object that names it (nil when each
+// exists), and how many of kinds do exist. A kind not served counts as
+// missing; an error other than NotFound is returned.
+func missingKuadrantComponent(ctx context.Context, e *Env, ns string, kinds []schema.GroupVersionKind) (missing *unstructured.Unstructured, found int, err error) {
 	for _, gvk := range kinds {
 		comp := &unstructured.Unstructured{}
 		comp.SetGroupVersionKind(gvk)
@@ -403,14 +421,16 @@ func missingKuadrantComponent(ctx context.Context, e *Env, ns string, kinds []sc
 		_, err := e.Clients.Get(ctx, comp)
 		switch {
 		case err == nil:
-			continue
+			found++
 		case apierrors.IsNotFound(err) || kube.IsNotServed(err):
-			return comp, nil
+			if missing == nil {
+				missing = comp
+			}
 		default:
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return nil, nil
+	return missing, found, nil
 }
 
 // The Kuadrant CR's reconcile trigger: kuadrant-operator v1.5.2 starts a

@@ -10,14 +10,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
-// EnvSeed set to "off" turns the etcd seed off: every Start then creates
-// the platform CRDs in an empty etcd. Unset or any other value, Start uses
-// the seed (the default since 2026-12-05: per test it was faster, and the
-// two tests that failed in the one whole-package run with it failed in the
-// next CI run without it as well; see README).
+// EnvSeed set to "off", "0" or "false" turns the etcd seed off: every
+// Start then creates the platform CRDs in an empty etcd. Unset or any
+// other value, Start uses the seed (the default since 2026-12-05: per
+// test it was faster, and two of the three tests that failed in the one
+// whole-package run with it failed in the next CI run without it as well;
+// see README).
 const EnvSeed = "MAASCTL_TESTENV_SEED"
 
 // seedFormat is part of every seed key; raise it when what a seed holds
@@ -79,7 +81,7 @@ func seedKey(o *resolved) (string, error) {
 // the seed is turned off (EnvSeed). Concurrent callers may each make the
 // seed; the first rename wins and the others discard theirs.
 func ensureSeed(ctx context.Context, o *resolved) (string, error) {
-	if os.Getenv(EnvSeed) == "off" {
+	if v := strings.ToLower(os.Getenv(EnvSeed)); v == "off" || v == "0" || v == "false" {
 		return "", nil
 	}
 	key, err := seedKey(o)
