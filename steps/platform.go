@@ -303,8 +303,9 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // not ready, or no Ready condition at all, for kuadrantStall while that
 // component's CR does not exist (kuadrantComponents,
 // kuadrantComponentNames; with no condition, the first missing of
-// kuadrantComponentOrder, and only when the CR shows a reconcile: the
-// other component's CR exists or the CR has kuadrantReconciledFinalizer):
+// kuadrantComponentOrder, and only when a reconcile is known to have run:
+// the other component's CR exists, the CR has kuadrantReconciledFinalizer,
+// or an operator pod has been Ready for the whole stall):
 // up to maxKuadrantNudges times, then it waits on until ctx ends.
 //
 // Why: kuadrant-operator v1.5.2 creates the Limitador and Authorino CRs
@@ -362,11 +363,18 @@ func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*un
 			continue // they exist (or none is suspect): their own events drive the operator
 		}
 		if !reconciled && found == 0 {
-			// No status, no finalizer, no component: nothing shows that the
-			// operator has reconciled this CR at all (it may be down or
-			// still starting); a trigger would not help and would use up
-			// the nudges a failed reconcile may need later.
-			continue
+			// No status, no finalizer, no component: only an operator
+			// that has been ready for the whole stall shows that a
+			// reconcile of this CR ran and failed (else it may be down
+			// or still starting, and a trigger would use up the nudges a
+			// failed reconcile may need later).
+			ready, err := kuadrantOperatorReadyFor(ctx, e, kuadrantStall)
+			if err != nil {
+				return obj, err
+			}
+			if !ready {
+				continue
+			}
 		}
 		nudges++
 		e.progress(id, "Kuadrant %s/%s has reported %s for %s and %s %s/%s does not exist: the Kuadrant operator does not retry a failed reconcile, so maasctl sets its reconcile trigger on the Kuadrant CR (%s) (%d of %d)",
@@ -399,6 +407,25 @@ func kuadrantSuspects(kuadrant *unstructured.Unstructured) (kinds []schema.Group
 		return kuadrantComponentOrder, "no Ready condition", slices.Contains(kuadrant.GetFinalizers(), kuadrantReconciledFinalizer)
 	}
 	return nil, c.String(), true
+}
+
+// kuadrantOperatorReadyFor reports whether a Kuadrant operator pod
+// (kuadrant.operatorSelector in kuadrant.operatorNamespace) has been Ready
+// for at least d: its Ready condition True since d ago or longer.
+func kuadrantOperatorReadyFor(ctx context.Context, e *Env, d time.Duration) (bool, error) {
+	k := e.Inv.Kuadrant
+	pods, err := e.Clients.Kube.CoreV1().Pods(k.OperatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: k.OperatorSelector})
+	if err != nil {
+		return false, fmt.Errorf("list Kuadrant operator pods (%s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() && time.Since(c.LastTransitionTime.Time) >= d {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // kuadrantReconciledFinalizer is the finalizer kuadrant-operator v1.5.2's
