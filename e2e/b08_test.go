@@ -291,6 +291,7 @@ func redactState(s b08State) b08State {
 // run's own (seconds), and maas-db-config never holds a new password the
 // database refused.
 func TestB08RotateKilledResumes(t *testing.T) {
+	fullOnly(t, "a password rotation killed mid-way resumes (TestB08RotatePassword rotates without a kill)")
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})
 	mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=120"))
@@ -361,6 +362,7 @@ func TestB08RotateKilledResumes(t *testing.T) {
 // database (logging in with version 1's value from the Secret) and
 // switches everything; version 2's value never reaches anything.
 func TestB08N11RotateOverDeletedVersion(t *testing.T) {
+	fullOnly(t, "a rotation over a deleted latest Vault version (TestN11DeletedLatestVersion covers the install)")
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})
 	mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=120"))

@@ -32,6 +32,7 @@ import (
 //   - with the DataScienceCluster deleted first (the MaaS controller gone),
 //     uninstall stops on the MaaS finalizer and names it and the way out.
 func TestMaaSControllerV021(t *testing.T) {
+	fullOnly(t, "the MaaS controller v0.2.1 behaviours of issue 18 (Degraded MaaSSubscription named, MAAS-V010 on the Gateway AuthPolicy, MAAS-D021, uninstall stopping on the MaaS finalizer)")
 	parallel(t)
 	const (
 		trlpMsg = "limit counter expression auth.identity.userid is not available"

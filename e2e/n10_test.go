@@ -305,6 +305,7 @@ func restartMaaSAPI(t *testing.T, c *cluster, ns, old string) {
 // ready delay on the template) and writes into it what the kubelet writes
 // for a container that exits 1 at start and is backed off.
 func TestN10MaaSAPICannotMigrateAfterRotation(t *testing.T) {
+	fullOnly(t, "maas-api cannot migrate after a rotation (TestN10MaaSAPISchemaMigrations covers case N10 itself)")
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})
 	mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=180"))

@@ -22,6 +22,7 @@ import (
 // finished, and completes. Vault still holds one
 // password version.
 func TestInstallConcurrentKilledResumed(t *testing.T) {
+	fullOnly(t, "an install killed while steps run concurrently resumes (TestKillAnywhere kills at single points)")
 	parallel(t)
 	c := newCluster(t, clusterOptions{simDelay: map[string]time.Duration{
 		"olm": 700 * time.Millisecond, "cnpg": 700 * time.Millisecond, "dsc": 700 * time.Millisecond,

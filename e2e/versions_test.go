@@ -34,6 +34,9 @@ func TestInstallRHOAIVersions(t *testing.T) {
 		{"3.5", []string{"aigateway", "modelsAsAService"}, []string{"kserve", "modelsAsService"}, "redhat-ai-gateway-infra", "inference.opendatahub.io", "maas.opendatahub.io"},
 	} {
 		t.Run("RHOAI "+tt.version, func(t *testing.T) {
+			if tt.version == "3.4" {
+				fullOnly(t, "the RHOAI 3.4 install (3.3, with the same DSC shape, and 3.5 run)")
+			}
 			c := newCaseCluster(t, caseOptions{rhoai: tt.version})
 			channel := "operators[rhoai].channel=stable-" + tt.version
 			r := c.install(t, "--set", channel)

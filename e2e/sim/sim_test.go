@@ -1041,10 +1041,11 @@ func conditionIn(l any, typ string) map[string]any {
 // TestDelay: Options.Delay is the time from a controller's trigger to the
 // status that ends a client's wait. With an OLM delay the Subscription's
 // install work starts at once (the InstallPlan appears well within the
-// delay), but the CSV reaches Succeeded and the Subscription reports
-// AtLatestKnown no earlier than the delay after the Subscription was
-// created; until then there is no installedCSV (case B02 a: "CSV not yet
-// there" must count as progress).
+// delay), but the CSV reaches Succeeded (its operator pods Ready) no
+// earlier than the delay after the Subscription was created (case B02 a:
+// a CSV not yet Succeeded must count as progress). Real OLM reports
+// installedCSV as soon as the CSV exists, so the test does not ask for it
+// to be empty before the delay (a CI run under load saw it at 2.7 s).
 func TestDelay(t *testing.T) {
 	// 8 s: the InstallPlan comes from the real catalog operator, whose
 	// resolution took 3 s on a loaded 2-core machine.
@@ -1061,13 +1062,17 @@ func TestDelay(t *testing.T) {
 	if got := ip.GetCreationTimestamp().Sub(s.GetCreationTimestamp().Time); got > delay-2*time.Second {
 		t.Errorf("installplan created %s after the subscription, want the install work to start at once (within %s)", got, delay-2*time.Second)
 	}
-	live, err := c.dyn.Resource(gvrSubscription).Namespace("openshift-operators").Get(t.Context(), "rhcl-operator", metav1.GetOptions{})
-	if err != nil {
+	// Real OLM reports installedCSV (and AtLatestKnown) as soon as the CSV
+	// exists (operator-lifecycle-manager v0.46.0 pkg/controller/operators/
+	// catalog/operator.go ensureSubscriptionCSVState), so the delay shows
+	// in the CSV's phase: not Succeeded before its operator pods are Ready.
+	csv, err := c.dyn.Resource(gvrCSV).Namespace("openshift-operators").Get(t.Context(), "rhcl-operator.v1.4.1", metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	if before := time.Since(start); before < delay-500*time.Millisecond {
-		if v := str(live, "status", "installedCSV"); v != "" {
-			t.Errorf("installedCSV %q reported %s after the subscription, before the %s delay", v, before, delay)
+	if before := time.Since(start); err == nil && before < delay-500*time.Millisecond {
+		if p := str(csv, "status", "phase"); p == "Succeeded" {
+			t.Errorf("CSV rhcl-operator.v1.4.1 Succeeded %s after the subscription, before the %s delay", before, delay)
 		}
 	}
 	c.waitInstalled(t, "openshift-operators", "rhcl-operator", "rhcl-operator.v1.4.1")
