@@ -7,8 +7,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/maasctl/maasctl/waiters"
 )
@@ -32,35 +30,9 @@ func TestKuadrantNoStatusComponentReconciled(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	vaps := c.clients.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := c.clients.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	fail := admissionv1.Fail
-	deny := func(name string, op admissionv1.OperationType, group, resource string) {
-		if _, err := vaps.Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: admissionv1.ValidatingAdmissionPolicySpec{
-				FailurePolicy: &fail,
-				MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionv1.RuleWithOperations{
-						Operations: []admissionv1.OperationType{op},
-						Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
-					},
-				}}},
-				Validations: []admissionv1.Validation{{Expression: "false", Message: "e2e: " + name}},
-			},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bindings.Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const denyLimitador, denyStatus = "e2e-deny-limitador", "e2e-deny-kuadrant-status"
-	deny(denyLimitador, admissionv1.Create, "limitador.kuadrant.io", "limitadors")
-	deny(denyStatus, admissionv1.Update, "kuadrant.io", "kuadrants/status")
+	denyAdmission(ctx, t, c, denyLimitador, admissionv1.Create, "limitador.kuadrant.io", "limitadors")
+	denyAdmission(ctx, t, c, denyStatus, admissionv1.Update, "kuadrant.io", "kuadrants/status")
 
 	done := make(chan run, 1)
 	go func() { done <- c.maasctl(t, "install", "-o", "json") }()
@@ -88,12 +60,7 @@ func TestKuadrantNoStatusComponentReconciled(t *testing.T) {
 		return time.Since(since) > 10*time.Second, "unchanged for " + time.Since(since).Round(time.Second).String()
 	})
 	for _, name := range []string{denyLimitador, denyStatus} {
-		if err := bindings.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		if err := vaps.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
+		allowAdmission(ctx, t, c, name)
 	}
 	t.Logf("admission policies removed at %s; the Limitador exists: %v", time.Now().Format("15:04:05"), c.live(t, limitador) != nil)
 

@@ -39,30 +39,7 @@ func TestKuadrantStalledComponentReconciled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const name = "e2e-deny-limitador"
-	vaps := c.clients.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := c.clients.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	fail := admissionv1.Fail
-	if _, err := vaps.Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{"limitador.kuadrant.io"}, APIVersions: []string{"*"}, Resources: []string{"limitadors"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{Expression: "false", Message: "e2e: Limitador creation blocked"}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bindings.Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	denyAdmission(ctx, t, c, name, admissionv1.Create, "limitador.kuadrant.io", "limitadors")
 
 	done := make(chan run, 1)
 	go func() { done <- c.maasctl(t, "install", "-o", "json") }()
@@ -96,14 +73,7 @@ func TestKuadrantStalledComponentReconciled(t *testing.T) {
 		reported = cond.String()
 		return stalled && time.Since(since) > 10*time.Second, cond.String()
 	})
-	for _, del := range []func() error{
-		func() error { return bindings.Delete(ctx, name, metav1.DeleteOptions{}) },
-		func() error { return vaps.Delete(ctx, name, metav1.DeleteOptions{}) },
-	} {
-		if err := del(); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-	}
+	allowAdmission(ctx, t, c, name)
 	t.Logf("admission policy removed at %s (Kuadrant: %q); the Limitador exists: %v", time.Now().Format("15:04:05"), reported, c.live(t, limitador) != nil)
 
 	var r run
@@ -159,4 +129,46 @@ func denials(ctx context.Context, t *testing.T, c *cluster, policy string) float
 		sum += v
 	}
 	return sum
+}
+
+// denyAdmission makes the API server of c deny every op on resource of
+// group (a ValidatingAdmissionPolicy named name that always fails, and its
+// binding), until allowAdmission removes it.
+func denyAdmission(ctx context.Context, t *testing.T, c *cluster, name string, op admissionv1.OperationType, group, resource string) {
+	t.Helper()
+	adm := c.clients.Kube.AdmissionregistrationV1()
+	fail := admissionv1.Fail
+	if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{op},
+					Rule:       admissionv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: "false", Message: "e2e: " + name}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allowAdmission removes what denyAdmission made under name.
+func allowAdmission(ctx context.Context, t *testing.T, c *cluster, name string) {
+	t.Helper()
+	adm := c.clients.Kube.AdmissionregistrationV1()
+	if err := adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if err := adm.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 }
