@@ -91,7 +91,8 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	if w.err != nil {
 		return w.err
 	}
-	e.Clients.ResetMapper()
+	// No discovery reset: the waits for the CSV's owned CRDs gave the
+	// Clients their REST mappings (waiters, kube.Clients.LearnCRD).
 	e.progress(stepID, "%s installed", csvName)
 	return nil
 }

@@ -325,7 +325,8 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 		}
 		return err
 	}
-	e.Clients.ResetMapper()
+	// The MaaS CRDs' REST mappings came with their waits (waiters,
+	// kube.Clients.LearnCRD): no discovery reset.
 	return nil
 }
 

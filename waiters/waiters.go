@@ -141,6 +141,11 @@ func (e *FailedError) Unwrap() error { return e.Err }
 // For waits until t is done and returns the object as last seen. If t's kind
 // is not served yet, it first waits for its CRD to be Established (case B03).
 func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstructured, error) {
+	if t.GVK == CRDGVK && !t.ManagedFields {
+		// On the Clients' shared watch of every CRD (crdFeed).
+		objs, err := Group(ctx, c, t)
+		return objs[0], err
+	}
 	var mu sync.Mutex
 	last := Result{Status: "not found"} // Cond's last Result
 	trouble := ""                       // unanswered's last report
@@ -223,6 +228,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		}
 		return obj, fmt.Errorf("wait for %s: %w", t, err)
 	}
+	learnCRDs(c, t.GVK, obj)
 	return obj, nil
 }
 
@@ -451,21 +457,28 @@ func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstruct
 			return g.objs, err
 		}
 	}
-	ri, _, err := c.Resource(gvk, ns)
-	if err != nil {
-		return g.objs, err
+	var err error
+	if gvk == CRDGVK {
+		// CRDs: the Clients' one shared watch of them (crdFeed).
+		err = crdEvents(ctx, c, g.setTrouble, g.observe)
+	} else {
+		var ri dynamic.ResourceInterface
+		ri, _, err = c.Resource(gvk, ns)
+		if err != nil {
+			return g.objs, err
+		}
+		// A consistent watch-list, as in For: the wait follows maasctl's
+		// own writes.
+		lw := unanswered(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return leanList(ri.List(ctx, o))
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return leanWatch(ri.Watch(ctx, o))
+			},
+		}, g.setTrouble)
+		_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, g.observe)
 	}
-	// A consistent watch-list, as in For: the wait follows maasctl's own
-	// writes.
-	lw := unanswered(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return leanList(ri.List(ctx, o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return leanWatch(ri.Watch(ctx, o))
-		},
-	}, g.setTrouble)
-	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, g.observe)
 	if err != nil {
 		var fe *FailedError
 		if errors.As(err, &fe) {
@@ -479,7 +492,27 @@ func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstruct
 		}
 		return g.objs, fmt.Errorf("wait for %s in namespace %q: %w", gvk.Kind, ns, err)
 	}
+	learnCRDs(c, gvk, g.objs...)
 	return g.objs, nil
+}
+
+// learnCRDs gives the Clients the REST mappings of the Established CRDs
+// among objs (kube.Clients.LearnCRD): a wait for a CRD to be Established
+// is followed by requests for its kind, which then need no discovery
+// re-read.
+func learnCRDs(c *kube.Clients, gvk schema.GroupVersionKind, objs ...*unstructured.Unstructured) {
+	if gvk != CRDGVK {
+		return
+	}
+	for _, o := range objs {
+		if o == nil {
+			continue
+		}
+		if o.GetAPIVersion() == "" {
+			o.SetGroupVersionKind(CRDGVK)
+		}
+		c.LearnCRD(o)
+	}
 }
 
 // groupWait is the state of one Group wait: each target's last object
@@ -604,22 +637,33 @@ func CRDEstablished(name string) Target {
 	return Target{GVK: CRDGVK, Name: name, Cond: ConditionTrue("Established")}
 }
 
-// kindServed waits until a CRD serving gvk is Established, then refreshes
-// the REST mapper.
+// kindServed waits until a CRD serving gvk is Established, then gives the
+// Clients its REST mapping (kube.Clients.LearnCRD).
 func kindServed(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKind) error {
-	ri := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	lw := SelectorListWatch(ri.List, ri.Watch, "")
-	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
+	var crd *unstructured.Unstructured
+	err := crdEvents(ctx, c, func(string) {}, func(ev watch.Event) (bool, error) {
 		u, ok := ev.Object.(*unstructured.Unstructured)
 		if !ok || ev.Type == watch.Deleted {
 			return false, nil
 		}
-		return servesKind(u, gvk) && ConditionTrue("Established")(u).Done, nil
+		if servesKind(u, gvk) && ConditionTrue("Established")(u).Done {
+			crd = u
+			return true, nil
+		}
+		return false, nil
 	})
 	if err != nil {
 		return err
 	}
-	c.ResetMapper()
+	// The CRD's own mapping, not a discovery re-read; a CRD object
+	// without the kind or scope LearnCRD needs (it has them when the API
+	// server accepted it) falls back to one.
+	if crd.GetAPIVersion() == "" {
+		crd.SetGroupVersionKind(CRDGVK)
+	}
+	if !c.LearnCRD(crd) {
+		c.ResetMapper()
+	}
 	_, err = c.Mapping(gvk)
 	return err
 }

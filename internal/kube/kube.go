@@ -71,6 +71,31 @@ type Clients struct {
 	// last answer to this Clients' server-side apply or Get of it said.
 	seenMu sync.Mutex
 	seen   map[string]SeenState
+
+	// learnMu guards learned: the REST mappings of CRDs the run saw
+	// Established (LearnCRD), by kind and by resource, until ResetMapper.
+	learnMu sync.RWMutex
+	learned learnedMappings
+
+	// shared holds what Shared made, by key.
+	shared sync.Map
+}
+
+// Shared returns the value stored under key for these Clients, making it
+// with mk on first use (once, even when called concurrently): state that
+// other packages keep per Clients, such as the CRD feed of the waiters.
+// Keys should be unexported types of the calling package, as for
+// context values.
+func (c *Clients) Shared(key any, mk func() any) any {
+	v, _ := c.shared.LoadOrStore(key, &sharedOnce{})
+	o := v.(*sharedOnce)
+	o.once.Do(func() { o.v = mk() })
+	return o.v
+}
+
+type sharedOnce struct {
+	once sync.Once
+	v    any
 }
 
 // SeenState is what the API server's answer to a server-side apply
@@ -143,6 +168,9 @@ const FreshDiscovery = time.Second
 // ResetMapper drops the cached discovery and every remembered miss: call it
 // after CRDs became Established.
 func (c *Clients) ResetMapper() {
+	c.learnMu.Lock()
+	c.learned = learnedMappings{}
+	c.learnMu.Unlock()
 	c.missMu.Lock()
 	c.missed = nil
 	c.missMu.Unlock()
@@ -298,6 +326,9 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 // still unknown after that is reported not served without a new discovery
 // read for NotServedTTL (or until ResetMapper).
 func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if m, ok := c.learnedMapping(gvk); ok {
+		return m, nil
+	}
 	var m *meta.RESTMapping
 	err := c.lookup("kind "+gvk.String(), func() (err error) {
 		m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -324,6 +355,9 @@ func (c *Clients) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error
 // discovery re-read, as Mapping does, so one Established during the run is
 // found. Errors other than "not served" are discovery read errors.
 func (c *Clients) Served(gr schema.GroupResource) (bool, error) {
+	if c.learnedResource(gr) {
+		return true, nil
+	}
 	err := c.lookup("resource "+gr.String(), func() error {
 		rs, err := c.Mapper.ResourcesFor(gr.WithVersion(""))
 		if err == nil && len(rs) == 0 {
