@@ -21,7 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // The real Kuadrant operators of the local control plane (issue 12, item
@@ -165,8 +169,15 @@ type operatorSupervisor struct {
 	apiPort int
 	kubecfg string
 	kube    kubernetes.Interface
-	dyn     dynamic.Interface
 	logf    func(string, ...any)
+	// pods and csvs are informer caches of every pod and every CSV: the
+	// loop looks at them every supervisorPoll without a request (it used
+	// to LIST the pods of each operator and every CSV at each poll, about
+	// 20 LISTs a second for a whole test, the API server's busiest
+	// client).
+	pods   corelisters.PodLister
+	csvs   cache.GenericLister
+	synced []cache.InformerSynced
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -196,10 +207,17 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	pf := informers.NewSharedInformerFactory(kube, 0)
+	pods := pf.Core().V1().Pods()
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	csvs := df.ForResource(gvrCSVs)
 	s := &operatorSupervisor{
-		o: o, apiPort: apiPort, kubecfg: kubeconfig, kube: kube, dyn: dyn, logf: o.logf,
+		o: o, apiPort: apiPort, kubecfg: kubeconfig, kube: kube, logf: o.logf,
+		pods: pods.Lister(), csvs: csvs.Lister(), synced: []cache.InformerSynced{pods.Informer().HasSynced, csvs.Informer().HasSynced},
 		cancel: cancel, done: make(chan struct{}), running: map[string]*runningOperator{},
 	}
+	pf.Start(ctx.Done())
+	df.Start(ctx.Done())
 	go s.loop(ctx)
 	return s, nil
 }
@@ -259,6 +277,9 @@ func (s *operatorSupervisor) loop(ctx context.Context) {
 	defer close(s.done)
 	ops := realOperators()
 	csvSeen := false
+	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
+		return
+	}
 	tick := time.NewTicker(supervisorPoll)
 	defer tick.Stop()
 	for {
@@ -282,11 +303,15 @@ func (s *operatorSupervisor) loop(ctx context.Context) {
 // rhclSucceeded reports whether an rhcl-operator CSV (not a copy) is
 // Succeeded.
 func (s *operatorSupervisor) rhclSucceeded(ctx context.Context) bool {
-	l, err := s.dyn.Resource(gvrCSVs).List(ctx, metav1.ListOptions{})
+	l, err := s.csvs.List(labels.Everything())
 	if err != nil {
 		return false
 	}
-	for _, c := range l.Items {
+	for _, o := range l {
+		c, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
 		phase, _, _ := unstructured.NestedString(c.Object, "status", "phase")
 		reason, _, _ := unstructured.NestedString(c.Object, "status", "reason")
 		if strings.HasPrefix(c.GetName(), "rhcl-operator.") && phase == "Succeeded" && reason != "Copied" {
@@ -298,13 +323,12 @@ func (s *operatorSupervisor) rhclSucceeded(ctx context.Context) bool {
 
 // sync makes op's process match its newest Running pod.
 func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
-	pods, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: op.selector.String()})
+	pods, err := s.pods.List(op.selector)
 	if err != nil {
 		return
 	}
 	var pod *corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, p := range pods {
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
