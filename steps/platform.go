@@ -88,8 +88,13 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 		ID: "platform/kuadrant", Title: "Kuadrant " + k.Namespace + "/" + k.Name + " (operator restarted once if needed)",
 		After: []string{"operators/rhcl", "platform/gateway"},
 		Apply: applyKuadrant, Render: renderKuadrant,
+		// waitKuadrant reads the Limitador and Authorino CRs when Kuadrant
+		// stalls (missingKuadrantComponent).
 		Access: withAccess(func(*Env) []Access {
 			out := append(readAccess("apps", "deployments", istiodNamespace), readAccess("", "pods", k.OperatorNamespace)...)
+			for _, gvk := range kuadrantComponentOrder {
+				out = append(out, Access{"get", gvk.Group, strings.ToLower(gvk.Kind) + "s", k.Namespace, ""})
+			}
 			return append(out, Access{"deletecollection", "", "pods", k.OperatorNamespace, ""})
 		}),
 	})

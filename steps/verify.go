@@ -391,10 +391,12 @@ func settleStatus(ctx context.Context, e *Env, s *Step, wait time.Duration, ok b
 // verifyReads is what verify reads beyond the objects the steps install
 // (their Access covers those): the Gateway's Service, each model server's
 // Service, EndpointSlices and Deployments, the Gateway-level AuthPolicy and the
-// TokenRateLimitPolicies the MaaS controller generates.
+// TokenRateLimitPolicies the MaaS controller generates, and the Limitador
+// CRs of a Kuadrant that is not Ready (for doctor's MAAS-D020).
 func verifyReads(inv *inventory.Inventory) []Access {
 	g := inv.Gateway
 	out := append(readAccess("", "services", g.Namespace), readAccess("kuadrant.io", "authpolicies", g.Namespace)...)
+	out = append(out, Access{"list", "limitador.kuadrant.io", "limitadors", inv.Kuadrant.Namespace, ""})
 	seen := map[string]bool{}
 	for _, m := range inv.ExternalModels {
 		if seen[m.Namespace] {

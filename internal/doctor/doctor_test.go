@@ -112,6 +112,26 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds(map[string]any{"type": "Ready", "status": "False", "reason": "LimitadorNotReady", "message": "limitador resource not in topology"}))
 			}},
+		// kuadrant-operator v1.5.2 writes no status after a failed task
+		// (TestKuadrantNoStatusComponentReconciled): no Ready condition.
+		{name: "Kuadrant with no status and no Limitador", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant",
+			evidence: "no Limitador CR named limitador in kuadrant-system",
+			fix:      "oc annotate kuadrant kuadrant -n kuadrant-system --overwrite extensions.kuadrant.io/trigger-time=",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds())
+			}},
+		{name: "Kuadrant with no status, a Limitador and no Authorino", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant",
+			evidence: "no Authorino CR named authorino in kuadrant-system",
+			fix:      "sets the operator's reconcile trigger once Kuadrant has had no Ready condition for 45 s",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds())
+				lim := &unstructured.Unstructured{}
+				lim.SetGroupVersionKind(verify.LimitadorGVK)
+				lim.SetNamespace("kuadrant-system")
+				lim.SetName("limitador")
+				r.Put(lim)
+				r.Remove(verify.AuthorinoGVK, "kuadrant-system", "authorino")
+			}},
 		{name: "Kuadrant waits for Authorino's TLS Secret", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant", evidence: "TlsSecretNotProvided",
 			fix: "maasctl install   (its step platform/authorino-tls turns Authorino's listener TLS off while Secret authorino-server-cert is missing",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

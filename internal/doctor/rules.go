@@ -133,6 +133,11 @@ func kuadrant(s *verify.State) []Finding {
 		return []Finding{finding(CodeKuadrantNotReady, o, ev+"; "+op[0].Evidence,
 			"nothing reconciles Kuadrant: "+op[0].Cause, op[0].Fix)}
 	}
+	if comp := missingWithoutStatus(s, ok); comp != "" {
+		return []Finding{finding(CodeKuadrantNotReady, o, ev+"; no "+comp+" CR named "+kuadrantComponentName[comp]+" in "+k.Namespace,
+			"the Kuadrant operator's first reconcile failed before it made the "+comp+" CR, and it wrote no status: kuadrant-operator v1.5.2 updates the Kuadrant status after its other tasks, and policy-machinery v0.8.0 skips that update when a task failed (a Limitador or Authorino create refused by an admission webhook or quota, say); it does not retry, and reconciles again only for a new generation of the Kuadrant CR or a change of its trigger annotations",
+			fmt.Sprintf("maasctl install   (sets the operator's reconcile trigger once Kuadrant has had no Ready condition for 45 s with a component missing); or by hand: oc annotate kuadrant %s -n %s --overwrite extensions.kuadrant.io/trigger-time=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)", k.Name, k.Namespace))}
+	}
 	if comp, ok := missingFromTopology(c); ok {
 		return []Finding{finding(CodeKuadrantNotReady, o, ev,
 			"the Kuadrant operator has no "+comp+" CR in its view: the reconcile that creates it failed, and kuadrant-operator v1.5.2 does not retry one; it reconciles again only for a new generation of the Kuadrant CR or a change of its trigger annotations",
@@ -145,6 +150,39 @@ func kuadrant(s *verify.State) []Finding {
 	return []Finding{finding(CodeKuadrantNotReady, o, ev,
 		"Kuadrant is not ready (Authorino or Limitador not ready, or its operator is not running)",
 		fmt.Sprintf("maasctl install   (re-applies Kuadrant and Authorino from the inventory and waits for Ready); if it stays not Ready, restart the operator: %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector)))}
+}
+
+// kuadrantComponentName is the name of the CR of each Kuadrant component
+// (kuadrant-operator v1.5.2 api/v1beta1/topology.go
+// LinkKuadrantToLimitador, LinkKuadrantToAuthorino: only these names, in
+// the Kuadrant CR's namespace, belong to it).
+var kuadrantComponentName = map[string]string{"Limitador": "limitador", "Authorino": "authorino"}
+
+// missingWithoutStatus reports the component (Limitador first, then
+// Authorino) whose CR does not exist while the Kuadrant CR has no Ready
+// condition (hasReady false) and its operator runs (the caller checked):
+// the CR of a reconcile that failed before the status update. It is ""
+// when Kuadrant has a Ready condition, when the Limitadors were not read,
+// or when both CRs exist.
+func missingWithoutStatus(s *verify.State, hasReady bool) string {
+	if hasReady || s.Limitadors == nil {
+		return ""
+	}
+	has := func(objs []*unstructured.Unstructured, name string) bool {
+		for _, o := range objs {
+			if o.GetName() == name {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(s.Limitadors, kuadrantComponentName["Limitador"]) {
+		return "Limitador"
+	}
+	if !has(s.Authorinos, kuadrantComponentName["Authorino"]) {
+		return "Authorino"
+	}
+	return ""
 }
 
 // missingFromTopology reports the component (Limitador, Authorino) that

@@ -16,6 +16,7 @@ import (
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/release"
 	"github.com/maasctl/maasctl/inventory"
+	"github.com/maasctl/maasctl/waiters"
 )
 
 // Kinds read by Snapshot (the API versions maasctl installs, see assets/).
@@ -24,6 +25,7 @@ var (
 	DSCIGVK                 = schema.GroupVersionKind{Group: "dscinitialization.opendatahub.io", Version: "v2", Kind: "DSCInitialization"}
 	KuadrantGVK             = schema.GroupVersionKind{Group: "kuadrant.io", Version: "v1beta1", Kind: "Kuadrant"}
 	AuthorinoGVK            = schema.GroupVersionKind{Group: "operator.authorino.kuadrant.io", Version: "v1beta1", Kind: "Authorino"}
+	LimitadorGVK            = schema.GroupVersionKind{Group: "limitador.kuadrant.io", Version: "v1alpha1", Kind: "Limitador"}
 	GatewayGVK              = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"}
 	GatewayClassGVK         = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GatewayClass"}
 	HTTPRouteGVK            = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
@@ -102,9 +104,15 @@ type State struct {
 	Caller    Identity
 	CallerErr string
 
-	DSC, DSCI    *unstructured.Unstructured
-	Kuadrant     *unstructured.Unstructured
-	Authorinos   []*unstructured.Unstructured
+	DSC, DSCI  *unstructured.Unstructured
+	Kuadrant   *unstructured.Unstructured
+	Authorinos []*unstructured.Unstructured
+	// Limitadors are the Limitador CRs in the Kuadrant namespace, read
+	// only when Kuadrant has not reported Ready=True (nil otherwise, and
+	// when the read failed; empty, not nil, when it found none): the
+	// doctor then tells a Kuadrant whose operator never made its
+	// Limitador from one that waits for it.
+	Limitadors   []*unstructured.Unstructured
 	KuadrantPods []*unstructured.Unstructured
 	// KuadrantOperators are the Deployments in the Kuadrant operator
 	// namespace whose pod template matches kuadrant.operatorSelector.
@@ -284,7 +292,20 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel release.Release) {
 	})
 	async(func() { s.DSC = get(DSCGVK, "", rel.DSC(inv)) })
 	async(func() { s.DSCI = get(DSCIGVK, "", inv.RHOAI.DSCIName) })
-	async(func() { s.Kuadrant = get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name) })
+	async(func() {
+		k := get(KuadrantGVK, inv.Kuadrant.Namespace, inv.Kuadrant.Name)
+		s.Kuadrant = k
+		if k == nil {
+			return
+		}
+		if c, ok := waiters.GetCondition(k, "Ready"); !ok || c.Status != "True" {
+			// Not nil once read, even when empty: nil is "not read" (or
+			// the read failed, which is not recorded as a missing object).
+			if l, err := sn.r.List(sn.ctx, LimitadorGVK, inv.Kuadrant.Namespace, ""); err == nil {
+				s.Limitadors = append([]*unstructured.Unstructured{}, l...)
+			}
+		}
+	})
 	async(func() { s.Authorinos = list(AuthorinoGVK, inv.Kuadrant.Namespace, "") })
 	async(func() { s.KuadrantPods = list(PodGVK, inv.Kuadrant.OperatorNamespace, inv.Kuadrant.OperatorSelector) })
 	async(func() {
