@@ -17,27 +17,33 @@ import (
 	"github.com/maasctl/maasctl/waiters"
 )
 
-// pathCounter counts the requests of a rest.Config by kind of request.
+// pathCounter counts the requests of a rest.Config by kind of request:
+// counted wraps each transport the config builds (cfg.Wrap(p.counted)).
 type pathCounter struct {
-	next http.RoundTripper
-	mu   sync.Mutex
+	mu sync.Mutex
 	// crdWatches are WATCH requests (watch=true, or a watch-list) on the
 	// CRD collection; discovery are GETs of /api and /apis.
 	crdWatches, discovery int
 }
 
-func (p *pathCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	q := req.URL.Query()
-	p.mu.Lock()
-	switch {
-	case req.URL.Path == "/api" || req.URL.Path == "/apis":
-		p.discovery++
-	case req.URL.Path == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions" && (q.Get("watch") == "true" || q.Get("watch") == "1"):
-		p.crdWatches++
-	}
-	p.mu.Unlock()
-	return p.next.RoundTrip(req)
+func (p *pathCounter) counted(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		q := req.URL.Query()
+		p.mu.Lock()
+		switch {
+		case req.URL.Path == "/api" || req.URL.Path == "/apis":
+			p.discovery++
+		case req.URL.Path == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions" && (q.Get("watch") == "true" || q.Get("watch") == "1"):
+			p.crdWatches++
+		}
+		p.mu.Unlock()
+		return next.RoundTrip(req)
+	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (p *pathCounter) counts() (crdWatches, discovery int) {
 	p.mu.Lock()
@@ -45,14 +51,18 @@ func (p *pathCounter) counts() (crdWatches, discovery int) {
 	return p.crdWatches, p.discovery
 }
 
-// widgetCRD is a namespaced CRD of kind Widget in group name+".example.com"
-// serving v1.
-func widgetCRD(group, kind, plural string) *unstructured.Unstructured {
+// widgetCRD is a CRD of kind in group serving v1, namespaced unless
+// cluster.
+func widgetCRD(group, kind, plural string, cluster ...bool) *unstructured.Unstructured {
+	scope := "Namespaced"
+	if len(cluster) > 0 && cluster[0] {
+		scope = "Cluster"
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
-			"group": group, "scope": "Namespaced",
+			"group": group, "scope": scope,
 			"names": map[string]any{"kind": kind, "plural": plural, "singular": strings.ToLower(kind), "listKind": kind + "List"},
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
@@ -65,9 +75,10 @@ func widgetCRD(group, kind, plural string) *unstructured.Unstructured {
 // Established (For, All) and a wait for objects of a kind not served yet
 // (its CRD created after the wait began). They share the Clients' one
 // watch of the CRD collection (waiters.crdFeed, issue 16: a first install
-// opened six), and the kinds of the CRDs they saw Established need no
-// discovery re-read (kube.Clients.LearnCRD): a create of a Widget right
-// after the waits reads no /api or /apis.
+// opened six). Then kube.Clients.LearnCRD alone: Clients that read no
+// discovery learn a namespaced and a cluster-scoped CRD from the objects
+// and create their objects with no /api or /apis read. Last, ResetMapper
+// forgets what was learned: a deleted CRD's kind is then not served.
 func TestCRDWaitsShareOneWatch(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -75,7 +86,7 @@ func TestCRDWaitsShareOneWatch(t *testing.T) {
 	env, _ := bareAPIServer(t, ctx)
 	cfg := rest.CopyConfig(env.RESTConfig())
 	pc := &pathCounter{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { pc.next = rt; return pc })
+	cfg.Wrap(pc.counted)
 	c, err := kube.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -140,32 +151,57 @@ func TestCRDWaitsShareOneWatch(t *testing.T) {
 		t.Errorf("the CRD waits opened %d watches of the CRD collection, want 1 shared", watches)
 	}
 
-	// Widget and Gizmo were learned from their Established CRDs: their
-	// objects are created without a discovery read.
-	before := disc
-	for _, k := range []struct{ gvk schema.GroupVersionKind }{
-		{schema.GroupVersionKind{Group: "widgets.example.com", Version: "v1", Kind: "Widget"}},
-		{schema.GroupVersionKind{Group: "gizmos.example.com", Version: "v1", Kind: "Gizmo"}},
+	t.Logf("discovery reads: %d before the waits, %d during and after them", disc0, disc-disc0)
+
+	// LearnCRD alone, on Clients that have read no discovery: the
+	// mappings of a namespaced and a cluster-scoped CRD, in the kind and
+	// plural the API server accepted, serve creates without /api or /apis.
+	if _, err := crds.Create(ctx, widgetCRD("things.example.com", "Thing", "things", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waiters.For(ctx, c, waiters.CRDEstablished("things.things.example.com")); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := rest.CopyConfig(env.RESTConfig())
+	pc2 := &pathCounter{}
+	cfg2.Wrap(pc2.counted)
+	c2, err := kube.New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []struct {
+		crd, ns string
+		gvk     schema.GroupVersionKind
+		scope   string
+	}{
+		{"widgets.widgets.example.com", "default", schema.GroupVersionKind{Group: "widgets.example.com", Version: "v1", Kind: "Widget"}, "namespace"},
+		{"things.things.example.com", "", schema.GroupVersionKind{Group: "things.example.com", Version: "v1", Kind: "Thing"}, "root"},
 	} {
-		ri, m, err := c.Resource(k.gvk, "default")
+		crd, err := crds.Get(ctx, k.crd, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c2.LearnCRD(crd) {
+			t.Fatalf("LearnCRD(%s) learned nothing from an Established CRD", k.crd)
+		}
+		ri, m, err := c2.Resource(k.gvk, k.ns)
 		if err != nil {
 			t.Fatalf("%s: %v", k.gvk.Kind, err)
 		}
-		if m.Resource.Resource != strings.ToLower(k.gvk.Kind)+"s" {
-			t.Errorf("%s maps to resource %q", k.gvk.Kind, m.Resource.Resource)
+		if m.Resource.Resource != strings.ToLower(k.gvk.Kind)+"s" || string(m.Scope.Name()) != k.scope {
+			t.Errorf("%s maps to resource %q scope %q, want %ss scope %s", k.gvk.Kind, m.Resource.Resource, m.Scope.Name(), strings.ToLower(k.gvk.Kind), k.scope)
 		}
-		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k.gvk.GroupVersion().String(), "kind": k.gvk.Kind, "metadata": map[string]any{"name": "one"}}}
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": k.gvk.GroupVersion().String(), "kind": k.gvk.Kind, "metadata": map[string]any{"name": "two"}}}
 		if _, err := ri.Create(ctx, o, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s: %v", k.gvk.Kind, err)
 		}
 	}
-	if ok, err := c.CRDServed("gizmos.gizmos.example.com"); err != nil || !ok {
-		t.Errorf("CRDServed(gizmos) = %v, %v after its wait", ok, err)
+	if ok, err := c2.CRDServed("things.things.example.com"); err != nil || !ok {
+		t.Errorf("CRDServed(things) = %v, %v after LearnCRD", ok, err)
 	}
-	if _, disc = pc.counts(); disc != before {
-		t.Errorf("%d discovery reads after the waits, want none (learned from the CRDs)", disc-before)
+	if _, d := pc2.counts(); d != 0 {
+		t.Errorf("%d discovery reads on Clients that learned the kinds from their CRDs, want 0", d)
 	}
-	t.Logf("discovery reads: %d before the waits, %d during them, %d after", disc0, before-disc0, disc-before)
 
 	// ResetMapper forgets what was learned: a deleted CRD's kind is then
 	// reported not served.

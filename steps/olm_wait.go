@@ -92,7 +92,10 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 		return w.err
 	}
 	// No discovery reset: the waits for the CSV's owned CRDs gave the
-	// Clients their REST mappings (waiters, kube.Clients.LearnCRD).
+	// Clients their REST mappings (waiters, kube.Clients.LearnCRD); a
+	// kind served by another CRD (a dependency's) is looked up in a new
+	// discovery read when it is first missed.
+	e.Clients.ForgetMisses()
 	e.progress(stepID, "%s installed", csvName)
 	return nil
 }

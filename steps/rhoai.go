@@ -326,7 +326,10 @@ func applyDSC(ctx context.Context, e *Env, s *Step) error {
 		return err
 	}
 	// The MaaS CRDs' REST mappings came with their waits (waiters,
-	// kube.Clients.LearnCRD): no discovery reset.
+	// kube.Clients.LearnCRD): no discovery reset; a kind of another CRD
+	// the DSC registered is looked up in a new discovery read when it is
+	// first missed.
+	e.Clients.ForgetMisses()
 	return nil
 }
 

@@ -87,10 +87,20 @@ func crdEvents(ctx context.Context, c *kube.Clients, trouble func(string), fn fu
 	}
 }
 
-// join starts the informer when it is not running and adds w's handler.
+// join starts the informer when it is not running and adds w's handler;
+// w then gets the feed's current trouble report, if any (outside f.mu:
+// it may call the wait's OnChange).
 func (f *crdFeed) join(w *crdWatcher) (cache.ResourceEventHandlerRegistration, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	reg, trouble, err := f.joinLocked(w)
+	f.mu.Unlock()
+	if err == nil && trouble != "" {
+		w.trouble(trouble)
+	}
+	return reg, err
+}
+
+func (f *crdFeed) joinLocked(w *crdWatcher) (cache.ResourceEventHandlerRegistration, string, error) {
 	if f.idle != nil {
 		f.idle.Stop()
 		f.idle = nil
@@ -106,15 +116,16 @@ func (f *crdFeed) join(w *crdWatcher) (cache.ResourceEventHandlerRegistration, e
 			},
 		}, f.report)
 		inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		if err := inf.SetTransform(slimCRD); err != nil {
+			return nil, "", err
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go inf.RunWithContext(ctx)
 		f.inf, f.stop = inf, cancel
 	}
 	f.users++
 	f.watchers[w] = true
-	if f.trouble != "" {
-		w.trouble(f.trouble)
-	}
+
 	// The handler runs in the informer's goroutine for this registration
 	// (client-go processorListener, which buffers without bound), so a
 	// send that waits for a slow reader stalls no other wait; done ends
@@ -144,9 +155,63 @@ func (f *crdFeed) join(w *crdWatcher) (cache.ResourceEventHandlerRegistration, e
 		f.users--
 		delete(f.watchers, w)
 		close(done)
-		return nil, err
+		if f.users == 0 && f.idle == nil {
+			f.stop()
+			f.inf, f.stop, f.trouble = nil, nil, ""
+		}
+		return nil, "", err
 	}
-	return reg, nil
+	return reg, f.trouble, nil
+}
+
+// slimCRD is the feed's informer transform: it keeps of a CRD only what
+// the CRD waits and LearnCRD read (name, resourceVersion and uid; spec
+// group, names and scope; each version's name, served and storage;
+// status conditions, acceptedNames and storedVersions) and drops the
+// rest, chiefly the versions' OpenAPI schemas, which are most of a CRD's
+// bytes: an OpenShift cluster has hundreds of CRDs, and the feed holds
+// them all for the run. A Condition on a CRD (For, Group) therefore sees
+// no schema, annotations or labels.
+func slimCRD(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a DeletedFinalStateUnknown passes as it is
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+		"metadata": map[string]any{"name": u.GetName(), "resourceVersion": u.GetResourceVersion(), "uid": string(u.GetUID())},
+	}}
+	if out.GetAPIVersion() == "" {
+		out.SetGroupVersionKind(CRDGVK)
+	}
+	if dt := u.GetDeletionTimestamp(); dt != nil {
+		out.SetDeletionTimestamp(dt)
+	}
+	spec := map[string]any{}
+	in, _ := u.Object["spec"].(map[string]any)
+	for _, k := range []string{"group", "names", "scope"} {
+		if v, ok := in[k]; ok {
+			spec[k] = v
+		}
+	}
+	var versions []any
+	vs, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	for _, v := range vs {
+		m, _ := v.(map[string]any)
+		versions = append(versions, map[string]any{"name": m["name"], "served": m["served"], "storage": m["storage"]})
+	}
+	spec["versions"] = versions
+	out.Object["spec"] = spec
+	if st, ok := u.Object["status"].(map[string]any); ok {
+		status := map[string]any{}
+		for _, k := range []string{"conditions", "acceptedNames", "storedVersions"} {
+			if v, ok := st[k]; ok {
+				status[k] = v
+			}
+		}
+		out.Object["status"] = status
+	}
+	return out, nil
 }
 
 // leave removes w's handler; the informer stops CRDFeedLinger after the

@@ -142,7 +142,8 @@ func (e *FailedError) Unwrap() error { return e.Err }
 // is not served yet, it first waits for its CRD to be Established (case B03).
 func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstructured, error) {
 	if t.GVK == CRDGVK && !t.ManagedFields {
-		// On the Clients' shared watch of every CRD (crdFeed).
+		// On the Clients' shared watch of every CRD (crdFeed): Cond sees
+		// the CRD without its schemas (slimCRD).
 		objs, err := Group(ctx, c, t)
 		return objs[0], err
 	}
@@ -505,13 +506,9 @@ func learnCRDs(c *kube.Clients, gvk schema.GroupVersionKind, objs ...*unstructur
 		return
 	}
 	for _, o := range objs {
-		if o == nil {
-			continue
+		if o != nil {
+			c.LearnCRD(o)
 		}
-		if o.GetAPIVersion() == "" {
-			o.SetGroupVersionKind(CRDGVK)
-		}
-		c.LearnCRD(o)
 	}
 }
 
@@ -656,11 +653,8 @@ func kindServed(ctx context.Context, c *kube.Clients, gvk schema.GroupVersionKin
 		return err
 	}
 	// The CRD's own mapping, not a discovery re-read; a CRD object
-	// without the kind or scope LearnCRD needs (it has them when the API
-	// server accepted it) falls back to one.
-	if crd.GetAPIVersion() == "" {
-		crd.SetGroupVersionKind(CRDGVK)
-	}
+	// without the accepted names or scope LearnCRD needs (it has them once
+	// Established) falls back to one.
 	if !c.LearnCRD(crd) {
 		c.ResetMapper()
 	}

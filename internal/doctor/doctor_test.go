@@ -120,6 +120,16 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", conds())
 			}},
+		// The operator writes a status within seconds: a CR created just
+		// now is not blamed on a failed reconcile.
+		{name: "Kuadrant with no status, created just now", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant",
+			evidence: "no Ready condition", fix: "maasctl install   (re-applies Kuadrant and Authorino",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.KuadrantGVK, "kuadrant-system", "kuadrant", func(o map[string]any) {
+					conds()(o)
+					set(time.Now().UTC().Format(time.RFC3339), "metadata", "creationTimestamp")(o)
+				})
+			}},
 		{name: "Kuadrant with no status, a Limitador and no Authorino", code: doctor.CodeKuadrantNotReady, object: "Kuadrant kuadrant-system/kuadrant",
 			evidence: "no Authorino CR named authorino in kuadrant-system",
 			fix:      "sets the operator's reconcile trigger once Kuadrant has had no Ready condition for 45 s",

@@ -158,14 +158,25 @@ func kuadrant(s *verify.State) []Finding {
 // the Kuadrant CR's namespace, belong to it).
 var kuadrantComponentName = map[string]string{"Limitador": "limitador", "Authorino": "authorino"}
 
+// kuadrantNoStatusAfter is how old a Kuadrant CR with no Ready condition
+// must be before missingWithoutStatus blames a failed reconcile: the
+// operator writes the status within seconds of a reconcile (maasctl's
+// platform/kuadrant step waits as long, kuadrantStall).
+const kuadrantNoStatusAfter = 45 * time.Second
+
 // missingWithoutStatus reports the component (Limitador first, then
 // Authorino) whose CR does not exist while the Kuadrant CR has no Ready
-// condition (hasReady false) and its operator runs (the caller checked):
-// the CR of a reconcile that failed before the status update. It is ""
-// when Kuadrant has a Ready condition, when the Limitadors were not read,
-// or when both CRs exist.
+// condition (hasReady false), is at least kuadrantNoStatusAfter old (or
+// of unknown age) and its operator runs (the caller checked): the CR of
+// a reconcile that failed before the status update. It is "" when
+// Kuadrant has a Ready condition or is younger, when the Limitadors were
+// not read, when the Authorinos' read failed and the Limitador exists, or
+// when both CRs exist.
 func missingWithoutStatus(s *verify.State, hasReady bool) string {
-	if hasReady || s.Limitadors == nil {
+	if hasReady || s.Limitadors == nil || s.Kuadrant == nil {
+		return ""
+	}
+	if ts := s.Kuadrant.GetCreationTimestamp(); !ts.IsZero() && time.Since(ts.Time) < kuadrantNoStatusAfter {
 		return ""
 	}
 	has := func(objs []*unstructured.Unstructured, name string) bool {
@@ -179,7 +190,7 @@ func missingWithoutStatus(s *verify.State, hasReady bool) string {
 	if !has(s.Limitadors, kuadrantComponentName["Limitador"]) {
 		return "Limitador"
 	}
-	if !has(s.Authorinos, kuadrantComponentName["Authorino"]) {
+	if !s.ReadFailed("Authorino", s.Inv.Kuadrant.Namespace, "*") && !has(s.Authorinos, kuadrantComponentName["Authorino"]) {
 		return "Authorino"
 	}
 	return ""

@@ -178,6 +178,21 @@ func (c *Clients) ResetMapper() {
 	c.Mapper.Reset()
 }
 
+// ForgetMisses drops the remembered misses (NotServedTTL) and makes the
+// next lookup of a kind missing from the cached discovery re-read it,
+// without dropping the cached discovery itself as ResetMapper does: call
+// it when kinds may have become served that no wait taught the Clients
+// (LearnCRD), such as after an operator's CSV succeeded (its owned CRDs
+// were learned; a dependency's or one the operator registers later was
+// not). Kinds already in the cached discovery, or learned, cost no
+// request.
+func (c *Clients) ForgetMisses() {
+	c.missMu.Lock()
+	c.missed = nil
+	c.missMu.Unlock()
+	c.resetGen.Add(1)
+}
+
 // RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH; writes
 // are every other method except dry-run requests. Every attempt counts: a
 // request retried after a transient failure (see RetryPolicy) counts once

@@ -489,6 +489,14 @@ func (s *State) recordMissing(gvk schema.GroupVersionKind, ns, name string, err 
 	}
 }
 
+// ReadFailed reports whether the read of kind ns/name (name "*" for a
+// LIST) failed for another reason than the object being absent: the
+// snapshot then cannot tell whether it exists.
+func (s *State) ReadFailed(kind, ns, name string) bool {
+	r, ok := s.Missing[describe(kind, ns, name)]
+	return ok && r != "not found"
+}
+
 // MissingReason says why the object is absent from the snapshot.
 func (s *State) MissingReason(kind, ns, name string) string {
 	if r := s.Missing[describe(kind, ns, name)]; r != "" {
