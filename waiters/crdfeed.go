@@ -5,9 +5,7 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -107,14 +105,7 @@ func (f *crdFeed) joinLocked(w *crdWatcher) (cache.ResourceEventHandlerRegistrat
 	}
 	if f.inf == nil {
 		ri := f.c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-		lw := unanswered(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return leanList(ri.List(ctx, o))
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return leanWatch(ri.Watch(ctx, o))
-			},
-		}, f.report)
+		lw := unanswered(leanListWatch(ri), f.report)
 		inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
 		if err := inf.SetTransform(slimCRD); err != nil {
 			return nil, "", err

@@ -294,6 +294,19 @@ func NameListWatch(ri dynamic.ResourceInterface, name string) *cache.ListWatch {
 	return nameListWatch(ri, name, false)
 }
 
+// leanListWatch lists and watches every object of ri (a consistent
+// watch-list by default), without metadata.managedFields (kube.LeanWatch).
+func leanListWatch(ri dynamic.ResourceInterface) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return leanList(ri.List(ctx, o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return leanWatch(ri.Watch(ctx, o))
+		},
+	}
+}
+
 // nameListWatch is NameListWatch, keeping metadata.managedFields when
 // managedFields is true.
 func nameListWatch(ri dynamic.ResourceInterface, name string, managedFields bool) *cache.ListWatch {
@@ -470,14 +483,7 @@ func Group(ctx context.Context, c *kube.Clients, targets ...Target) ([]*unstruct
 		}
 		// A consistent watch-list, as in For: the wait follows maasctl's
 		// own writes.
-		lw := unanswered(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return leanList(ri.List(ctx, o))
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return leanWatch(ri.Watch(ctx, o))
-			},
-		}, g.setTrouble)
+		lw := unanswered(leanListWatch(ri), g.setTrouble)
 		_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, g.observe)
 	}
 	if err != nil {
