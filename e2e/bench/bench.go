@@ -224,6 +224,10 @@ type ScalePoint struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// Breakdown is filled with Options.Profile.
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	// Phases are maasctl's applies of each per-model kind (at least one
+	// per model) and the wait after them, from its debug log (from 10
+	// models on).
+	Phases []ApplyPhase `json:"applyPhases,omitempty"`
 }
 
 func (o *Options) defaults() error {
@@ -630,11 +634,15 @@ func modelsRun(ctx context.Context, o Options, c *cluster, n int, env ...string)
 	if err := os.WriteFile(file, modelsInventory(n), 0o600); err != nil {
 		return nil, err
 	}
-	r, err := c.maasctl(ctx, o.Maasctl, env, "-f", file)
+	log := filepath.Join(c.dir, fmt.Sprintf("maasctl-models-%d.log", n))
+	r, err := c.maasctl(ctx, o.Maasctl, env, "-f", file, "--log-file", log)
 	if err != nil {
 		return nil, err
 	}
 	p := &ScalePoint{Models: n, Objects: 4 * n, Wall: toMS(r.Wall), PeakRSSBytes: r.PeakRSS, CPUSeconds: r.CPU.Seconds()}
+	if n >= 10 {
+		p.Phases = applyPhasesOf(log, n)
+	}
 	if r.Summary != nil {
 		p.Reads, p.Writes = r.Summary.Reads, r.Summary.Writes
 	}

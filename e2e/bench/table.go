@@ -82,6 +82,9 @@ func (r *Results) WriteTable(w io.Writer) error {
 	for _, p := range r.Models {
 		row(fmt.Sprintf("scale: %d external models", p.Models),
 			fmt.Sprintf("%s, %d reads, %d writes, peak RSS %.1f MiB, CPU %.1f s", sec(p.Wall), p.Reads, p.Writes, float64(p.PeakRSSBytes)/(1<<20), p.CPUSeconds), "", nil)
+		if len(p.Phases) > 0 {
+			row(fmt.Sprintf("scale: %d models, maasctl's applies by kind", p.Models), phasesText(p.Phases), "", nil)
+		}
 	}
 	linearityRows(row, "scale", r.Linearity)
 	for _, p := range r.Migrate {
