@@ -429,6 +429,7 @@ func (c *maasCtl) applySpec(ctx context.Context, g schema.GroupVersionResource, 
 	}
 	u := live.DeepCopy()
 	u.Object["spec"] = spec
+	u.SetManagedFields(nil) // the API server keeps the live ones (see manager.writeStatus)
 	out, err := c.m.dyn.Resource(g).Namespace(obj.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{FieldManager: "maasctl-sim"})
 	if err != nil {
 		return fmt.Errorf("update %s %s: %w", g.Resource, keyOf(obj), err)
@@ -667,6 +668,7 @@ func (c *maasCtl) finalize(ctx context.Context, g schema.GroupVersionResource, o
 		}
 		u := obj.DeepCopy()
 		u.SetFinalizers(slices.DeleteFunc(slices.Clone(fins), func(f string) bool { return f == fin }))
+		u.SetManagedFields(nil) // the API server keeps the live ones (see manager.writeStatus)
 		if _, err := c.m.dyn.Resource(g).Namespace(obj.GetNamespace()).Update(ctx, u, metaUpdate); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("remove finalizer %s of %s %s: %w", fin, g.Resource, keyOf(obj), err)
 		}
@@ -680,6 +682,7 @@ func (c *maasCtl) finalize(ctx context.Context, g schema.GroupVersionResource, o
 	}
 	u := obj.DeepCopy()
 	u.SetFinalizers(append(slices.Clone(fins), fin))
+	u.SetManagedFields(nil) // the API server keeps the live ones (see manager.writeStatus)
 	out, err := c.m.dyn.Resource(g).Namespace(obj.GetNamespace()).Update(ctx, u, metaUpdate)
 	if err != nil {
 		return nil, fmt.Errorf("add finalizer %s to %s %s: %w", fin, g.Resource, keyOf(obj), err)

@@ -782,6 +782,14 @@ func (m *manager) writeStatus(ctx context.Context, g schema.GroupVersionResource
 	}
 	u := obj.DeepCopy()
 	u.Object["status"] = norm
+	// Sent without metadata.managedFields: the API server keeps the live
+	// object's when a request has none (k8s.io/apimachinery
+	// util/managedfields/internal FieldManager, decodeLiveOrNew), and
+	// records this write under the simulator's manager as before. They
+	// are 30-45 % of a MaaS object's JSON, which the API server would
+	// otherwise decode and check on each of the 11,000 status writes of
+	// 1,000 models (issue 16).
+	u.SetManagedFields(nil)
 	out, err := m.dyn.Resource(g).Namespace(obj.GetNamespace()).UpdateStatus(ctx, u, metaUpdate)
 	if err != nil {
 		return nil, fmt.Errorf("update status of %s %s: %w", g.Resource, keyOf(obj), err)
