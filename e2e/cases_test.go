@@ -103,6 +103,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		}
 	})
 	logsOnFailure(t, env)
+	logAudit(t, env)
 	clients, err := kube.New(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -276,6 +276,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 			}
 		})
 		logsOnFailure(t, env)
+		logAudit(t, env)
 		c.env = env
 		c.simulated = envBool(envSim, true)
 		c.realKuadrant = to.RealKuadrant
@@ -609,6 +610,39 @@ func simLogger(t *testing.T, dir string) *zap.Logger {
 			len(lines), len(warn), strings.Join(warn[max(0, len(warn)-25):], "\n"), strings.Join(tail, "\n"))
 	})
 	return logger
+}
+
+// logAudit registers a cleanup, run before env stops, that logs the
+// control plane's requests by program and the most frequent program, verb
+// and resource, when it was started with an audit log
+// (testenv.EnvAudit=1): where a test's API server time goes.
+func logAudit(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	t.Cleanup(func() {
+		path := env.AuditLog()
+		if path == "" {
+			return
+		}
+		counts, err := testenv.AuditSummary(path)
+		if err != nil {
+			t.Logf("audit log: %v", err)
+			return
+		}
+		var b strings.Builder
+		total := 0
+		for _, c := range counts {
+			total += c.N
+		}
+		fmt.Fprintf(&b, "API requests: %d; by program:", total)
+		for _, p := range testenv.AuditByProgram(counts) {
+			fmt.Fprintf(&b, " %s %d,", p.Program, p.N)
+		}
+		b.WriteString("\nmost frequent:\n")
+		for _, c := range counts[:min(len(counts), 25)] {
+			fmt.Fprintf(&b, "%6d %s %s %s %v\n", c.N, c.Program, c.Verb, c.Resource, c.Code)
+		}
+		t.Log(b.String())
+	})
 }
 
 // logsOnFailure registers a cleanup, run before env stops, that logs

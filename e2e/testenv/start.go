@@ -23,6 +23,7 @@ const maxPortAttempts = 3
 // ownedStateFiles are removed from a reused StateDir before a start.
 var ownedStateFiles = []string{
 	"etcd", "certs", "catalogs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
+	auditLogName, "audit-policy.yaml",
 	Postgres + ".json", Postgres + "-admin.conn", Postgres + ".log", Postgres + ".pid",
 }
 
@@ -104,6 +105,9 @@ func resolve(opts Options) (*resolved, error) {
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = DefaultStartTimeout
+	}
+	if os.Getenv(EnvAudit) == "1" {
+		o.AuditLog = true
 	}
 	bins := []string{Etcd, KubeAPIServer}
 	if !o.NoControllers {
@@ -302,22 +306,26 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		return nil, err
 	}
 	certDir := filepath.Join(o.StateDir, "certs")
-	if err := launch(KubeAPIServer,
-		"--etcd-servers="+etcdURL,
+	audit, err := auditArgs(o.AuditLog, o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := launch(KubeAPIServer, append([]string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+certDir,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + certDir,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saPub,
-		"--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--token-auth-file="+tokenFile,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=Node,RBAC",
 		// The "kubernetes" Service would point at 127.0.0.1; nothing uses it.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-	); err != nil {
+	}, audit...)...); err != nil {
 		return nil, err
 	}
 

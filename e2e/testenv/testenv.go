@@ -140,6 +140,12 @@ type Options struct {
 	// that port into their network namespaces. Its ctx ends when Start
 	// returns. Not with Detach.
 	OLMVia func(ctx context.Context, apiServer *rest.Config) (server string, err error)
+	// AuditLog makes kube-apiserver write an audit log of every request
+	// (level Metadata: program, verb, resource, code; no bodies) to
+	// StateDir/audit.log, read with Env.AuditLog and AuditSummary. For
+	// finding which component sends what (issue 12: the API server is most
+	// of a test's CPU). Also on with EnvAudit=1.
+	AuditLog bool
 	// StartTimeout bounds Start as a whole. Default: DefaultStartTimeout.
 	StartTimeout time.Duration
 	// Logf, if set, receives progress lines (component started, ready
