@@ -330,11 +330,7 @@ func (r *rhoaiCtl) reconcileDSC(ctx context.Context, k key) error {
 			}
 		}
 		if res.ready && c.name == "dashboard" {
-			made, err := r.ensureDashboardConfig(ctx, apps)
-			if err != nil {
-				return err
-			}
-			if !made {
+			if !r.ensureDashboardConfig(apps, k) {
 				res = compResult{managed: true, reason: "NotReady", message: "waiting for OdhDashboardConfig " + dashboardConfigName}
 			}
 		}
@@ -488,18 +484,19 @@ func (r *rhoaiCtl) requeueDSCs() {
 
 // ensureDashboardConfig creates OdhDashboardConfig odh-dashboard-config, as
 // the dashboard component does on first deploy, and reports whether it
-// exists. The create runs in the background (see background): right after
-// the CRD is Established kube-apiserver holds creates up to 2 s
-// (waitCreateWindow), which must not hold back the rest of the DSC.
-func (r *rhoaiCtl) ensureDashboardConfig(ctx context.Context, ns string) (bool, error) {
+// exists. It reads the config from an informer cache, as the operator's
+// cached client does (each DSC reconcile used to GET it: about 230 GETs in
+// one e2e install, issue 12), and the config's events requeue DSC k. The
+// create runs in the background (see background): right after the CRD is
+// Established kube-apiserver holds creates up to 2 s (waitCreateWindow),
+// which must not hold back the rest of the DSC.
+func (r *rhoaiCtl) ensureDashboardConfig(ns string, k key) bool {
 	m := r.m
-	if m.get(gvrNamespace, "", ns) == nil || !m.isServed(gvrDashboardConfig) {
-		return false, nil
+	if m.get(gvrNamespace, "", ns) == nil || !m.observe(r.dsc, gvrDashboardConfig, m.allOf(gvrDSC, false), k) {
+		return false
 	}
-	if _, err := m.dyn.Resource(gvrDashboardConfig).Namespace(ns).Get(ctx, dashboardConfigName, metav1.GetOptions{}); err == nil {
-		return true, nil
-	} else if !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("get odhdashboardconfig: %w", err)
+	if m.get(gvrDashboardConfig, ns, dashboardConfigName) != nil {
+		return true
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "opendatahub.io/v1alpha", "kind": "OdhDashboardConfig",
@@ -512,7 +509,7 @@ func (r *rhoaiCtl) ensureDashboardConfig(ctx context.Context, ns string) (bool, 
 		_, err := m.create(ctx, gvrDashboardConfig, obj)
 		return err
 	}, r.requeueDSCs)
-	return false, nil
+	return false
 }
 
 // ensureAIGateway keeps AIGateway default-aigateway in step with the DSC and
