@@ -352,23 +352,39 @@ func secretObject(ns, name, typ string, data map[string]string) *unstructured.Un
 // checkSecret compares a live Secret's data with the wanted stringData
 // without ever putting a value into the returned message.
 func checkSecret(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, string, error) {
+	same, msg, _, err := secretState(ctx, e, want)
+	return same, msg, err
+}
+
+// secretState is checkSecret that also reports whether the live Secret
+// carries restartPendingAnnotation (false when it is missing), from the
+// same GET.
+func secretState(ctx context.Context, e *Env, want *unstructured.Unstructured) (same bool, msg string, pending bool, err error) {
 	live, err := e.Clients.Kube.CoreV1().Secrets(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return false, kube.Describe(want) + " missing", nil
+		return false, kube.Describe(want) + " missing", false, nil
 	}
 	if err != nil {
-		return false, "", err
+		return false, "", false, err
 	}
+	_, pending = live.Annotations[restartPendingAnnotation]
+	same, msg = sameSecretData(live, want)
+	return same, msg, pending, nil
+}
+
+// sameSecretData compares live's data and type with want's, naming the
+// first key that differs (never its value).
+func sameSecretData(live *corev1.Secret, want *unstructured.Unstructured) (bool, string) {
 	sd, _, _ := unstructured.NestedStringMap(want.Object, "data")
 	for k, v := range sd {
 		if base64.StdEncoding.EncodeToString(live.Data[k]) != v {
-			return false, fmt.Sprintf("%s key %s differs", kube.Describe(want), k), nil
+			return false, fmt.Sprintf("%s key %s differs", kube.Describe(want), k)
 		}
 	}
 	if typ, _, _ := unstructured.NestedString(want.Object, "type"); string(live.Type) != typ {
-		return false, fmt.Sprintf("%s has type %s, want %s", kube.Describe(want), live.Type, typ), nil
+		return false, fmt.Sprintf("%s has type %s, want %s", kube.Describe(want), live.Type, typ)
 	}
-	return true, "", nil
+	return true, ""
 }
 
 // crdServed reports whether the CRD named plural.group is Established and

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,11 +32,12 @@ func dbSecretSteps(inv *inventory.Inventory) []*Step {
 				return false, "", err
 			}
 			for _, s := range secrets {
-				if ok, msg, err := checkSecret(ctx, e, s); !ok || err != nil {
+				ok, msg, p, err := secretState(ctx, e, s)
+				if !ok || err != nil {
 					return ok, msg, err
 				}
-				if p, err := restartPending(ctx, e, s); p || err != nil {
-					return false, fmt.Sprintf("%s was changed but maas-api was not restarted on it yet", kube.Describe(s)), err
+				if p {
+					return false, fmt.Sprintf("%s was changed but maas-api was not restarted on it yet", kube.Describe(s)), nil
 				}
 			}
 			return true, "", nil
@@ -187,20 +187,6 @@ func applyDBConfig(ctx context.Context, e *Env, s *Step) error {
 // maas-api ran and not yet followed by maas-api's restart and rollout.
 const restartPendingAnnotation = "maasctl.io/restart-pending"
 
-// restartPending reports whether the live copy of want carries
-// restartPendingAnnotation.
-func restartPending(ctx context.Context, e *Env, want *unstructured.Unstructured) (bool, error) {
-	live, err := e.Clients.Kube.CoreV1().Secrets(want.GetNamespace()).Get(ctx, want.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_, ok := live.Annotations[restartPendingAnnotation]
-	return ok, nil
-}
-
 // staleDBConfig ensures the namespaces of the maas-db-config copies and
 // returns the copies that differ from the live ones, and whether a
 // maas-api restart is still owed for an earlier write.
@@ -209,18 +195,14 @@ func staleDBConfig(ctx context.Context, e *Env, id string, secrets []*unstructur
 		if err := ensureNamespace(ctx, e, id, namespaceObject(s.GetNamespace())); err != nil {
 			return nil, false, err
 		}
-		same, _, err := checkSecret(ctx, e, s)
+		same, _, p, err := secretState(ctx, e, s)
 		if err != nil {
 			return nil, false, err
 		}
 		if !same {
 			stale = append(stale, s)
 		}
-		if p, err := restartPending(ctx, e, s); err != nil {
-			return nil, false, err
-		} else if p {
-			pending = true
-		}
+		pending = pending || p
 	}
 	return stale, pending, nil
 }

@@ -188,11 +188,7 @@ func rotationOwed(ctx context.Context, e *Env, pw, secretPw string) (bool, strin
 		return false, "", err
 	}
 	for _, s := range want {
-		same, _, err := checkSecret(ctx, e, s)
-		if err != nil {
-			return false, "", err
-		}
-		pending, err := restartPending(ctx, e, s)
+		same, _, pending, err := secretState(ctx, e, s)
 		if err != nil {
 			return false, "", err
 		}
