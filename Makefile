@@ -132,7 +132,7 @@ demo: build testenv
 ## test: unit, integration and end-to-end tests (builds what they need first); a few
 ## e2e tests and variants are left out for CI's time (README, "The full e2e run")
 test: build testenv
-	MAASCTL_REQUIRE_TESTENV=1 MAASCTL_BIN=$(BIN) go test -count=1 -timeout 85m ./...
+	MAASCTL_REQUIRE_TESTENV=1 MAASCTL_BIN=$(BIN) go test -count=1 -parallel 3 -timeout 85m ./...
 
 ## test-full: make test with every e2e test and variant (MAASCTL_E2E_FULL=1); its e2e package alone needs over 80 minutes here
 test-full: build testenv
