@@ -40,32 +40,66 @@ func startProcess(stateDir, binDir, name string, detach bool, args ...string) (*
 	return launch(stateDir, name, detach, cmd)
 }
 
-// EnvGOGC, when set, is the GOGC of kube-apiserver and etcd (Go's garbage
-// collector target, a percentage; "off" disables it); unset, they inherit
-// this process's environment, Go's default 100 unless GOGC is set. Why it
-// is there: kube-apiserver is about half of the machine's CPU while the
-// e2e tests run, and a CPU profile of it there spent about a quarter in
-// the garbage collector (runtime.gcBgMarkWorker 18%, gcAssistAlloc 6%,
-// bgsweep 2%). At GOGC=400, three e2e tests two at a time took 12% less
-// wall and 14% less CPU (2026-12-05, two runs each), and an API server's
-// RSS grew to 2-3 GiB over a test (1.1 GiB at 100); but the whole e2e
-// package then took 3534 s against 3215 s at 100 (one run each, the
-// slower one beside a metrics scraper), so nothing is set by default
-// until a clean whole-package comparison says otherwise.
+// EnvGOGC is the GOGC of kube-apiserver and etcd (Go's garbage collector
+// target, a percentage; "off" disables it); unset, DefaultGOGC. Why a
+// default: kube-apiserver is about two thirds of the machine's CPU while
+// the e2e tests run, and a 25-second CPU profile of it during
+// TestB04LegacyKServeSwitchKept (2026-12-06) spent 28 % in the garbage
+// collector (runtime.gcBgMarkWorker 17.6 %, gcAssistAlloc 8.5 %, bgsweep
+// 2.5 %). Six e2e tests three at a time on this 2-CPU machine, CPU-seconds
+// of the whole machine, wall time and peak memory in use (2026-12-06, one
+// run per line entry, the settings in alternation):
+//
+//	kube-apiserver GOGC, GOMEMLIMIT   CPU-s          wall s         peak memory
+//	100 (Go's default), none          383, 358, 412  201, 186, 220  5.3-5.7 GiB
+//	200, none                         366            189            7.2 GiB
+//	400, none                         306, 334       168, 195       10.0-10.2 GiB
+//	400, 1 GiB                        380            205            5.3 GiB
+//	400, 1536 MiB                     336            180            6.6 GiB
+//	400, 2 GiB                        322            172            7.9 GiB
+//
+// So the default is GOGC 400 with kube-apiserver's heap held to
+// DefaultGOMEMLIMIT: about 15 % less CPU and wall time for about 2.5 GiB
+// more memory at three control planes. The limit is soft (Go's runtime
+// collects more often near it, and goes past it when the live heap needs
+// to), so a larger control plane is slower, never killed. EnvGOGC=100 and
+// EnvGOMEMLIMIT=off give Go's defaults.
 const EnvGOGC = "MAASCTL_TESTENV_GOGC"
 
+// EnvGOMEMLIMIT is the GOMEMLIMIT of kube-apiserver (Go's soft memory
+// limit: a byte count with an optional B, KiB, MiB, GiB or TiB suffix, or
+// "off" for none); unset, DefaultGOMEMLIMIT. See EnvGOGC.
+const EnvGOMEMLIMIT = "MAASCTL_TESTENV_GOMEMLIMIT"
+
+// DefaultGOGC and DefaultGOMEMLIMIT apply while EnvGOGC and EnvGOMEMLIMIT
+// are unset (the measurements at EnvGOGC).
+const (
+	DefaultGOGC       = "400"
+	DefaultGOMEMLIMIT = "2GiB"
+)
+
 // componentEnv is what component name's environment adds to this
-// process's: GOGC for kube-apiserver and etcd when EnvGOGC is set.
+// process's: GOGC for kube-apiserver and etcd, GOMEMLIMIT for
+// kube-apiserver (EnvGOGC, EnvGOMEMLIMIT), nothing for the others.
 func componentEnv(name string) []string {
-	v := os.Getenv(EnvGOGC)
-	if v == "" {
+	if name != KubeAPIServer && name != Etcd {
 		return nil
 	}
-	switch name {
-	case KubeAPIServer, Etcd:
-		return []string{"GOGC=" + v}
+	env := []string{"GOGC=" + envOr(EnvGOGC, DefaultGOGC)}
+	if name == KubeAPIServer {
+		if v := envOr(EnvGOMEMLIMIT, DefaultGOMEMLIMIT); v != "off" {
+			env = append(env, "GOMEMLIMIT="+v)
+		}
 	}
-	return nil
+	return env
+}
+
+// envOr returns environment variable key, or def when it is unset or empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 // componentBinary is the program a component runs as (argv[0]'s base

@@ -647,19 +647,35 @@ func TestWithRestarts(t *testing.T) {
 }
 
 func TestComponentEnvGOGC(t *testing.T) {
-	t.Setenv(EnvGOGC, "")
-	for _, name := range []string{KubeAPIServer, Etcd, KubeControllerManager} {
-		if got := componentEnv(name); got != nil {
-			t.Errorf("without %s: componentEnv(%s) = %v, want nothing added", EnvGOGC, name, got)
-		}
+	cases := []struct {
+		gogc, memlimit string
+		want           map[string][]string
+	}{
+		{"", "", map[string][]string{
+			KubeAPIServer: {"GOGC=" + DefaultGOGC, "GOMEMLIMIT=" + DefaultGOMEMLIMIT},
+			Etcd:          {"GOGC=" + DefaultGOGC},
+		}},
+		{"150", "", map[string][]string{
+			KubeAPIServer: {"GOGC=150", "GOMEMLIMIT=" + DefaultGOMEMLIMIT},
+			Etcd:          {"GOGC=150"},
+		}},
+		{"100", "off", map[string][]string{
+			KubeAPIServer: {"GOGC=100"},
+			Etcd:          {"GOGC=100"},
+		}},
+		{"", "3GiB", map[string][]string{
+			KubeAPIServer: {"GOGC=" + DefaultGOGC, "GOMEMLIMIT=3GiB"},
+			Etcd:          {"GOGC=" + DefaultGOGC},
+		}},
 	}
-	t.Setenv(EnvGOGC, "150")
-	for _, name := range []string{KubeAPIServer, Etcd} {
-		if got := componentEnv(name); len(got) != 1 || got[0] != "GOGC=150" {
-			t.Errorf("with %s=150: componentEnv(%s) = %v, want [GOGC=150]", EnvGOGC, name, got)
+	for _, c := range cases {
+		t.Setenv(EnvGOGC, c.gogc)
+		t.Setenv(EnvGOMEMLIMIT, c.memlimit)
+		for _, name := range []string{KubeAPIServer, Etcd, KubeControllerManager, OLMOperator} {
+			got := componentEnv(name)
+			if !slices.Equal(got, c.want[name]) {
+				t.Errorf("%s=%q %s=%q: componentEnv(%s) = %q, want %q", EnvGOGC, c.gogc, EnvGOMEMLIMIT, c.memlimit, name, got, c.want[name])
+			}
 		}
-	}
-	if got := componentEnv(KubeControllerManager); got != nil {
-		t.Errorf("with %s=150: componentEnv(%s) = %v, want nothing added", EnvGOGC, KubeControllerManager, got)
 	}
 }
