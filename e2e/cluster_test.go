@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -484,7 +485,39 @@ func (c *cluster) maasctlEnv(t *testing.T, env []string, args ...string) run {
 	}
 	r.events = parseEvents(r.stdout)
 	t.Logf("maasctl %s: exit %d after %s", firstArg(args), r.exit, r.wall.Round(time.Millisecond))
+	if r.wall >= slowRun {
+		t.Logf("maasctl %s took %s; its slowest steps:\n%s", firstArg(args), r.wall.Round(time.Second), slowSteps(r.events, 5))
+	}
 	return r
+}
+
+// slowRun is the wall time from which a maasctl run's slowest steps are
+// logged, so that a run that passed but stalled under load says where.
+const slowRun = 2 * time.Minute
+
+// slowSteps describes the n longest steps of evs (by their done, failed or
+// unchanged event's Duration), each with its last progress message.
+func slowSteps(evs []steps.Event, n int) string {
+	last := map[string]string{}
+	type span struct {
+		step, outcome, msg string
+		d                  time.Duration
+	}
+	var spans []span
+	for _, e := range evs {
+		switch e.Type {
+		case steps.EventProgress:
+			last[e.Step] = e.Message
+		case steps.EventDone, steps.EventFailed, steps.EventUnchanged:
+			spans = append(spans, span{e.Step, string(e.Type), last[e.Step], e.Duration})
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].d > spans[j].d })
+	var b strings.Builder
+	for _, s := range spans[:min(n, len(spans))] {
+		fmt.Fprintf(&b, "  %-32s %-9s %8s  last progress: %s\n", s.step, s.outcome, s.d.Round(100*time.Millisecond), s.msg)
+	}
+	return b.String()
 }
 
 // firstArg is maasctl's subcommand in args ("" for none), for the log.
@@ -731,4 +764,21 @@ func bareAPIServer(t *testing.T, ctx context.Context) (*testenv.Env, *kube.Clien
 		t.Fatal(err)
 	}
 	return env, c
+}
+
+func TestSlowSteps(t *testing.T) {
+	at := time.Unix(0, 0)
+	evs := []steps.Event{
+		{Time: at, Type: steps.EventStarted, Step: "olm/rhoai"},
+		{Time: at, Type: steps.EventProgress, Step: "olm/rhoai", Message: "waiting for CSV rhods-operator.3.5.0"},
+		{Time: at, Type: steps.EventDone, Step: "olm/rhoai", Duration: 250 * time.Second},
+		{Time: at, Type: steps.EventUnchanged, Step: "preflight/cluster", Duration: 40 * time.Millisecond},
+		{Time: at, Type: steps.EventFailed, Step: "access/subscription", Duration: 3 * time.Second},
+	}
+	got := slowSteps(evs, 2)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "olm/rhoai") || !strings.Contains(lines[0], "4m10s") ||
+		!strings.Contains(lines[0], "waiting for CSV rhods-operator.3.5.0") || !strings.Contains(lines[1], "access/subscription") || !strings.Contains(lines[1], "failed") {
+		t.Errorf("slowSteps = \n%s\nwant olm/rhoai (4m10s, its last progress) then access/subscription (failed)", got)
+	}
 }
