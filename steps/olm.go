@@ -365,14 +365,16 @@ func olmRender(op inventory.Operator, objs []*unstructured.Unstructured) ([]*uns
 }
 
 // olmAccess is what an OLM step needs beside its objects: reading the OLM
-// kinds and the CRDs of the CSV, and patching InstallPlans when
-// --approve-installplans allows approving them.
+// kinds and the CRDs of the CSV, patching the CSV's annotations to make OLM
+// check its requirements again (recheckRequirements), and patching
+// InstallPlans when --approve-installplans allows approving them.
 func olmAccess(op inventory.Operator) func(*Env, *Step, func(schema.GroupVersionKind) string) []Access {
 	return withAccess(func(e *Env) []Access {
 		out := readAccess("apiextensions.k8s.io", "customresourcedefinitions", "")
 		for _, r := range []string{"subscriptions", "installplans", "clusterserviceversions", "operatorgroups"} {
 			out = append(out, readAccess("operators.coreos.com", r, op.Namespace)...)
 		}
+		out = append(out, Access{"patch", "operators.coreos.com", "clusterserviceversions", op.Namespace, ""})
 		if e.Policy.ApproveInstallPlans {
 			out = append(out, Access{"patch", "operators.coreos.com", "installplans", op.Namespace, ""})
 		}

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,5 +41,42 @@ func TestBindingPending(t *testing.T) {
 				t.Errorf("bindingPending (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func TestPendingOnEstablishedCRDs(t *testing.T) {
+	csv := func(phase, reason string, reqs ...map[string]any) *unstructured.Unstructured {
+		var rs []any
+		for _, r := range reqs {
+			rs = append(rs, r)
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"phase": phase, "reason": reason, "requirementStatus": rs}}}
+	}
+	req := func(kind, name, status string) map[string]any {
+		return map[string]any{"group": "apiextensions.k8s.io", "kind": kind, "name": name, "status": status}
+	}
+	established := []string{"a.example.com", "b.example.com"}
+	cases := []struct {
+		name string
+		csv  *unstructured.Unstructured
+		want []string
+	}{
+		{"no CSV seen yet", nil, nil},
+		{"owned CRD not available when OLM looked", csv("Pending", "RequirementsNotMet",
+			req("CustomResourceDefinition", "a.example.com", "PresentNotAvailable"), req("CustomResourceDefinition", "b.example.com", "Present")), []string{"a.example.com"}},
+		{"owned CRD not present when OLM looked", csv("Pending", "RequirementsNotMet",
+			req("CustomResourceDefinition", "b.example.com", "NotPresent")), []string{"b.example.com"}},
+		{"a CRD the caller has not seen Established", csv("Pending", "RequirementsNotMet",
+			req("CustomResourceDefinition", "a.example.com", "PresentNotAvailable"), req("CustomResourceDefinition", "dep.example.com", "NotPresent")), nil},
+		{"another requirement unmet", csv("Pending", "RequirementsNotMet",
+			req("CustomResourceDefinition", "a.example.com", "PresentNotAvailable"), req("ServiceAccount", "op", "NotPresent")), nil},
+		{"requirements met, installing", csv("InstallReady", "AllRequirementsMet",
+			req("CustomResourceDefinition", "a.example.com", "Present")), nil},
+		{"pending for another reason", csv("Pending", "RequirementsUnknown"), nil},
+	}
+	for _, c := range cases {
+		if got := pendingOnEstablishedCRDs(c.csv, established); !slices.Equal(got, c.want) {
+			t.Errorf("%s: pendingOnEstablishedCRDs = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,27 +113,42 @@ type csvWait struct {
 // startCSVWait waits in the background for CSV name to succeed and for its
 // owned CRDs to be Established; the CRD waits start as soon as the CSV is
 // seen (its spec lists them), beside the wait for its phase.
+//
+// Once those CRDs are Established, a CSV that OLM still holds Pending
+// because one of them was not is asked to be checked again
+// (recheckRequirements).
 func startCSVWait(ctx context.Context, e *Env, stepID string, op inventory.Operator, name string) *csvWait {
 	w := &csvWait{name: name, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
+		rctx, rcancel := context.WithCancel(ctx)
+		defer rcancel()
 		var (
 			once   sync.Once
 			crdErr = make(chan error, 1)
+			last   atomic.Pointer[unstructured.Unstructured]
 		)
 		crds := func(csv *unstructured.Unstructured) {
+			names := ownedCRDs(csv)
 			var ts []waiters.Target
-			for _, n := range ownedCRDs(csv) {
+			for _, n := range names {
 				ts = append(ts, waiters.CRDEstablished(n))
 			}
 			if len(ts) > 0 {
 				e.progress(stepID, "waiting for %d CRDs of %s to be Established", len(ts), name)
 			}
-			go func() { crdErr <- waiters.All(ctx, e.Clients, ts...) }()
+			go func() {
+				err := waiters.All(ctx, e.Clients, ts...)
+				if err == nil && len(names) > 0 {
+					go recheckRequirements(rctx, e, stepID, &last, names)
+				}
+				crdErr <- err
+			}()
 		}
 		csvT := waiters.Target{
 			GVK: csvGVK, Namespace: op.Namespace, Name: name,
 			Cond: func(obj *unstructured.Unstructured) waiters.Result {
+				last.Store(obj)
 				once.Do(func() { crds(obj) })
 				return csvSucceeded(obj)
 			},
@@ -529,4 +545,95 @@ func waitBound(ctx context.Context, e *Env, ns string, pending []pendingBinding)
 		}}
 	}
 	return waiters.All(ctx, e.Clients, ts...)
+}
+
+// requirementsRecheckAnnotation is the annotation recheckRequirements
+// writes on a CSV to make OLM check its requirements again; the value is
+// the time of the request (RFC 3339), so each request is a change.
+const requirementsRecheckAnnotation = "maasctl.io/requirements-recheck-requested-at"
+
+// recheckGrace is how long a CSV may stay Pending on CRDs that are all
+// Established before recheckRequirements asks OLM to look again (OLM
+// itself takes milliseconds when it looks); recheckInterval is the time
+// between further requests, at most maxRechecks in all.
+const (
+	recheckGrace    = 5 * time.Second
+	recheckInterval = 30 * time.Second
+	maxRechecks     = 5
+)
+
+// recheckRequirements asks OLM to check the requirements of a CSV again
+// when OLM judged them while one of its owned CRDs (established, which the
+// caller has seen Established) was not yet Established, and the CSV still
+// says so recheckGrace after maasctl saw them all Established. OLM v0.46.0
+// checks a CSV's CRDs with a live read (pkg/controller/operators/olm/
+// requirements.go: PresentNotAvailable while Established is not True) and
+// leaves the CSV Pending with reason RequirementsNotMet; it retries a
+// failed sync only 8 times, within about 1.3 s (pkg/lib/queueinformer/
+// queueinformer_operator.go processNextWorkItem: requeues < 8), then needs
+// an event to look again. Usually one comes at once; on the local control
+// plane, three e2e tests at a time (2026-12-06), a CRD took 21 s from its
+// creation to Established and the Leader Worker Set CSV then stayed
+// Pending for 3 min 52 s, 4 min 22 s and 4 min 3 s in three of seven runs
+// of TestB04LegacyKServeSwitchKept; in the last, an annotation written by
+// hand ended it within 3 s. An annotation (requirementsRecheckAnnotation)
+// is a change OLM's CSV informer queues at once. last holds the CSV as the
+// wait last saw it; nothing is written while it is not stuck so, and at
+// most maxRechecks times.
+func recheckRequirements(ctx context.Context, e *Env, stepID string, last *atomic.Pointer[unstructured.Unstructured], established []string) {
+	t := time.NewTimer(recheckGrace)
+	defer t.Stop()
+	for n := 0; n < maxRechecks; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		t.Reset(recheckInterval)
+		csv := last.Load()
+		crds := pendingOnEstablishedCRDs(csv, established)
+		if len(crds) == 0 {
+			continue
+		}
+		n++
+		e.progress(stepID, "CSV %s is Pending (RequirementsNotMet): OLM saw CRD %s before it was Established and looks again only at its resync (up to 5 min); asking OLM to check again (annotation %s)",
+			csv.GetName(), strings.Join(crds, ", "), requirementsRecheckAnnotation)
+		if err := annotate(ctx, e, csv, map[string]string{requirementsRecheckAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+			if ctx.Err() == nil {
+				e.progress(stepID, "could not ask OLM to check CSV %s again (%v); it looks again at its resync", csv.GetName(), err)
+			}
+			return
+		}
+	}
+}
+
+// pendingOnEstablishedCRDs returns the CRDs that CSV csv's requirement
+// status reports as not available, when the CSV is Pending with reason
+// RequirementsNotMet and every requirement it reports unmet is a CRD among
+// established; otherwise (another requirement unmet, another phase, no
+// CSV) nil.
+func pendingOnEstablishedCRDs(csv *unstructured.Unstructured, established []string) []string {
+	if csv == nil {
+		return nil
+	}
+	phase, _, _ := unstructured.NestedString(csv.Object, "status", "phase")
+	reason, _, _ := unstructured.NestedString(csv.Object, "status", "reason")
+	if phase != "Pending" || reason != "RequirementsNotMet" {
+		return nil
+	}
+	reqs, _, _ := unstructured.NestedSlice(csv.Object, "status", "requirementStatus")
+	var out []string
+	for _, r := range reqs {
+		m, _ := r.(map[string]any)
+		if st, _ := m["status"].(string); st == "Present" {
+			continue
+		}
+		kind, _ := m["kind"].(string)
+		name, _ := m["name"].(string)
+		if kind != "CustomResourceDefinition" || !slices.Contains(established, name) {
+			return nil
+		}
+		out = append(out, name)
+	}
+	return out
 }
