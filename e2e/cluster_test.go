@@ -769,16 +769,16 @@ func bareAPIServer(t *testing.T, ctx context.Context) (*testenv.Env, *kube.Clien
 func TestSlowSteps(t *testing.T) {
 	at := time.Unix(0, 0)
 	evs := []steps.Event{
-		{Time: at, Type: steps.EventStarted, Step: "olm/rhoai"},
-		{Time: at, Type: steps.EventProgress, Step: "olm/rhoai", Message: "waiting for CSV rhods-operator.3.5.0"},
-		{Time: at, Type: steps.EventDone, Step: "olm/rhoai", Duration: 250 * time.Second},
+		{Time: at, Type: steps.EventStarted, Step: "operators/rhoai"},
+		{Time: at, Type: steps.EventProgress, Step: "operators/rhoai", Message: "waiting for CSV rhods-operator.3.5.0"},
+		{Time: at, Type: steps.EventDone, Step: "operators/rhoai", Duration: 250 * time.Second},
 		{Time: at, Type: steps.EventUnchanged, Step: "preflight/cluster", Duration: 40 * time.Millisecond},
 		{Time: at, Type: steps.EventFailed, Step: "access/subscription", Duration: 3 * time.Second},
 	}
 	got := slowSteps(evs, 2)
 	lines := strings.Split(strings.TrimSpace(got), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "olm/rhoai") || !strings.Contains(lines[0], "4m10s") ||
+	if len(lines) != 2 || !strings.Contains(lines[0], "operators/rhoai") || !strings.Contains(lines[0], "4m10s") ||
 		!strings.Contains(lines[0], "waiting for CSV rhods-operator.3.5.0") || !strings.Contains(lines[1], "access/subscription") || !strings.Contains(lines[1], "failed") {
-		t.Errorf("slowSteps = \n%s\nwant olm/rhoai (4m10s, its last progress) then access/subscription (failed)", got)
+		t.Errorf("slowSteps = \n%s\nwant operators/rhoai (4m10s, its last progress) then access/subscription (failed)", got)
 	}
 }

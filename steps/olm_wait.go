@@ -596,11 +596,11 @@ func recheckRequirements(ctx context.Context, e *Env, stepID string, last *atomi
 			continue
 		}
 		n++
-		e.progress(stepID, "CSV %s is Pending (RequirementsNotMet): OLM saw CRD %s before it was Established and looks again only at its resync (up to 5 min); asking OLM to check again (annotation %s)",
+		e.progress(stepID, "CSV %s is Pending (RequirementsNotMet): OLM saw CRD %s before it was Established and has stopped retrying (it looks again on the CSV's next change or its resync); asking OLM to check again (annotation %s)",
 			csv.GetName(), strings.Join(crds, ", "), requirementsRecheckAnnotation)
 		if err := annotate(ctx, e, csv, map[string]string{requirementsRecheckAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
 			if ctx.Err() == nil {
-				e.progress(stepID, "could not ask OLM to check CSV %s again (%v); it looks again at its resync", csv.GetName(), err)
+				e.progress(stepID, "could not ask OLM to check CSV %s again (%v); it looks again on the CSV's next change or its resync", csv.GetName(), err)
 			}
 			return
 		}
