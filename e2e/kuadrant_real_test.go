@@ -15,6 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/maasctl/maasctl/e2e/sim"
 	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/waiters"
@@ -32,8 +38,10 @@ import (
 //   - deleting the operator pod restarts the process, and the Kuadrant CR
 //     then turns Ready=True, with the Authorino and Limitador CRs the
 //     operator created Ready and their Deployments Available under kwok;
-//   - the Authorino server runs for the Authorino Deployment's pod and
-//     marks an AuthConfig Ready;
+//   - the Authorino server runs for the Authorino Deployment's pod, marks
+//     an AuthConfig Ready and decides ext_authz Check calls by it, asked
+//     on its gRPC listener exposed on the host's loopback (allowed, 403,
+//     404 for an unknown host);
 //   - every socket of every component and operator stays on loopback, and
 //     each operator runs in a network namespace of its own.
 func TestRealKuadrantOperator(t *testing.T) {
@@ -203,7 +211,13 @@ func TestRealKuadrantOperator(t *testing.T) {
 	})
 	acs := dyn.Resource(gvr("authorino.kuadrant.io", "v1beta3", "authconfigs")).Namespace("kuadrant-system")
 	if _, err := acs.Create(ctx, obj("authorino.kuadrant.io/v1beta3", "AuthConfig", "kuadrant-system", "probe", map[string]any{
-		"spec": map[string]any{"hosts": []any{"probe.example.com"}},
+		"spec": map[string]any{
+			"hosts":          []any{"probe.example.com"},
+			"authentication": map[string]any{"anyone": map[string]any{"anonymous": map[string]any{}}},
+			"authorization": map[string]any{"x-probe-allow": map[string]any{"patternMatching": map[string]any{
+				"patterns": []any{map[string]any{"selector": "request.headers.x-probe", "operator": "eq", "value": "allow"}},
+			}}},
+		},
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +229,69 @@ func TestRealKuadrantOperator(t *testing.T) {
 		rc, _ := waiters.GetCondition(u, "Ready")
 		return rc.Status == "True", rc.String()
 	})
+	checkAuthorinoDecides(t, ctx, c.env)
 
 	checkConnections(t, c.env)
+}
+
+// checkAuthorinoDecides asks the real Authorino server, through its
+// ext_authz gRPC listener exposed on the host's loopback
+// (Env.ExposedAddr), for the decisions Envoy would ask it for under
+// AuthConfig probe (host probe.example.com; anyone, but only with header
+// x-probe: allow): OK with the header, PERMISSION_DENIED and HTTP 403
+// without it, and NOT_FOUND (404) for a host no AuthConfig names.
+func checkAuthorinoDecides(t *testing.T, ctx context.Context, env *testenv.Env) {
+	t.Helper()
+	addr, ok := env.ExposedAddr(testenv.AuthorinoServer)
+	if !ok {
+		t.Fatalf("the Authorino server's ext_authz port is not exposed (starts: %v)", env.OperatorStarts())
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := authv3.NewAuthorizationClient(conn)
+	check := func(host string, headers map[string]string) (*authv3.CheckResponse, error) {
+		return client.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
+			Http: &authv3.AttributeContext_HttpRequest{Host: host, Method: "GET", Path: "/v1/models", Scheme: "https", Protocol: "HTTP/1.1", Headers: headers},
+		}}})
+	}
+	for _, tc := range []struct {
+		name     string
+		host     string
+		headers  map[string]string
+		wantCode rpccode.Code
+		wantHTTP typev3.StatusCode // of a denial; 0 for OK
+	}{
+		{"allowed", "probe.example.com", map[string]string{"x-probe": "allow"}, rpccode.Code_OK, 0},
+		{"denied by the pattern", "probe.example.com", map[string]string{"x-probe": "deny"}, rpccode.Code_PERMISSION_DENIED, typev3.StatusCode_Forbidden},
+		{"no AuthConfig for the host", "other.example.com", map[string]string{"x-probe": "allow"}, rpccode.Code_NOT_FOUND, typev3.StatusCode_NotFound},
+	} {
+		// The listener may come up a moment after the AuthConfig is Ready
+		// (status and listener are separate parts of Authorino).
+		var resp *authv3.CheckResponse
+		poll(t, ctx, "Authorino answers the ext_authz Check "+tc.name, func() (bool, string) {
+			resp, err = check(tc.host, tc.headers)
+			if err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
+		if got := rpccode.Code(resp.GetStatus().GetCode()); got != tc.wantCode {
+			t.Errorf("Check %s: code %s (%s), want %s", tc.name, got, resp.GetStatus().GetMessage(), tc.wantCode)
+			continue
+		}
+		if tc.wantHTTP == 0 {
+			if resp.GetOkResponse() == nil {
+				t.Errorf("Check %s: OK without an OkResponse: %v", tc.name, resp)
+			}
+			continue
+		}
+		if got := resp.GetDeniedResponse().GetStatus().GetCode(); got != tc.wantHTTP {
+			t.Errorf("Check %s: denied with HTTP %s, want %s", tc.name, got, tc.wantHTTP)
+		}
+	}
 }
 
 // checkConnections asserts that no socket of env's components leaves

@@ -128,6 +128,28 @@ type realOperator struct {
 	// ENTRYPOINT arguments after the binary (Authorino's Dockerfile:
 	// ["authorino", "server"]).
 	argsPrefix []string
+	// exposed, when set, is the port of container c that the test harness
+	// reaches from the host: netns-run --expose publishes it on a free
+	// port of the host's loopback (Env.ExposedAddr).
+	exposed func(c corev1.Container) int
+}
+
+// AuthorinoExtAuthzPort is the port of Authorino's ext_authz gRPC listener
+// (the envoy.service.auth.v3.Authorization service Envoy and Kuadrant's
+// wasm-shim call): the container's --ext-auth-grpc-port, which the
+// authorino-operator sets from the Authorino CR's spec.listener.ports.grpc
+// (pkg/reconcilers/deployment_mutator.go), else Authorino's default,
+// 50051 (authorino main.go, flag ext-auth-grpc-port).
+func AuthorinoExtAuthzPort(c corev1.Container) int {
+	port := 50051
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--ext-auth-grpc-port="); ok {
+			if p, err := strconv.Atoi(v); err == nil {
+				port = p
+			}
+		}
+	}
+	return port
 }
 
 // realOperators returns the operators of the RHCL bundle and the
@@ -146,7 +168,7 @@ func realOperators() []realOperator {
 	// Deployment so (authorino-operator pkg/resources k8s_util.go,
 	// defaultAuthorinoLabels); the Kuadrant operator names its CR
 	// "authorino" (internal/controller/authorino_reconciler.go).
-	out = append(out, realOperator{component: AuthorinoServer, argsPrefix: []string{"server"},
+	out = append(out, realOperator{component: AuthorinoServer, argsPrefix: []string{"server"}, exposed: AuthorinoExtAuthzPort,
 		selector: labels.SelectorFromSet(labels.Set{"control-plane": "controller-manager", "authorino-resource": "authorino"})})
 	return out
 }
@@ -191,6 +213,9 @@ type operatorSupervisor struct {
 type runningOperator struct {
 	podUID types.UID
 	p      *process
+	// exposed is the host's loopback address of the operator's exposed
+	// port (realOperator.exposed), "" for none.
+	exposed string
 }
 
 // startOperatorSupervisor starts the loop that runs the real operators;
@@ -360,13 +385,13 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 	if cur != nil {
 		s.logf("%s exited (%v); starting it again for pod %s/%s", op.component, cur.p.waitErr, pod.Namespace, pod.Name)
 	}
-	p, err := s.launch(op, pod)
+	p, exposed, err := s.launch(op, pod)
 	if err != nil {
 		s.logf("%s: %v", op.component, err)
 		return
 	}
 	s.mu.Lock()
-	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p}
+	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p, exposed: exposed}
 	s.all = append(s.all, p)
 	s.starts = append(s.starts, OperatorStart{Component: op.component, Pod: pod.Namespace + "/" + pod.Name, PodUID: pod.UID, PID: p.pid, At: time.Now()})
 	s.mu.Unlock()
@@ -374,18 +399,30 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 }
 
 // launch starts op for pod through netns-run, its log appended to
-// StateDir/<component>.log.
-func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (*process, error) {
+// StateDir/<component>.log. exposed is the host's loopback address of the
+// op's exposed port ("" when it has none). That port is picked free just
+// before; should another process take it first, netns-run exits ("address
+// already in use") and the next poll starts it again on another.
+func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (p *process, exposed string, err error) {
 	if len(pod.Spec.Containers) == 0 {
-		return nil, fmt.Errorf("pod %s/%s has no container", pod.Namespace, pod.Name)
+		return nil, "", fmt.Errorf("pod %s/%s has no container", pod.Namespace, pod.Name)
 	}
 	c := pod.Spec.Containers[0]
 	env := append(podEnv(pod, c), "KUBECONFIG="+s.kubecfg)
 	mounts, err := s.secretVolumes(pod, c)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	args := append([]string{"--forward=" + strconv.Itoa(s.apiPort), "--", filepath.Join(s.o.BinDir, op.component)}, op.argsPrefix...)
+	args := []string{"--forward=" + strconv.Itoa(s.apiPort)}
+	if op.exposed != nil {
+		ports, err := freePorts(1)
+		if err != nil {
+			return nil, "", err
+		}
+		args = append(args, fmt.Sprintf("--expose=%d:%d", op.exposed(c), ports[0]))
+		exposed = "127.0.0.1:" + strconv.Itoa(ports[0])
+	}
+	args = append(append(args, "--", filepath.Join(s.o.BinDir, op.component)), op.argsPrefix...)
 	for _, a := range c.Args {
 		args = append(args, mounts.rewrite(a))
 	}
@@ -393,7 +430,8 @@ func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (*process,
 	cmd.Env = env
 	cmd.Dir = s.o.StateDir
 	cmd.SysProcAttr = sysProcAttr(false)
-	return launchLog(s.o.StateDir, op.component, false, cmd, true)
+	p, err = launchLog(s.o.StateDir, op.component, false, cmd, true)
+	return p, exposed, err
 }
 
 // volumeDirs maps the mountPath of each Secret volume mount of a
@@ -537,6 +575,26 @@ func (s *operatorSupervisor) shutdown() error {
 	}
 	s.running = map[string]*runningOperator{}
 	return errors.Join(errs...)
+}
+
+// ExposedAddr is the host's loopback address ("127.0.0.1:PORT") at which
+// the running process of component serves its exposed port: for
+// AuthorinoServer, Authorino's ext_authz gRPC listener
+// (AuthorinoExtAuthzPort), copied by netns-run --expose into the process's
+// network namespace. ok is false while no such process runs (none started
+// yet, or it exited and the supervisor has not started it again; each
+// start picks a new port).
+func (e *Env) ExposedAddr(component string) (addr string, ok bool) {
+	if e.ops == nil {
+		return "", false
+	}
+	e.ops.mu.Lock()
+	defer e.ops.mu.Unlock()
+	r := e.ops.running[component]
+	if r == nil || r.exposed == "" || r.p.exited() {
+		return "", false
+	}
+	return r.exposed, true
 }
 
 // OperatorStarts lists the starts of the real Kuadrant operators so far, in

@@ -5,11 +5,15 @@
 // with TLS), so two control planes on one machine would collide on them,
 // and inside a private namespace nothing they start can reach beyond it.
 //
-//	netns-run [--forward PORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]...
+//	netns-run [--forward PORT]... [--expose NSPORT:HOSTPORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]...
 //
 // Each --forward PORT listens on 127.0.0.1:PORT inside the new namespace and
 // copies every connection to 127.0.0.1:PORT of the host namespace (the
-// kube-apiserver's port, so one kubeconfig serves both sides). Programs are
+// kube-apiserver's port, so one kubeconfig serves both sides). Each
+// --expose NSPORT:HOSTPORT is the other way round: it listens on
+// 127.0.0.1:HOSTPORT of the host namespace and copies every connection to
+// 127.0.0.1:NSPORT inside the new one (a server a program there runs, such
+// as Authorino's ext_authz listener, reached from the host). Programs are
 // separated by "---"; they all run in the one namespace and inherit stdout
 // and stderr. netns-run exits when the first program exits (with its
 // status), after SIGTERM to the others; SIGTERM or SIGINT to netns-run is
@@ -74,13 +78,28 @@ func main() {
 // runArgs is netns-run's parsed command line.
 type runArgs struct {
 	forwards []int         // --forward ports
+	exposes  []exposed     // --expose port pairs
 	restart  bool          // --restart
 	backoff  time.Duration // --restart-backoff: the first back-off
 	progs    [][]string    // the programs, each argv
 }
 
-// parseArgs splits the command line into forwarded ports, the restart
-// flag and programs.
+// exposed is one --expose NSPORT:HOSTPORT.
+type exposed struct{ ns, host int }
+
+const usage = "usage: netns-run [--forward PORT]... [--expose NSPORT:HOSTPORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]"
+
+// parsePort parses a TCP port 1-65535 of flag.
+func parsePort(flag, v string) (int, error) {
+	p, err := strconv.Atoi(v)
+	if err != nil || p <= 0 || p > 65535 {
+		return 0, fmt.Errorf("%s %q: want a TCP port 1-65535", flag, v)
+	}
+	return p, nil
+}
+
+// parseArgs splits the command line into forwarded and exposed ports, the
+// restart flag and programs.
 func parseArgs(args []string) (runArgs, error) {
 	r := runArgs{backoff: restartBackoff}
 	i := 0
@@ -102,17 +121,33 @@ func parseArgs(args []string) (runArgs, error) {
 			r.backoff = d
 			continue
 		}
+		if v, ok := strings.CutPrefix(a, "--expose="); ok {
+			nsPort, hostPort, found := strings.Cut(v, ":")
+			if !found {
+				return r, fmt.Errorf("--expose %q: want NSPORT:HOSTPORT", v)
+			}
+			var e exposed
+			var err error
+			if e.ns, err = parsePort("--expose", nsPort); err != nil {
+				return r, err
+			}
+			if e.host, err = parsePort("--expose", hostPort); err != nil {
+				return r, err
+			}
+			r.exposes = append(r.exposes, e)
+			continue
+		}
 		v, ok := strings.CutPrefix(a, "--forward=")
 		if !ok && a == "--forward" && i+1 < len(args) {
 			i++
 			v, ok = args[i], true
 		}
 		if !ok {
-			return r, fmt.Errorf("unknown argument %q (usage: netns-run [--forward PORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...])", a)
+			return r, fmt.Errorf("unknown argument %q (%s)", a, usage)
 		}
-		p, err := strconv.Atoi(v)
-		if err != nil || p <= 0 || p > 65535 {
-			return r, fmt.Errorf("--forward %q: want a TCP port 1-65535", v)
+		p, err := parsePort("--forward", v)
+		if err != nil {
+			return r, err
 		}
 		r.forwards = append(r.forwards, p)
 	}
@@ -203,7 +238,21 @@ func run(a runArgs) (int, error) {
 		if lerr != nil {
 			return 1, fmt.Errorf("listen in the namespace on 127.0.0.1:%d: %w", p, lerr)
 		}
-		go forward(l, "127.0.0.1:"+strconv.Itoa(p))
+		target := "127.0.0.1:" + strconv.Itoa(p)
+		go relay(l, func() (net.Conn, error) { return net.DialTimeout("tcp", target, dialTimeout) })
+	}
+	for _, e := range a.exposes {
+		// Listened for here, on a host-namespace thread; dialled on the
+		// namespace's thread, whose socket stays in the namespace.
+		l, lerr := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(e.host))
+		if lerr != nil {
+			return 1, fmt.Errorf("listen in the host namespace on 127.0.0.1:%d (--expose %d:%d): %w", e.host, e.ns, e.host, lerr)
+		}
+		target := "127.0.0.1:" + strconv.Itoa(e.ns)
+		go relay(l, func() (c net.Conn, err error) {
+			t.do(func() { c, err = net.DialTimeout("tcp", target, dialTimeout) })
+			return c, err
+		})
 	}
 
 	sigs := make(chan os.Signal, 2)
@@ -364,9 +413,15 @@ func (s *supervisor) watch(i int, argv []string, cmd *exec.Cmd, exited chan<- ex
 	}
 }
 
-// forward accepts connections on l (inside the namespace) and copies each
-// to target, dialled from a host-namespace thread.
-func forward(l net.Listener, target string) {
+// dialTimeout bounds one dial of a relayed connection (both ends are
+// loopback: a refused port fails at once).
+const dialTimeout = 5 * time.Second
+
+// relay accepts connections on l and copies each, both ways, to a
+// connection from dial: for --forward, l is inside the namespace and dial
+// runs on a host-namespace thread; for --expose, the other way round. A
+// connection whose dial fails is closed.
+func relay(l net.Listener, dial func() (net.Conn, error)) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -374,7 +429,7 @@ func forward(l net.Listener, target string) {
 		}
 		go func() {
 			defer c.Close()
-			u, err := net.Dial("tcp", target)
+			u, err := dial()
 			if err != nil {
 				return
 			}

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,18 +35,19 @@ func TestNextBackoff(t *testing.T) {
 }
 
 func TestParseArgs(t *testing.T) {
-	a, err := parseArgs([]string{"--forward=6443", "--restart", "--restart-backoff=250ms", "--", "a", "x", "---", "b"})
+	a, err := parseArgs([]string{"--forward=6443", "--expose=50051:31234", "--restart", "--restart-backoff=250ms", "--", "a", "x", "---", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runArgs{forwards: []int{6443}, restart: true, backoff: 250 * time.Millisecond, progs: [][]string{{"a", "x"}, {"b"}}}
-	if d := cmp.Diff(want, a, cmp.AllowUnexported(runArgs{})); d != "" {
+	want := runArgs{forwards: []int{6443}, exposes: []exposed{{ns: 50051, host: 31234}}, restart: true, backoff: 250 * time.Millisecond, progs: [][]string{{"a", "x"}, {"b"}}}
+	if d := cmp.Diff(want, a, cmp.AllowUnexported(runArgs{}, exposed{})); d != "" {
 		t.Errorf("parseArgs (-want +got):\n%s", d)
 	}
 	if a, _ := parseArgs([]string{"--", "a"}); a.restart || a.backoff != restartBackoff {
 		t.Errorf("defaults: restart %v, back-off %s; want false, %s", a.restart, a.backoff, restartBackoff)
 	}
-	for _, bad := range [][]string{{"--restart-backoff=soon", "--", "a"}, {"--restart-backoff=-1s", "--", "a"}, {"--", "a", "---"}} {
+	for _, bad := range [][]string{{"--restart-backoff=soon", "--", "a"}, {"--restart-backoff=-1s", "--", "a"}, {"--", "a", "---"},
+		{"--expose=50051", "--", "a"}, {"--expose=0:1", "--", "a"}, {"--expose=50051:http", "--", "a"}} {
 		if _, err := parseArgs(bad); err == nil {
 			t.Errorf("parseArgs(%q): no error", bad)
 		}
@@ -120,5 +124,96 @@ func TestRestart(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Errorf("without --restart: %v, want exit status 3", err)
+	}
+}
+
+// envServe makes the test binary, run by netns-run in TestExpose, a
+// server: it listens on 127.0.0.1 at the port this names and answers each
+// connection with the network namespace it runs in (/proc/self/ns/net).
+const envServe = "NETNS_RUN_TEST_SERVE"
+
+func TestMain(m *testing.M) {
+	if port := os.Getenv(envServe); port != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		ns, _ := os.Readlink("/proc/self/ns/net")
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				os.Exit(1)
+			}
+			_, _ = fmt.Fprintln(c, ns)
+			_ = c.Close()
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// TestExpose runs a server inside the namespace (this test binary, see
+// envServe) on a port that --expose publishes on the host's loopback: a
+// connection to the host port reaches it, and it answers from a network
+// namespace other than the test's. A server on the same port in the
+// host's namespace is not what answers: the namespace port is taken there
+// by the test itself, so only the namespace's copy can serve it.
+func TestExpose(t *testing.T) {
+	bin := buildNetnsRun(t)
+	// Both ports free on the host now; nsPort stays held by this test, so
+	// that a dial of it on the host's loopback could only reach the test.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	nsPort := held.Addr().(*net.TCPAddr).Port
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := free.Addr().(*net.TCPAddr).Port
+	_ = free.Close()
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, fmt.Sprintf("--expose=%d:%d", nsPort, hostPort), "--", self)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", envServe, nsPort))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+
+	hostNS, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer string
+	deadline := time.Now().Add(20 * time.Second)
+	for answer == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer through 127.0.0.1:%d in 20 s; netns-run stderr:\n%s", hostPort, stderr.String())
+		}
+		// Until the server listens, netns-run accepts and closes the
+		// connection at once (its dial is refused): an empty answer.
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", hostPort), time.Second); err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			b, _ := io.ReadAll(c)
+			_ = c.Close()
+			answer = strings.TrimSpace(string(b))
+		}
+		if answer == "" {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !strings.HasPrefix(answer, "net:[") {
+		t.Fatalf("answer %q, want the server's network namespace (net:[inode])", answer)
+	}
+	if answer == hostNS {
+		t.Errorf("the server answered from the host's network namespace %s, want its own", answer)
 	}
 }
