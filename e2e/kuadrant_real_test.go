@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +45,9 @@ import (
 //   - the Authorino server runs for the Authorino Deployment's pod, marks
 //     an AuthConfig Ready and decides ext_authz Check calls by it, asked
 //     on its gRPC listener exposed on the host's loopback (allowed, 403,
-//     404 for an unknown host);
+//     404 for an unknown host), and by the answer of an https server it
+//     calls by a Service name (the control plane's ServiceProxy and
+//     ServiceCA), as it calls maas-api for the MaaS gateway AuthPolicy;
 //   - every socket of every component and operator stays on loopback, and
 //     each operator runs in a network namespace of its own.
 func TestRealKuadrantOperator(t *testing.T) {
@@ -230,6 +236,7 @@ func TestRealKuadrantOperator(t *testing.T) {
 		return rc.Status == "True", rc.String()
 	})
 	checkAuthorinoDecides(t, ctx, c.env)
+	checkAuthorinoCallsServices(t, ctx, c.env, acs)
 
 	checkConnections(t, c.env)
 }
@@ -376,5 +383,83 @@ func poll(t *testing.T, ctx context.Context, what string, cond func() (bool, str
 			t.Fatalf("wait for %s: %v (last: %s)", what, ctx.Err(), last)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// checkAuthorinoCallsServices puts a TLS server of the test behind the
+// Service name probe-api.kuadrant-system.svc.cluster.local:8443 (the
+// control plane's ServiceProxy, a certificate of its ServiceCA) and makes
+// AuthConfig probe-callout authorize by the server's answer (HTTP metadata,
+// then a pattern on it), as the MaaS gateway AuthPolicy authorizes by
+// maas-api's: a Check is OK while the server answers allowed, 403 once it
+// answers otherwise, and the server saw Authorino's calls under its
+// Service name.
+func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv.Env, acs dynamic.ResourceInterface) {
+	t.Helper()
+	const svc = "probe-api.kuadrant-system.svc.cluster.local"
+	cert, err := env.ServiceCA().Issue(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed atomic.Bool
+	allowed.Store(true)
+	var calls atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host == svc+":8443" && r.URL.Path == "/verdict" {
+			calls.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"allowed": %t}`, allowed.Load())
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	if err := env.ServiceProxy().Route(svc+":8443", srv.Listener.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acs.Create(ctx, obj("authorino.kuadrant.io/v1beta3", "AuthConfig", "kuadrant-system", "probe-callout", map[string]any{
+		"spec": map[string]any{
+			"hosts":          []any{"callout.example.com"},
+			"authentication": map[string]any{"anyone": map[string]any{"anonymous": map[string]any{}}},
+			"metadata":       map[string]any{"verdict": map[string]any{"http": map[string]any{"url": "https://" + svc + ":8443/verdict", "method": "GET"}}},
+			"authorization": map[string]any{"backend-allows": map[string]any{"patternMatching": map[string]any{
+				"patterns": []any{map[string]any{"selector": "auth.metadata.verdict.allowed", "operator": "eq", "value": "true"}},
+			}}},
+		},
+	}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := env.ExposedAddr(testenv.AuthorinoServer)
+	if !ok {
+		t.Fatal("the Authorino server's ext_authz port is not exposed")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := authv3.NewAuthorizationClient(conn)
+	check := func() (rpccode.Code, string) {
+		resp, err := client.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
+			Http: &authv3.AttributeContext_HttpRequest{Host: "callout.example.com", Method: "GET", Path: "/v1/models", Scheme: "https", Protocol: "HTTP/1.1"},
+		}}})
+		if err != nil {
+			return rpccode.Code_UNAVAILABLE, err.Error()
+		}
+		return rpccode.Code(resp.GetStatus().GetCode()), resp.GetStatus().GetMessage()
+	}
+	// Until Authorino has indexed the new AuthConfig a Check is NOT_FOUND.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	poll(t, pctx, "Check OK by the server's allowed answer", func() (bool, string) {
+		c, msg := check()
+		return c == rpccode.Code_OK, c.String() + " " + msg
+	})
+	if calls.Load() == 0 {
+		t.Errorf("the server behind %s saw no call from Authorino", svc)
+	}
+	allowed.Store(false)
+	if c, msg := check(); c != rpccode.Code_PERMISSION_DENIED {
+		t.Errorf("Check once the server answers not allowed: %s %s, want PERMISSION_DENIED", c, msg)
 	}
 }

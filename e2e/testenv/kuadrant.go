@@ -132,6 +132,11 @@ type realOperator struct {
 	// reaches from the host: netns-run --expose publishes it on a free
 	// port of the host's loopback (Env.ExposedAddr).
 	exposed func(c corev1.Container) int
+	// callsServices: the process calls cluster Services by DNS name over
+	// https (Authorino's HTTP metadata and authorization calls): it gets
+	// the supervisor's ServiceProxy (forwarded into its namespace,
+	// HTTPS_PROXY) and trusts its ServiceCA (SSL_CERT_FILE).
+	callsServices bool
 }
 
 // AuthorinoExtAuthzPort is the port of Authorino's ext_authz gRPC listener
@@ -168,7 +173,7 @@ func realOperators() []realOperator {
 	// Deployment so (authorino-operator pkg/resources k8s_util.go,
 	// defaultAuthorinoLabels); the Kuadrant operator names its CR
 	// "authorino" (internal/controller/authorino_reconciler.go).
-	out = append(out, realOperator{component: AuthorinoServer, argsPrefix: []string{"server"}, exposed: AuthorinoExtAuthzPort,
+	out = append(out, realOperator{component: AuthorinoServer, argsPrefix: []string{"server"}, exposed: AuthorinoExtAuthzPort, callsServices: true,
 		selector: labels.SelectorFromSet(labels.Set{"control-plane": "controller-manager", "authorino-resource": "authorino"})})
 	return out
 }
@@ -201,6 +206,12 @@ type operatorSupervisor struct {
 	csvs   cache.GenericLister
 	synced []cache.InformerSynced
 
+	// proxy and ca: how the processes with callsServices reach and trust
+	// the Services a test puts on the host's loopback (Env.ServiceProxy,
+	// Env.ServiceCA).
+	proxy *ServiceProxy
+	ca    *ServiceCA
+
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -231,6 +242,15 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 	if err != nil {
 		return nil, err
 	}
+	proxy, err := startServiceProxy()
+	if err != nil {
+		return nil, err
+	}
+	ca, err := newServiceCA(o.StateDir)
+	if err != nil {
+		_ = proxy.Close()
+		return nil, fmt.Errorf("service CA: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pf := informers.NewSharedInformerFactory(kube, 0)
 	pods := pf.Core().V1().Pods()
@@ -240,6 +260,7 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 		o: o, apiPort: apiPort, kubecfg: kubeconfig, kube: kube, logf: o.logf,
 		pods: pods.Lister(), csvs: csvs.Lister(), synced: []cache.InformerSynced{pods.Informer().HasSynced, csvs.Informer().HasSynced},
 		cancel: cancel, done: make(chan struct{}), running: map[string]*runningOperator{},
+		proxy: proxy, ca: ca,
 	}
 	pf.Start(ctx.Done())
 	df.Start(ctx.Done())
@@ -414,6 +435,12 @@ func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (p *proces
 		return nil, "", err
 	}
 	args := []string{"--forward=" + strconv.Itoa(s.apiPort)}
+	if op.callsServices {
+		// Go's proxy selection leaves loopback (the API server) direct.
+		proxy := "http://127.0.0.1:" + strconv.Itoa(s.proxy.Port())
+		args = append(args, "--forward="+strconv.Itoa(s.proxy.Port()))
+		env = append(env, "HTTPS_PROXY="+proxy, "NO_PROXY=127.0.0.1,localhost", "SSL_CERT_FILE="+s.ca.File())
+	}
 	if op.exposed != nil {
 		ports, err := freePorts(1)
 		if err != nil {
@@ -558,6 +585,7 @@ func (s *operatorSupervisor) processes() []*process {
 // shutdown ends the loop and stops the running operators.
 func (s *operatorSupervisor) shutdown() error {
 	s.cancel()
+	_ = s.proxy.Close()
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -595,6 +623,25 @@ func (e *Env) ExposedAddr(component string) (addr string, ok bool) {
 		return "", false
 	}
 	return r.exposed, true
+}
+
+// ServiceProxy is the proxy through which the real Authorino server calls
+// cluster Services by name (register a test's server with Route), nil
+// without Options.RealKuadrant.
+func (e *Env) ServiceProxy() *ServiceProxy {
+	if e.ops == nil {
+		return nil
+	}
+	return e.ops.proxy
+}
+
+// ServiceCA is the CA the real Authorino server trusts for the Services
+// behind ServiceProxy, nil without Options.RealKuadrant.
+func (e *Env) ServiceCA() *ServiceCA {
+	if e.ops == nil {
+		return nil
+	}
+	return e.ops.ca
 }
 
 // OperatorStarts lists the starts of the real Kuadrant operators so far, in
