@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -550,6 +551,19 @@ func stepsWith(evs []steps.Event, typ steps.EventType) []string {
 		}
 	}
 	return out
+}
+
+// startReasons is the start message of each step of ids in evs (why a
+// re-run applied it: "re-applying: ...", "inputs changed"), for a test's
+// failure message.
+func startReasons(evs []steps.Event, ids []string) string {
+	var out []string
+	for _, e := range evs {
+		if e.Type == steps.EventStarted && slices.Contains(ids, e.Step) {
+			out = append(out, fmt.Sprintf("%s: %q", e.Step, e.Message))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func summary(t *testing.T, evs []steps.Event) *steps.Summary {
