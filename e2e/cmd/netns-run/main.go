@@ -31,7 +31,8 @@
 //
 // How: one OS thread (locked, never unlocked, so never reused by another
 // goroutine) calls unshare(CLONE_NEWNET), brings lo up (SIOCSIFFLAGS), makes
-// the namespace's listeners and forks the programs; a namespace is a
+// the namespace's listeners, dials the --expose connections into it and
+// forks the programs; a namespace is a
 // property of the thread, so every other thread of this process stays in the
 // host namespace and dials the host's loopback from there. A socket keeps
 // the namespace it was made in, whichever thread uses it later
