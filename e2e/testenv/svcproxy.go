@@ -181,9 +181,10 @@ func (p *ServiceProxy) handle(c net.Conn) {
 // ServiceCA signs the serving certificates of the servers a test puts
 // behind Service names (ServiceProxy.Route), as OpenShift's service CA
 // signs those of Services annotated service.beta.openshift.io/serving-cert-secret-name.
-// Its certificate is in a PEM file (File) that the real components which
-// call such Services trust (SSL_CERT_FILE; Go reads it in place of the
-// system roots).
+// The control plane's is also in a PEM file (File) that the real components
+// which call such Services trust (SSL_CERT_FILE; Go reads it in place of the
+// system roots). NewCA makes one in memory for other test servers (the
+// data-path stand-in's).
 type ServiceCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -191,18 +192,18 @@ type ServiceCA struct {
 	file string
 }
 
-// newServiceCA makes a CA (ECDSA P-256, valid 24 h) and writes its
-// certificate to dir/service-ca.crt.
-func newServiceCA(dir string) (*ServiceCA, error) {
+// NewCA makes a CA named commonName (ECDSA P-256, valid 24 h), kept in
+// memory: File is "".
+func NewCA(commonName string) (*ServiceCA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("generate CA key: %w", err)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "maasctl-testenv service CA"},
-		NotBefore:             now.Add(-time.Minute),
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -210,34 +211,54 @@ func newServiceCA(dir string) (*ServiceCA, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sign CA: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
+		return nil, fmt.Errorf("parse CA: %w", err)
+	}
+	return &ServiceCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// newServiceCA is the control plane's CA, its certificate written to
+// dir/service-ca.crt.
+func newServiceCA(dir string) (*ServiceCA, error) {
+	ca, err := NewCA("maasctl-testenv service CA")
+	if err != nil {
 		return nil, err
 	}
-	ca := &ServiceCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), file: filepath.Join(dir, "service-ca.crt")}
+	ca.file = filepath.Join(dir, "service-ca.crt")
 	if err := os.WriteFile(ca.file, ca.pem, 0o644); err != nil {
 		return nil, err
 	}
 	return ca, nil
 }
 
-// File is the path of the CA's certificate (PEM).
+// File is the path of the CA's certificate (PEM), "" for one NewCA made.
 func (ca *ServiceCA) File() string { return ca.file }
 
 // PEM is the CA's certificate.
 func (ca *ServiceCA) PEM() []byte { return append([]byte(nil), ca.pem...) }
 
-// Issue returns a serving certificate for dnsNames signed by the CA
-// (ECDSA P-256, valid 24 h).
-func (ca *ServiceCA) Issue(dnsNames ...string) (tls.Certificate, error) {
-	if len(dnsNames) == 0 {
-		return tls.Certificate{}, errors.New("service CA: no DNS name to issue for")
+// Issue returns a serving certificate signed by the CA (ECDSA P-256, valid
+// 24 h) for names: each IP literal ("127.0.0.1", "::1") an IP address of
+// the certificate, each other name a DNS name.
+func (ca *ServiceCA) Issue(names ...string) (tls.Certificate, error) {
+	if len(names) == 0 {
+		return tls.Certificate{}, errors.New("service CA: no name to issue for")
+	}
+	var dns []string
+	var ips []net.IP
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, n)
+		}
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return tls.Certificate{}, err
+		return tls.Certificate{}, fmt.Errorf("generate serving key: %w", err)
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
@@ -246,16 +267,17 @@ func (ca *ServiceCA) Issue(dnsNames ...string) (tls.Certificate, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:     dnsNames,
-		NotBefore:    now.Add(-time.Minute),
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     dns,
+		IPAddresses:  ips,
+		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return tls.Certificate{}, err
+		return tls.Certificate{}, fmt.Errorf("sign serving certificate: %w", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key}, nil
 }
