@@ -249,21 +249,7 @@ func TestRealKuadrantOperator(t *testing.T) {
 // without it, and NOT_FOUND (404) for a host no AuthConfig names.
 func checkAuthorinoDecides(t *testing.T, ctx context.Context, env *testenv.Env) {
 	t.Helper()
-	addr, ok := env.ExposedAddr(testenv.AuthorinoServer)
-	if !ok {
-		t.Fatalf("the Authorino server's ext_authz port is not exposed (starts: %v)", env.OperatorStarts())
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := authv3.NewAuthorizationClient(conn)
-	check := func(host string, headers map[string]string) (*authv3.CheckResponse, error) {
-		return client.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
-			Http: &authv3.AttributeContext_HttpRequest{Host: host, Method: "GET", Path: "/v1/models", Scheme: "https", Protocol: "HTTP/1.1", Headers: headers},
-		}}})
-	}
+	check := authorinoCheck(t, ctx, env)
 	for _, tc := range []struct {
 		name     string
 		host     string
@@ -279,6 +265,7 @@ func checkAuthorinoDecides(t *testing.T, ctx context.Context, env *testenv.Env) 
 		// (status and listener are separate parts of Authorino).
 		var resp *authv3.CheckResponse
 		poll(t, ctx, "Authorino answers the ext_authz Check "+tc.name, func() (bool, string) {
+			var err error
 			resp, err = check(tc.host, tc.headers)
 			if err != nil {
 				return false, err.Error()
@@ -386,6 +373,29 @@ func poll(t *testing.T, ctx context.Context, what string, cond func() (bool, str
 	}
 }
 
+// authorinoCheck returns a Check call to the real Authorino server's
+// ext_authz gRPC listener exposed on the host's loopback (Env.ExposedAddr),
+// as Envoy sends it for GET /v1/models on host with headers; the
+// connection closes when t ends.
+func authorinoCheck(t *testing.T, ctx context.Context, env *testenv.Env) func(host string, headers map[string]string) (*authv3.CheckResponse, error) {
+	t.Helper()
+	addr, ok := env.ExposedAddr(testenv.AuthorinoServer)
+	if !ok {
+		t.Fatalf("the Authorino server's ext_authz port is not exposed (starts: %v)", env.OperatorStarts())
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := authv3.NewAuthorizationClient(conn)
+	return func(host string, headers map[string]string) (*authv3.CheckResponse, error) {
+		return client.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
+			Http: &authv3.AttributeContext_HttpRequest{Host: host, Method: "GET", Path: "/v1/models", Scheme: "https", Protocol: "HTTP/1.1", Headers: headers},
+		}}})
+	}
+}
+
 // checkAuthorinoCallsServices puts a TLS server of the test behind the
 // Service name probe-api.kuadrant-system.svc.cluster.local:8443 (the
 // control plane's ServiceProxy, a certificate of its ServiceCA) and makes
@@ -429,20 +439,9 @@ func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv
 	}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	addr, ok := env.ExposedAddr(testenv.AuthorinoServer)
-	if !ok {
-		t.Fatal("the Authorino server's ext_authz port is not exposed")
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := authv3.NewAuthorizationClient(conn)
+	authz := authorinoCheck(t, ctx, env)
 	check := func() (rpccode.Code, string) {
-		resp, err := client.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
-			Http: &authv3.AttributeContext_HttpRequest{Host: "callout.example.com", Method: "GET", Path: "/v1/models", Scheme: "https", Protocol: "HTTP/1.1"},
-		}}})
+		resp, err := authz("callout.example.com", nil)
 		if err != nil {
 			return rpccode.Code_UNAVAILABLE, err.Error()
 		}
