@@ -114,6 +114,8 @@ type cluster struct {
 	// realKuadrant is true when the real Kuadrant, Authorino and Limitador
 	// operators run in the local control plane.
 	realKuadrant bool
+	// sim runs the simulated operators (nil without E2E_SIM).
+	sim *sim.Handle
 	// proxy is the fault proxy between maasctl and the API server, when
 	// clusterOptions.proxy asked for one.
 	proxy *faultproxy.Proxy
@@ -330,6 +332,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 			t.Fatalf("start simulators: %v", err)
 		}
 		t.Cleanup(func() { _ = h.Stop() })
+		c.sim = h
 	}
 	if c.external && os.Getenv(envReset) != "state" && (os.Getenv(envReset) == "uninstall" || c.simulated) {
 		// Straight to the API server: the proxy may inject faults.

@@ -25,7 +25,9 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/maasctl/maasctl/e2e/dataplane"
+	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/verify"
+	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -60,7 +62,11 @@ func startPlane(t *testing.T, c *cluster) *plane {
 	}
 	// maas-api's DB_CONNECTION_URL names the CNPG -rw Service; the
 	// stand-in sends it to this control plane's PostgreSQL.
-	s, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: auth, Hosts: []string{appsHost}, DBHosts: dataplane.DBHostsFor(pg.Addr())})
+	o := dataplane.Options{Reader: r, Auth: auth, Hosts: []string{appsHost}, DBHosts: dataplane.DBHostsFor(pg.Addr())}
+	if c.realKuadrant && c.sim != nil {
+		o.Authorino = authorinoFor(t, c)
+	}
+	s, err := dataplane.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("start data plane: %v", err)
 	}
@@ -74,6 +80,30 @@ func startPlane(t *testing.T, c *cluster) *plane {
 		t.Fatal(err)
 	}
 	return &plane{Server: s, ca: ca, token: c.env.RESTConfig().BearerToken, hc: hc}
+}
+
+// authorinoFor makes the data-path stand-in of c ask the real Authorino
+// for every model call's auth decision, and serves maas-api's internal
+// endpoints under maas-api's Service name behind the control plane's
+// ServiceProxy, with a certificate of the CA Authorino trusts.
+func authorinoFor(t *testing.T, c *cluster) *dataplane.AuthorinoOptions {
+	t.Helper()
+	proxy, ca := c.env.ServiceProxy(), c.env.ServiceCA()
+	if proxy == nil || ca == nil {
+		t.Fatal("the real Kuadrant runs without its ServiceProxy or ServiceCA")
+	}
+	inv := inventory.Default()
+	svc := "maas-api." + inv.RHOAI.MaaSAPINamespace + ".svc"
+	cert, err := ca.Issue(svc+".cluster.local", svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dataplane.AuthorinoOptions{
+		Addr:        func() (string, bool) { return c.env.ExposedAddr(testenv.AuthorinoServer) },
+		ServiceCA:   c.sim.ServiceCAPEM(),
+		MaaSAPICert: cert,
+		Route:       proxy.Route,
+	}
 }
 
 // keys returns maas-api's stored keys (its api_keys table).
@@ -314,6 +344,22 @@ func TestVerifyDoctorGather(t *testing.T) {
 		}
 		if deletes != 2 {
 			t.Errorf("%d successful DELETE /maas-api/v1/api-keys/{id}, want 2", deletes)
+		}
+		if c.realKuadrant {
+			// The model calls' auth was Authorino's: its AuthConfig (made by
+			// the real Kuadrant operator from maas-gateway-auth) called
+			// maas-api's internal endpoints through the Service proxy.
+			calls := map[string]int{}
+			for _, rq := range p.Requests() {
+				if strings.HasPrefix(rq.Path, "/internal/v1/") && rq.Method == http.MethodPost && rq.Status == http.StatusOK {
+					calls[rq.Path]++
+				}
+			}
+			for _, want := range []string{"/internal/v1/api-keys/validate", "/internal/v1/subscriptions/select"} {
+				if calls[want] == 0 {
+					t.Errorf("Authorino never called maas-api's %s (internal calls: %v)", want, calls)
+				}
+			}
 		}
 		subs, err := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: "maas.opendatahub.io", Version: "v1alpha1", Resource: "maassubscriptions"}).
 			Namespace(maasNS).List(context.Background(), metav1.ListOptions{})

@@ -147,8 +147,8 @@ func statusMessage(obj *unstructured.Unstructured) string {
 // (Reconciled) at Degraded, so a Degraded object's reason is only in those
 // lists. An object without a phase is reported as such: the controller
 // writes no status at all for a MaaSSubscription whose models do not exist
-// (issue 18), so the wait has nothing else to name. A failed phase whose
-// Ready condition is for an older generation is waited on.
+// (issue 18), so the wait has nothing else to name. A failed or done
+// phase whose Ready condition is for an older generation is waited on.
 func MaaSPhase(done []string, failed ...string) Condition {
 	return func(obj *unstructured.Unstructured) Result {
 		p, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
@@ -172,9 +172,17 @@ func MaaSPhase(done []string, failed ...string) Condition {
 			return Result{Status: st, Failed: fmt.Errorf("%s", st)}
 		}
 		for _, d := range done {
-			if p == d {
-				return Result{Done: true, Status: "phase " + p}
+			if p != d {
+				continue
 			}
+			// Likewise a done phase for an older generation: the
+			// controller has not yet acted on the spec maasctl just
+			// applied (for a MaaSAuthPolicy, rendered its subjects into
+			// the Gateway-level AuthPolicy).
+			if c, ok := GetCondition(obj, "Ready"); ok && c.HasObservedGeneration && c.ObservedGeneration < obj.GetGeneration() {
+				return Result{Status: fmt.Sprintf("%s (for generation %d, object is at %d)", st, c.ObservedGeneration, obj.GetGeneration())}
+			}
+			return Result{Done: true, Status: "phase " + p}
 		}
 		return Result{Status: st}
 	}

@@ -114,6 +114,12 @@ type Options struct {
 	DBHosts map[string]string
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
+	// Authorino, when set, hands every model call's auth decision to a
+	// real Authorino through the gateway's Kuadrant Wasm configuration
+	// (authorino.go) and serves maas-api's internal endpoints that its
+	// AuthConfig calls. Nil: the stand-in decides itself (keyIdentity,
+	// authorized), as the generated AuthPolicy would.
+	Authorino *AuthorinoOptions
 }
 
 // DefaultDBHost is the host:port of the default inventory's
@@ -152,6 +158,7 @@ type Server struct {
 	ln          net.Listener
 	api         maasAPIState
 	ownPG       *testenv.PostgresServer // without Options.DBHosts
+	gw          *gateway                // with Options.Authorino
 	provisioned sync.Map                // URL hash -> bool (ownPG roles made)
 	issued      issuedKeys
 	limits      *limiter
@@ -203,6 +210,15 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.ownPG = pg
 		s.o.DBHosts = DBHostsFor(pg.Addr())
 	}
+	if o.Authorino != nil {
+		if s.gw, err = startGateway(ctx, s, *o.Authorino); err != nil {
+			_ = ln.Close()
+			if s.ownPG != nil {
+				_ = s.ownPG.Stop()
+			}
+			return nil, err
+		}
+	}
 	s.bodyLimit.Store(int64(o.BodyLimit))
 	s.srv = &http.Server{
 		Handler:           s,
@@ -244,6 +260,9 @@ func (s *Server) WriteCAFile(dir string) (string, error) {
 func (s *Server) Close() error {
 	err := s.srv.Close()
 	<-s.done
+	if s.gw != nil {
+		s.gw.close()
+	}
 	s.api.closeAll()
 	if s.ownPG != nil {
 		if perr := s.ownPG.Stop(); err == nil {

@@ -529,7 +529,15 @@ func (s *Server) limitsFor(ctx context.Context, k *Key, model *unstructured.Unst
 func tooMany(w http.ResponseWriter) { writeText(w, http.StatusTooManyRequests, "Too Many Requests\n") }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request, ns, name string) {
-	k, ok := s.keyIdentity(w, r)
+	var k *Key
+	var ok bool
+	if ns != "" && s.gw != nil {
+		k, ok = s.gatewayCaller(w, r, r.URL.Path)
+	} else {
+		// maas-api's own listing: the simulated MaaS makes no HTTPRoute
+		// for maas-api, so no gateway policy covers it here.
+		k, ok = s.keyIdentity(w, r)
+	}
 	if !ok {
 		return
 	}
@@ -544,7 +552,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, ns, name string)
 				continue
 			}
 			m := s.get(ctx, verify.MaaSModelRefGVK, ref.namespace, ref.name)
-			if m == nil || !s.authorized(ctx, k, m) {
+			if m == nil || (s.gw == nil && !s.authorized(ctx, k, m)) {
 				continue
 			}
 			data = append(data, map[string]any{
@@ -573,6 +581,10 @@ type chatRequest struct {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, body []byte, ns, name string) {
+	if s.gw != nil {
+		s.chatViaGateway(w, r, body, ns, name)
+		return
+	}
 	k, ok := s.keyIdentity(w, r)
 	if !ok {
 		return
@@ -601,6 +613,67 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, body []byte, ns, n
 		w.WriteHeader(http.StatusForbidden)
 		return
 	}
+	s.serveChat(w, r, req, k, model)
+}
+
+// chatViaGateway is chat with the auth decision Authorino's: the Wasm
+// filter runs before the route's backend, so a path-routed call is asked
+// about first; a body-routed one (/v1/chat/completions) first has its
+// model resolved from the body, as the routing extension does, and is
+// asked about as a call to that model's path with the
+// X-Gateway-Model-Name header it sets.
+func (s *Server) chatViaGateway(w http.ResponseWriter, r *http.Request, body []byte, ns, name string) {
+	ctx := r.Context()
+	var req chatRequest
+	path := r.URL.Path
+	if ns == "" {
+		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+			openAIError(w, http.StatusBadRequest, "invalid_request_error", "model is required")
+			return
+		}
+		m := s.modelRef(ctx, nil, "", req.Model)
+		if m == nil {
+			openAIError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("model %q not found", req.Model))
+			return
+		}
+		ns, name = m.GetNamespace(), m.GetName()
+		path = "/" + ns + "/" + name + "/v1/chat/completions"
+		r.Header.Set("X-Gateway-Model-Name", ns+"/"+name)
+	}
+	k, ok := s.gatewayCaller(w, r, path)
+	if !ok {
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON in request body")
+		return
+	}
+	model := s.get(ctx, verify.MaaSModelRefGVK, ns, name)
+	if model == nil {
+		openAIError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("model %q not found", name))
+		return
+	}
+	s.serveChat(w, r, req, k, model)
+}
+
+// gatewayCaller is keyIdentity with Authorino deciding: the caller is the
+// identity its answer carries.
+func (s *Server) gatewayCaller(w http.ResponseWriter, r *http.Request, path string) (*Key, bool) {
+	if !s.authServiceUp(r.Context()) {
+		authFailure(w)
+		return nil, false
+	}
+	id, ok := s.gw.authorize(w, r, path)
+	if !ok {
+		return nil, false
+	}
+	return &Key{Username: id.User, Groups: id.Groups, Subscription: id.Subscription}, true
+}
+
+// serveChat is the part of a chat call after auth: the subscription's
+// token limits (Limitador's stand-in), the model server, the answer.
+func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req chatRequest, k *Key, model *unstructured.Unstructured) {
+	ctx := r.Context()
 	_, limits, covered := s.limitsFor(ctx, k, model)
 	if !covered {
 		tooMany(w)

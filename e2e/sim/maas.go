@@ -727,10 +727,13 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 	if pol == nil {
 		return nil
 	}
-	// Deleting a MaaSAuthPolicy leaves the Gateway-level policy: it is
-	// shared, owned by the Gateway (handleDeletion only drops legacy
-	// per-model policies, of which the controller makes none).
-	pol, err := c.finalize(ctx, gvrMaaSAuthPolicy, pol, finalizerAuthPolicy, nil)
+	// Deleting a MaaSAuthPolicy leaves the Gateway-level policy (it is
+	// shared, owned by the Gateway) but renders it again without the
+	// deleted policy's subjects (handleDeletion).
+	pol, err := c.finalize(ctx, gvrMaaSAuthPolicy, pol, finalizerAuthPolicy, func() error {
+		// The policy's grants leave the Gateway policy's access map.
+		return c.applyGatewayAuthPolicy(ctx)
+	})
 	if pol == nil || err != nil {
 		return err
 	}
@@ -772,11 +775,26 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 }
 
 // applyGatewayAuthPolicy creates or updates openshift-ingress/
-// maas-gateway-auth: it targets the MaaS Gateway (owned by it once the
-// Gateway exists), authenticates API keys through maas-api's validation
-// endpoint and OpenShift tokens through a TokenReview, and authorizes
-// through maas-api's subscription selection (the per-model group check
-// is a lookup there, not a predicate in the policy).
+// maas-gateway-auth in the shape of maas-controller's
+// buildGatewayAuthPolicySpec (pkg/controller/maas/
+// maasauthpolicy_controller.go): it targets the MaaS Gateway (owned by it
+// once the Gateway exists); authenticates sk-oai- API keys (plain) and
+// other bearer tokens through a TokenReview; fetches the key's identity
+// from maas-api's /internal/v1/api-keys/validate and, on model paths, the
+// subscription from /internal/v1/subscriptions/select; and authorizes by
+// three OPA rules: the key is valid, the subscription was selected and is
+// Active or Degraded, and the caller's user or one of its groups is listed
+// for the model in the access map aggregated from every MaaSAuthPolicy
+// (gatewayModelAccess). The identity filter (userid, groups,
+// selected_subscription_key, ...) is what the TokenRateLimitPolicies'
+// predicates read. Denials are 401 "Authentication required" and 403 with
+// the subscription selector's message.
+//
+// Left out, so the simulation is never more lenient: the evaluators'
+// cache blocks (the controller's metadata and authz cache TTLs; a cached
+// validation would let a revoked key pass until it expires), the OIDC
+// identity (no OIDC provider is configured here) and the multi-tenant
+// isolation rule (a stub that always allows).
 func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 	api := "https://maas-api." + aiGatewayInfraNS + ".svc.cluster.local:8443/internal/v1"
 	meta := map[string]any{
@@ -787,6 +805,13 @@ func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 	if gw != nil {
 		meta["ownerReferences"] = []any{ownerRef(gw, false)}
 	}
+	access, err := json.Marshal(c.gatewayModelAccess())
+	if err != nil {
+		return fmt.Errorf("gateway AuthPolicy: model access map: %w", err)
+	}
+	isKey := []any{map[string]any{"selector": "request.headers.authorization", "operator": "matches", "value": "^Bearer sk-oai-.*"}}
+	notKey := []any{map[string]any{"predicate": `!request.headers.authorization.startsWith("Bearer sk-oai-")`}}
+	onModel := []any{map[string]any{"predicate": celModelIdentityAvailable}}
 	want := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kuadrant.io/v1", "kind": "AuthPolicy", "metadata": meta,
 		"spec": map[string]any{
@@ -796,31 +821,68 @@ func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 				"rules": map[string]any{
 					"authentication": map[string]any{
 						"api-keys": map[string]any{
-							"plain":    map[string]any{"selector": "request.headers.authorization"},
-							"when":     []any{map[string]any{"selector": "request.headers.authorization", "operator": "matches", "value": "^Bearer sk-oai-.*"}},
-							"priority": int64(0),
+							"plain": map[string]any{"selector": "request.headers.authorization"},
+							"when":  isKey, "metrics": false, "priority": int64(0),
 						},
 						"openshift-identities": map[string]any{
 							"kubernetesTokenReview": map[string]any{"audiences": []any{"https://kubernetes.default.svc"}},
-							"priority":              int64(2),
+							"when":                  notKey, "metrics": false, "priority": int64(2),
 						},
 					},
 					"metadata": map[string]any{
 						"apiKeyValidation": map[string]any{
-							"http":     map[string]any{"url": api + "/api-keys/validate", "method": "POST", "contentType": "application/json"},
-							"priority": int64(0),
+							"when": isKey,
+							"http": map[string]any{"url": api + "/api-keys/validate", "method": "POST", "contentType": "application/json",
+								"body": map[string]any{"expression": `{"key": request.headers.authorization.replace("Bearer ", "")}`}},
+							"metrics": false, "priority": int64(0),
 						},
 						"subscription-info": map[string]any{
-							"http":     map[string]any{"url": api + "/subscriptions/select", "method": "POST", "contentType": "application/json"},
-							"priority": int64(1),
+							"when": onModel,
+							"http": map[string]any{"url": api + "/subscriptions/select", "method": "POST", "contentType": "application/json",
+								"body": map[string]any{"expression": `{"groups": ` + celGroups + `, "username": ` + celUsername +
+									`, "requestedSubscription": ` + celSubscription + `, "requestedModel": ` + celModelIdentity + `}`}},
+							"metrics": false, "priority": int64(1),
 						},
 					},
 					"authorization": map[string]any{
+						"auth-valid": map[string]any{
+							"opa":     map[string]any{"rego": "allow {\n  object.get(input.auth.metadata, \"apiKeyValidation\", {})\n  input.auth.metadata.apiKeyValidation.valid == true\n}\nallow {\n  not input.auth.metadata.apiKeyValidation\n}"},
+							"metrics": false, "priority": int64(0),
+						},
 						"subscription-valid": map[string]any{
-							"opa": map[string]any{"rego": "allow {\n  object.get(input.auth.metadata[\"subscription-info\"], \"name\", \"\") != \"\"\n}"},
+							"when":    onModel,
+							"opa":     map[string]any{"rego": subscriptionValidRego},
+							"metrics": false, "priority": int64(0),
 						},
 						"require-group-membership": map[string]any{
-							"opa": map[string]any{"rego": "allow {\n  object.get(input.auth.metadata[\"subscription-info\"], \"accessAllowed\", false) == true\n}"},
+							"opa":     map[string]any{"rego": fmt.Sprintf(groupMembershipRego, access)},
+							"metrics": false, "priority": int64(0),
+						},
+					},
+					"response": map[string]any{
+						"success": map[string]any{
+							"filters": map[string]any{
+								"identity": map[string]any{
+									"json": map[string]any{"properties": map[string]any{
+										"userid":                map[string]any{"expression": celUsername},
+										"groups":                map[string]any{"expression": celGroups},
+										"keyId":                 map[string]any{"expression": `(has(auth.metadata) && has(auth.metadata.apiKeyValidation)) ? auth.metadata.apiKeyValidation.keyId : ""`},
+										"selected_subscription": map[string]any{"expression": `has(auth.metadata["subscription-info"].name) ? auth.metadata["subscription-info"].name : ""`},
+										"selected_subscription_key": map[string]any{"expression": `(has(auth.metadata["subscription-info"].namespace) && has(auth.metadata["subscription-info"].name)) ? ` +
+											`auth.metadata["subscription-info"].namespace + "/" + auth.metadata["subscription-info"].name + "@" + ` + celModelIdentity + ` : ""`},
+									}},
+									"metrics": true, "priority": int64(0),
+								},
+							},
+						},
+						"unauthenticated": map[string]any{"code": int64(401), "message": map[string]any{"value": "Authentication required"}},
+						"unauthorized": map[string]any{
+							"code": int64(403),
+							"body": map[string]any{"expression": `has(auth.metadata["subscription-info"].message) ? auth.metadata["subscription-info"].message : "Access denied"`},
+							"headers": map[string]any{
+								"x-ext-auth-reason": map[string]any{"expression": `has(auth.metadata["subscription-info"].error) ? auth.metadata["subscription-info"].error : "unauthorized"`},
+								"content-type":      map[string]any{"value": "text/plain"},
+							},
 						},
 					},
 				},
@@ -840,6 +902,138 @@ func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 	}
 	return c.applySpec(ctx, gvrAuthPolicy, want)
 }
+
+// modelSubjects is one model's entry in the gateway policy's access map:
+// the users and groups any MaaSAuthPolicy grants it (maas-controller
+// modelSubjectAllowlist).
+type modelSubjects struct {
+	Users  []string `json:"users"`
+	Groups []string `json:"groups"`
+}
+
+// gatewayModelAccess aggregates the subjects of every MaaSAuthPolicy by
+// model "namespace/name" (maas-controller aggregateModelSubjectAllowlists),
+// sorted and without duplicates so the rendered policy is stable. Policies
+// being deleted, and those the controller failed (phase Failed or Invalid),
+// grant nothing.
+func (c *maasCtl) gatewayModelAccess() map[string]*modelSubjects {
+	out := map[string]*modelSubjects{}
+	for _, p := range c.m.list(gvrMaaSAuthPolicy, "") {
+		if p.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if ph := str(p, "status", "phase"); ph == "Failed" || ph == "Invalid" {
+			continue
+		}
+		users, _, _ := unstructured.NestedStringSlice(p.Object, "spec", "subjects", "users")
+		var groups []string
+		for _, g := range sliceOf(p, "spec", "subjects", "groups") {
+			gm, _ := g.(map[string]any)
+			if n := mstr(gm, "name"); n != "" {
+				groups = append(groups, n)
+			}
+		}
+		for _, r := range sliceOf(p, "spec", "modelRefs") {
+			rm, _ := r.(map[string]any)
+			id := mstr(rm, "namespace") + "/" + mstr(rm, "name")
+			e := out[id]
+			if e == nil {
+				e = &modelSubjects{Users: []string{}, Groups: []string{}}
+				out[id] = e
+			}
+			e.Users = append(e.Users, users...)
+			e.Groups = append(e.Groups, groups...)
+		}
+	}
+	for _, e := range out {
+		slices.Sort(e.Users)
+		e.Users = slices.Compact(e.Users)
+		slices.Sort(e.Groups)
+		e.Groups = slices.Compact(e.Groups)
+	}
+	return out
+}
+
+// The CEL expressions of the gateway policy (maas-controller
+// maasauthpolicy_controller.go: celUsername, celGroups, celSubscription,
+// celModelIdentity). An API key's identity is what maas-api's validation
+// returned (the key's owner and the groups snapshot taken when it was
+// minted, and the subscription bound to it); another token's is the
+// TokenReview's user. The model is the first two path segments of a
+// path-routed inference call (/<namespace>/<model>/...), or the
+// X-Gateway-Model-Name header that body-based routing sets.
+const (
+	celFromKey      = `(has(auth.metadata) && has(auth.metadata.apiKeyValidation))`
+	celUsername     = celFromKey + ` ? auth.metadata.apiKeyValidation.username : auth.identity.user.username`
+	celGroups       = celFromKey + ` ? auth.metadata.apiKeyValidation.groups : auth.identity.user.groups`
+	celSubscription = celFromKey + ` ? auth.metadata.apiKeyValidation.subscription : ("x-maas-subscription" in request.headers ? request.headers["x-maas-subscription"] : "")`
+
+	celPathParts              = `request.path.split("/").filter(x, x != "")`
+	celPathModel              = `size(` + celPathParts + `) >= 2 && ` + celPathParts + `[0] != "v1" && ` + celPathParts + `[0] != "maas-api"`
+	celModelIdentityAvailable = `(` + celPathModel + ` || "x-gateway-model-name" in request.headers)`
+	celModelIdentity          = `(` + celPathModel + ` ? ` + celPathParts + `[0] + "/" + ` + celPathParts + `[1] : ("x-gateway-model-name" in request.headers ? request.headers["x-gateway-model-name"] : ""))`
+)
+
+// subscriptionValidRego allows a model call only with a subscription the
+// selector returned without error, Active or Degraded, not being deleted.
+const subscriptionValidRego = `allow {
+  object.get(input.auth.metadata["subscription-info"], "name", "") != ""
+  object.get(input.auth.metadata["subscription-info"], "error", "") == ""
+  phase := object.get(input.auth.metadata["subscription-info"], "phase", "")
+  any([phase == "Active", phase == "Degraded"])
+  object.get(input.auth.metadata["subscription-info"], "deletionTimestamp", "") == ""
+}`
+
+// groupMembershipRego (a fmt format: %s is the JSON access map) allows
+// calls that name no model (listing, maas-api), and a model call when the
+// caller's user or one of its groups is listed for that model; a model no
+// MaaSAuthPolicy lists is denied.
+const groupMembershipRego = `
+model_access := %s
+
+request_path := object.get(input.context.request.http, "path", "")
+request_headers := object.get(input.context.request.http, "headers", {})
+path_parts := [p | p := split(request_path, "/")[_]; p != ""]
+
+path_model := sprintf("%%s/%%s", [path_parts[0], path_parts[1]]) {
+  count(path_parts) >= 2
+  path_parts[0] != "v1"
+  path_parts[0] != "maas-api"
+}
+
+model_identity := path_model {
+  path_model != ""
+} else := object.get(request_headers, "x-gateway-model-name", "")
+
+username := input.auth.metadata.apiKeyValidation.username {
+  object.get(input.auth, "metadata", {}).apiKeyValidation.username != ""
+} else := input.auth.identity.user.username {
+  object.get(input.auth, "identity", {}).user.username != ""
+} else := ""
+
+groups := input.auth.metadata.apiKeyValidation.groups {
+  object.get(input.auth, "metadata", {}).apiKeyValidation.groups != []
+} else := input.auth.identity.user.groups {
+  object.get(input.auth, "identity", {}).user.groups != []
+} else := []
+
+model_rules := object.get(model_access, model_identity, null)
+
+allow {
+  model_identity == ""
+}
+
+allow {
+  model_rules != null
+  model_rules.users[_] == username
+}
+
+allow {
+  model_rules != null
+  g := groups[_]
+  model_rules.groups[_] == g
+}
+`
 
 func refersTo(owner, model *unstructured.Unstructured) bool {
 	for _, r := range sliceOf(owner, "spec", "modelRefs") {

@@ -378,3 +378,10 @@ func DefaultCRDDir() (string, error) {
 		}
 	}
 }
+
+// ServiceCAPEM is the certificate of the simulated service-ca operator's
+// signer: the CA of every serving-cert Secret it issues (Authorino's
+// listener certificate among them). OpenShift publishes the same CA in
+// the openshift-service-ca.crt ConfigMaps; clients of those Services
+// trust it.
+func (h *Handle) ServiceCAPEM() []byte { return append([]byte(nil), h.m.ca.kp.CertPEM...) }

@@ -200,6 +200,11 @@ func checkGatewayAuth(s *State) Check {
 	}
 	var parts []string
 	ok := true
+	// Kuadrant's verdict for an older spec (the MaaS controller has just
+	// rendered changed subjects into it) says nothing about this one.
+	if og, found, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration"); found && og < p.GetGeneration() {
+		parts, ok = append(parts, fmt.Sprintf("status is for generation %d, the policy is at %d (Kuadrant has not judged the new spec yet)", og, p.GetGeneration())), false
+	}
 	for _, typ := range []string{"Accepted", "Enforced"} {
 		k, found := cond(p, typ)
 		if !found {
