@@ -153,6 +153,13 @@ func TestLiveChecks(t *testing.T) {
 					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
 					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "no ready Authorino instance"}))
 			}},
+		{name: "gateway AuthPolicy judged for an older generation", wantCode: CodeAuthEnforced, wantDetail: "status is for generation 1, the policy is at 2",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o *unstructured.Unstructured) {
+					o.SetGeneration(2)
+					_ = unstructured.SetNestedField(o.Object, int64(1), "status", "observedGeneration")
+				})
+			}},
 		{name: "gateway AuthPolicy missing", wantCode: CodeAuthEnforced, wantCause: "has not created its Gateway-level AuthPolicy",
 			breakf: func(t *testing.T, r *StaticReader) { r.Remove(AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth") }},
 		{name: "subscription degraded names the policy not accepted", wantCode: CodeSubscriptionAct, wantDetail: "maas-trlp-qwen35-9b-coder NotAccepted: target is invalid",
