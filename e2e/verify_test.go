@@ -360,6 +360,36 @@ func TestVerifyDoctorGather(t *testing.T) {
 					t.Errorf("Authorino never called maas-api's %s (internal calls: %v)", want, calls)
 				}
 			}
+			// maas-api's routes are the policy's too: the refusals carry
+			// Authorino's reason header (the stand-in's own 401 has none).
+			for _, tc := range []struct {
+				auth   string
+				status int
+				reason string
+			}{
+				{"", http.StatusUnauthorized, "Authentication required"},
+				// Authorino's own reason: the policy's x-ext-auth-reason
+				// expression reads subscription-info, which a path without
+				// a model never fetches.
+				{"Bearer " + dataplane.KeyPrefix + "not-a-key", http.StatusForbidden, "Unauthorized"},
+			} {
+				req, err := http.NewRequest(http.MethodGet, p.URL()+"/v1/models", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.auth != "" {
+					req.Header.Set("Authorization", tc.auth)
+				}
+				resp, err := p.hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != tc.status || resp.Header.Get("X-Ext-Auth-Reason") != tc.reason {
+					t.Errorf("GET /v1/models with %q: HTTP %d, X-Ext-Auth-Reason %q; want %d from Authorino with reason %q",
+						strings.SplitN(tc.auth, "-", 3)[0], resp.StatusCode, resp.Header.Get("X-Ext-Auth-Reason"), tc.status, tc.reason)
+				}
+			}
 		}
 		subs, err := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: "maas.opendatahub.io", Version: "v1alpha1", Resource: "maassubscriptions"}).
 			Namespace(maasNS).List(context.Background(), metav1.ListOptions{})

@@ -107,6 +107,20 @@ type authIdentity struct {
 	User         string
 	Groups       []string
 	Subscription string
+	// Headers are the request headers Authorino adds on OK (the policy's
+	// response.success.headers: X-MaaS-Username, X-MaaS-Group as a JSON
+	// list, X-MaaS-Subscription), by lower-case name.
+	Headers map[string]string
+}
+
+// maasCaller is what maas-api reads of its caller from the headers the
+// gateway added: the user, the groups and the subscription named for it.
+func (id authIdentity) maasCaller() (user string, groups []string, subscription string) {
+	user = id.Headers["x-maas-username"]
+	if g := id.Headers["x-maas-group"]; g != "" {
+		_ = json.Unmarshal([]byte(g), &groups)
+	}
+	return user, groups, id.Headers["x-maas-subscription"]
 }
 
 func startGateway(ctx context.Context, s *Server, o AuthorinoOptions) (*gateway, error) {
@@ -312,10 +326,16 @@ func headerValue(h *corev3.HeaderValue) string {
 	return string(h.GetRawValue())
 }
 
-// identityOf reads the identity filter from an OK answer's dynamic
-// metadata (the gateway policy's response.success.filters.identity).
+// identityOf reads an OK answer: the headers it adds to the request and
+// the identity filter of its dynamic metadata (the gateway policy's
+// response.success.filters.identity).
 func identityOf(resp *authv3.CheckResponse) authIdentity {
-	var id authIdentity
+	id := authIdentity{Headers: map[string]string{}}
+	for _, h := range resp.GetOkResponse().GetHeaders() {
+		if hv := h.GetHeader(); hv != nil {
+			id.Headers[strings.ToLower(hv.GetKey())] = headerValue(hv)
+		}
+	}
 	st := resp.GetDynamicMetadata().GetFields()["identity"].GetStructValue()
 	if st == nil {
 		return id

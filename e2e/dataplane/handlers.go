@@ -235,16 +235,33 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (verify.Identity
 		return verify.Identity{}, nil, false
 	}
 	tok := bearer(r)
-	if tok == "" || strings.HasPrefix(tok, KeyPrefix) {
-		// Keys are minted with the OpenShift/OIDC token, never with a key
-		// (api-key-management.md FAQ).
-		unauthorized(w)
-		return verify.Identity{}, nil, false
-	}
-	id, err := s.o.Auth.Authenticate(r.Context(), tok)
-	if err != nil {
-		unauthorized(w)
-		return verify.Identity{}, nil, false
+	var id verify.Identity
+	if s.gw != nil {
+		// The gateway's AuthPolicy covers maas-api's route: Authorino
+		// authenticates the caller and maas-api reads who it is from the
+		// headers it added (no header: maas-api refuses).
+		gid, ok := s.gw.authorize(w, r, r.URL.Path)
+		if !ok {
+			return verify.Identity{}, nil, false
+		}
+		user, groups, _ := gid.maasCaller()
+		if user == "" || strings.HasPrefix(tok, KeyPrefix) {
+			unauthorized(w)
+			return verify.Identity{}, nil, false
+		}
+		id = verify.Identity{User: user, Groups: groups}
+	} else {
+		if tok == "" || strings.HasPrefix(tok, KeyPrefix) {
+			// Keys are minted with the OpenShift/OIDC token, never with a key
+			// (api-key-management.md FAQ).
+			unauthorized(w)
+			return verify.Identity{}, nil, false
+		}
+		var err error
+		if id, err = s.o.Auth.Authenticate(r.Context(), tok); err != nil {
+			unauthorized(w)
+			return verify.Identity{}, nil, false
+		}
 	}
 	if !s.maasAPIUp(r.Context()) {
 		writeText(w, http.StatusServiceUnavailable, noHealthyUpstream)
@@ -531,11 +548,23 @@ func tooMany(w http.ResponseWriter) { writeText(w, http.StatusTooManyRequests, "
 func (s *Server) models(w http.ResponseWriter, r *http.Request, ns, name string) {
 	var k *Key
 	var ok bool
-	if ns != "" && s.gw != nil {
+	if s.gw != nil {
 		k, ok = s.gatewayCaller(w, r, r.URL.Path)
+		if ok && ns == "" {
+			// Past the gateway, maas-api's own listing reads the key's
+			// record itself (owner, groups snapshot, bound subscription)
+			// and answers API keys only (an OpenShift token gets 401,
+			// deployment README troubleshooting). It does not rely on
+			// the X-MaaS-* headers here: on a path that names no model
+			// the policy's identity filter fails (subscription-info was
+			// not fetched), and Authorino then cancels the response
+			// items of the same priority that have not run yet
+			// (authorino v0.27.0 pkg/service/auth_pipeline.go
+			// evaluateResponseConfigs, evaluateAllAuthConfigs), so which
+			// headers arrive varies from call to call.
+			k, ok = s.keyIdentity(w, r)
+		}
 	} else {
-		// maas-api's own listing: the simulated MaaS makes no HTTPRoute
-		// for maas-api, so no gateway policy covers it here.
 		k, ok = s.keyIdentity(w, r)
 	}
 	if !ok {
@@ -552,7 +581,9 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, ns, name string)
 				continue
 			}
 			m := s.get(ctx, verify.MaaSModelRefGVK, ref.namespace, ref.name)
-			if m == nil || (s.gw == nil && !s.authorized(ctx, k, m)) {
+			// A path-routed listing's access was Authorino's; maas-api's
+			// own listing filters by the caller's access itself.
+			if m == nil || ((s.gw == nil || ns == "") && !s.authorized(ctx, k, m)) {
 				continue
 			}
 			data = append(data, map[string]any{
@@ -667,7 +698,15 @@ func (s *Server) gatewayCaller(w http.ResponseWriter, r *http.Request, path stri
 	if !ok {
 		return nil, false
 	}
-	return &Key{Username: id.User, Groups: id.Groups, Subscription: id.Subscription}, true
+	user, groups, sub := id.maasCaller()
+	k := &Key{Username: id.User, Groups: id.Groups, Subscription: id.Subscription}
+	if k.Username == "" {
+		k.Username, k.Groups = user, groups
+	}
+	if k.Subscription == "" {
+		k.Subscription = sub
+	}
+	return k, true
 }
 
 // serveChat is the part of a chat call after auth: the subscription's

@@ -33,7 +33,7 @@ type validateResponse struct {
 	Username     string   `json:"username,omitempty"`
 	KeyID        string   `json:"keyId,omitempty"`
 	KeyName      string   `json:"keyName,omitempty"`
-	Groups       []string `json:"groups,omitempty"`
+	Groups       []string `json:"groups"`
 	Subscription string   `json:"subscription,omitempty"`
 	Reason       string   `json:"reason,omitempty"`
 }
@@ -107,7 +107,7 @@ func (s *Server) validateKey(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, validateResponse{
 			Valid: true, UserID: k.Username, Username: k.Username, KeyID: k.ID, KeyName: k.Name,
-			Groups: k.Groups, Subscription: k.Subscription,
+			Groups: append([]string{}, k.Groups...), Subscription: k.Subscription,
 		})
 	}
 }

@@ -787,8 +787,10 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 // for the model in the access map aggregated from every MaaSAuthPolicy
 // (gatewayModelAccess). The identity filter (userid, groups,
 // selected_subscription_key, ...) is what the TokenRateLimitPolicies'
-// predicates read. Denials are 401 "Authentication required" and 403 with
-// the subscription selector's message.
+// predicates read; the X-MaaS-Username, -Group and -Subscription headers
+// it adds to an allowed request are what maas-api reads of its caller.
+// Denials are 401 "Authentication required" and 403 with the subscription
+// selector's message.
 //
 // Left out, so the simulation is never more lenient: the evaluators'
 // cache blocks (the controller's metadata and authz cache TTLs; a cached
@@ -861,6 +863,19 @@ func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 					},
 					"response": map[string]any{
 						"success": map[string]any{
+							// What maas-api reads of the caller (X-MaaS-*),
+							// injected into the request on the way in.
+							"headers": map[string]any{
+								"X-MaaS-Username":       map[string]any{"when": isKey, "plain": map[string]any{"selector": "auth.metadata.apiKeyValidation.username"}, "metrics": false, "priority": int64(0)},
+								"X-MaaS-Username-Token": map[string]any{"when": notKey, "key": "X-MaaS-Username", "plain": map[string]any{"expression": "auth.identity.user.username"}, "metrics": false, "priority": int64(1)},
+								"X-MaaS-Group": map[string]any{"when": isKey, "metrics": false, "priority": int64(0),
+									"plain": map[string]any{"expression": `size(auth.metadata.apiKeyValidation.groups) > 0 ? '["' + auth.metadata.apiKeyValidation.groups.join('","') + '"]' : '[]'`}},
+								"X-MaaS-Group-Token": map[string]any{"when": notKey, "key": "X-MaaS-Group", "metrics": false, "priority": int64(1),
+									"plain": map[string]any{"expression": `'["' + auth.identity.user.groups.join('","') + '"]'`}},
+								"X-MaaS-Subscription": map[string]any{"metrics": false, "priority": int64(0),
+									"when":  []any{map[string]any{"predicate": `(has(auth.metadata) && has(auth.metadata.apiKeyValidation) && auth.metadata.apiKeyValidation.subscription != "") || "x-maas-subscription" in request.headers`}},
+									"plain": map[string]any{"expression": celSubscription}},
+							},
 							"filters": map[string]any{
 								"identity": map[string]any{
 									"json": map[string]any{"properties": map[string]any{

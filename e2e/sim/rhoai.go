@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // The simulated RHOAI operator (opendatahub-io/opendatahub-operator 3.x as
@@ -59,6 +60,7 @@ const (
 	maasDBSecret          = "maas-db-config"
 	maasDBKey             = "DB_CONNECTION_URL"
 	maasAPIDeployment     = "maas-api"
+	maasAPIRoute          = "maas-api-route"
 	dashboardConfigName   = "odh-dashboard-config"
 	aiGatewayInstanceName = "default-aigateway"
 	phaseReady            = "Ready"
@@ -708,10 +710,64 @@ func (r *rhoaiCtl) databaseProblem(dbURL, apiNS string) string {
 	return ""
 }
 
+// ensureMaaSAPIRoute creates maas-api's Service (8443, the port
+// Authorino's calls use, and 8080) and its HTTPRoute maas-api-route on the
+// MaaS Gateway (opendatahub-io/models-as-a-service deployment/base/
+// maas-api/networking/httproute.yaml: /v1/models and /maas-api, the
+// latter with its prefix rewritten away), both owned by the DSC. The
+// Gateway-level AuthPolicy then covers maas-api's routes as well: the
+// Kuadrant operator gives them an action set of their own.
+func (r *rhoaiCtl) ensureMaaSAPIRoute(ctx context.Context, dsc *unstructured.Unstructured, ns string) error {
+	owner := []metav1.OwnerReference{{APIVersion: "datasciencecluster.opendatahub.io/v2", Kind: "DataScienceCluster", Name: dsc.GetName(), UID: dsc.GetUID()}}
+	if r.m.get(gvrService, ns, maasAPIDeployment) == nil {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: maasAPIDeployment, Namespace: ns, OwnerReferences: owner,
+				Labels: map[string]string{"app.kubernetes.io/name": maasAPIDeployment, "app.kubernetes.io/part-of": "models-as-a-service"}},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app.kubernetes.io/name": maasAPIDeployment},
+				Ports: []corev1.ServicePort{
+					{Name: "https", Port: 8443, TargetPort: intstr.FromInt32(8443)},
+					{Name: "http", Port: 8080, TargetPort: intstr.FromInt32(8080)},
+				},
+			},
+		}
+		if _, err := r.m.kube.CoreV1().Services(ns).Create(ctx, svc, metaCreate); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create service %s/%s: %w", ns, maasAPIDeployment, err)
+		}
+	}
+	if r.m.get(gvrHTTPRoute, ns, maasAPIRoute) != nil {
+		return nil
+	}
+	backend := []any{map[string]any{"name": maasAPIDeployment, "port": int64(8080), "weight": int64(100)}}
+	route := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{"name": maasAPIRoute, "namespace": ns, "ownerReferences": []any{map[string]any{
+			"apiVersion": owner[0].APIVersion, "kind": owner[0].Kind, "name": owner[0].Name, "uid": string(owner[0].UID),
+		}}},
+		"spec": map[string]any{
+			"parentRefs": []any{map[string]any{"name": maasGatewayName, "namespace": maasGatewayNamespace}},
+			"rules": []any{
+				map[string]any{"name": "maas-v1-models", "backendRefs": backend,
+					"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/v1/models"}}}},
+				map[string]any{"name": "maas-api", "backendRefs": backend,
+					"matches": []any{map[string]any{"path": map[string]any{"type": "PathPrefix", "value": "/maas-api"}}},
+					"filters": []any{map[string]any{"type": "URLRewrite", "urlRewrite": map[string]any{"path": map[string]any{"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}}},
+			},
+		},
+	}}
+	if _, err := r.m.dyn.Resource(gvrHTTPRoute).Namespace(ns).Create(ctx, route, metaCreate); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create httproute %s/%s: %w", ns, maasAPIRoute, err)
+	}
+	return nil
+}
+
 // ensureMaaSAPI creates Deployment maas-api, owned by the DSC so that
 // deleting the DSC removes it (the operator's component resources are
 // garbage-collected with the DSC).
 func (r *rhoaiCtl) ensureMaaSAPI(ctx context.Context, dsc *unstructured.Unstructured, ns string) error {
+	if err := r.ensureMaaSAPIRoute(ctx, dsc, ns); err != nil {
+		return err
+	}
 	if r.m.get(gvrDeployment, ns, maasAPIDeployment) != nil {
 		return nil
 	}

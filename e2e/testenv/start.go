@@ -317,6 +317,12 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		"--secure-port=" + strconv.Itoa(apiPort),
 		"--cert-dir=" + certDir,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		// OpenShift's API server accepts tokens for the in-cluster audience
+		// https://kubernetes.default.svc, the one the MaaS Gateway
+		// AuthPolicy's kubernetesTokenReview asks for; without it a
+		// TokenReview of the kubeconfig's static token for that audience
+		// is unauthenticated (static tokens count for the API audiences).
+		"--api-audiences=https://kubernetes.default.svc,https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",

@@ -501,7 +501,7 @@ func subscriptionLimits(s *State, sub, model string) string {
 }
 
 // revokeAll revokes every key this run minted and proves it: a request with
-// a revoked key must get 401.
+// a revoked key must be refused (401 or 403).
 func (d *dataPath) revokeAll(ctx context.Context) Check {
 	c := newCheck(CodeKeysRevoked, d.base+"/maas-api/v1/api-keys")
 	if len(d.minted) == 0 {
@@ -524,7 +524,13 @@ func (d *dataPath) revokeAll(ctx context.Context) Check {
 			continue
 		}
 		r, err = d.do(ctx, http.MethodGet, "/v1/models", k.key, nil)
-		if err == nil && r.Status != http.StatusUnauthorized {
+		// Refused is 401 or 403: the MaaS Gateway AuthPolicy takes any
+		// sk-oai- key as the identity and lets its auth-valid OPA rule
+		// judge maas-api's validation, so a revoked key gets 403
+		// (maas-controller maasauthpolicy_controller.go
+		// buildGatewayAuthPolicySpec); a gateway that checks the key
+		// as the identity answers 401.
+		if err == nil && r.Status != http.StatusUnauthorized && r.Status != http.StatusForbidden {
 			problems = append(problems, fmt.Sprintf("key %s still accepted after revocation (HTTP %d)", k.id, r.Status))
 			continue
 		}

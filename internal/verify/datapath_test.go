@@ -219,7 +219,11 @@ func scriptedGateway(t *testing.T, small, large scripted, largeFrom int) *httpte
 		case strings.HasPrefix(r.URL.Path, "/maas-api/v1/api-keys/") && r.Method == "DELETE":
 			revoked = true
 			w.WriteHeader(200)
-		case auth != "Bearer sk-oai-scriptedKEY123" || revoked:
+		case auth == "Bearer sk-oai-scriptedKEY123" && revoked:
+			// A revoked key gets 403: the MaaS Gateway AuthPolicy's
+			// auth-valid rule refuses it.
+			w.WriteHeader(403)
+		case auth != "Bearer sk-oai-scriptedKEY123":
 			// Only the key it minted is accepted (a bogus key gets 401,
 			// as from Authorino).
 			w.WriteHeader(401)
