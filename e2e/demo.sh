@@ -2,7 +2,8 @@
 # make demo: start the local control plane (etcd, kube-apiserver, kcm,
 # scheduler, kwok, the real OLM, PostgreSQL, the real Kuadrant, Authorino and Limitador
 # operators unless REAL_KUADRANT=0), the Vault-API test server, the simulated operators
-# and the data-path stand-in (maas-api, the gateway's key auth and token limits, the model);
+# and the data-path stand-in (maas-api, the gateway's auth and token limits, the model; with the
+# real Kuadrant every auth decision is the real Authorino's, from the AuthConfigs in the cluster);
 # run `maasctl install` with the embedded default inventory, prove the endpoint with
 # `maasctl verify --endpoint` (API key minted, /v1/models, a chat completion, 401 without a
 # key, 429 over quota), run the install again (it must change nothing); then stop everything.
@@ -16,7 +17,17 @@ SIM_DELAYS=${SIM_DELAYS:---delay cnpg=500ms --delay dsc=800ms}
 # The real Kuadrant, Authorino and Limitador operators (as in the tests); 0: their simulators.
 REAL_KUADRANT=${REAL_KUADRANT:-1}
 kuadrant_flag=()
-if [ "$REAL_KUADRANT" = 1 ]; then kuadrant_flag=(--real-kuadrant); fi
+sim_flags=()
+plane_flags=()
+if [ "$REAL_KUADRANT" = 1 ]; then
+  kuadrant_flag=(--real-kuadrant)
+  # The data-path stand-in asks the real Authorino for every auth decision:
+  # it checks Authorino's listener certificate against the simulated
+  # service CA and serves maas-api's internal endpoints behind the
+  # operators' Service proxy.
+  sim_flags=(--service-ca-file "$STATE/sim-service-ca.crt")
+  plane_flags=(--testenv-state "$STATE" --service-ca-file "$STATE/sim-service-ca.crt")
+fi
 
 pids=()
 cleanup() {
@@ -55,7 +66,7 @@ export VAULT_TOKEN
 VAULT_TEST_SERVER_TOKEN=$VAULT_TOKEN "$BIN/vault-test-server" --listen 127.0.0.1:0 --addr-file "$STATE/vault.addr" >"$STATE/vault.log" 2>&1 &
 pids+=($!)
 # shellcheck disable=SC2086
-"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" "${kuadrant_flag[@]}" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
+"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" "${kuadrant_flag[@]}" "${sim_flags[@]}" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$STATE/vault.addr" ] && break; sleep 0.1; done
 VAULT_ADDR=$(cat "$STATE/vault.addr")
@@ -67,13 +78,23 @@ echo "== maasctl install (first run)"
 echo
 echo "== starting the data-path stand-in (maas-api, gateway auth and limits, the model) on 127.0.0.1"
 "$BIN/maasctl-dataplane" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" \
-  --url-file "$STATE/endpoint.url" --ca-file "$STATE/endpoint-ca.crt" >"$STATE/dataplane.log" 2>&1 &
+  --url-file "$STATE/endpoint.url" --ca-file "$STATE/endpoint-ca.crt" "${plane_flags[@]}" >"$STATE/dataplane.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$STATE/endpoint.url" ] && break; sleep 0.1; done
 ENDPOINT=$(cat "$STATE/endpoint.url")
 
 echo "== maasctl verify --endpoint $ENDPOINT (key, models, chat, 401, 429)"
 "$BIN/maasctl" verify --endpoint "$ENDPOINT" --ca-file "$STATE/endpoint-ca.crt" --probe-quota | tee "$STATE/verify.txt"
+if [ "$REAL_KUADRANT" = 1 ]; then
+  # The refusal is Authorino's: its reason header, which the stand-in's own
+  # 401 never carries.
+  reason=$(curl -s -o /dev/null -D - --cacert "$STATE/endpoint-ca.crt" "$ENDPOINT/v1/models" | tr -d '\r' | sed -n 's/^[Xx]-[Ee]xt-[Aa]uth-[Rr]eason: //p')
+  if [ "$reason" != "Authentication required" ]; then
+    echo "GET /v1/models without a key was not refused by Authorino (reason header: '$reason')" >&2
+    exit 1
+  fi
+  echo "GET /v1/models without a key: 401 from Authorino ($reason)"
+fi
 
 echo
 echo "== maasctl install (second run: every step must be unchanged)"

@@ -251,6 +251,8 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 		_ = proxy.Close()
 		return nil, fmt.Errorf("service CA: %w", err)
 	}
+	proxy.routesFile = serviceRoutesFile(o.StateDir)
+	_ = os.Remove(proxy.routesFile) // routes of an earlier run name servers that are gone
 	ctx, cancel := context.WithCancel(context.Background())
 	pf := informers.NewSharedInformerFactory(kube, 0)
 	pods := pf.Core().V1().Pods()
@@ -417,6 +419,30 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 	s.starts = append(s.starts, OperatorStart{Component: op.component, Pod: pod.Namespace + "/" + pod.Name, PodUID: pod.UID, PID: p.pid, At: time.Now()})
 	s.mu.Unlock()
 	s.logf("%s started (pid %d) for pod %s/%s", op.component, p.pid, pod.Namespace, pod.Name)
+	if exposed != "" {
+		// For other processes (ReadExposedAddr); renamed into place.
+		f := exposedAddrFile(s.o.StateDir, op.component)
+		if err := os.WriteFile(f+".tmp", []byte(exposed+"\n"), 0o644); err == nil {
+			_ = os.Rename(f+".tmp", f)
+		}
+	}
+}
+
+func exposedAddrFile(stateDir, component string) string {
+	return filepath.Join(stateDir, component+".exposed")
+}
+
+// ReadExposedAddr is Env.ExposedAddr for another process: the host address
+// of component's exposed port as the operators run for the control plane
+// of stateDir (`testenv-ctl operators`) last started it. ok is false
+// before the first start.
+func ReadExposedAddr(stateDir, component string) (addr string, ok bool) {
+	b, err := os.ReadFile(exposedAddrFile(stateDir, component))
+	if err != nil {
+		return "", false
+	}
+	addr = strings.TrimSpace(string(b))
+	return addr, addr != ""
 }
 
 // launch starts op for pod through netns-run, its log appended to

@@ -42,6 +42,9 @@ type ServiceProxy struct {
 
 	mu     sync.Mutex
 	routes map[string]string // "name:port" → "127.0.0.1:port"
+	// routesFile, when set, holds routes other processes registered
+	// (AddServiceRoute); it is read when a name has no route in memory.
+	routesFile string
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -80,9 +83,65 @@ func (p *ServiceProxy) Route(hostPort, target string) error {
 
 func (p *ServiceProxy) target(hostPort string) (string, bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	t, ok := p.routes[strings.ToLower(hostPort)]
+	file := p.routesFile
+	p.mu.Unlock()
+	if ok || file == "" {
+		return t, ok
+	}
+	routes, err := readServiceRoutes(file)
+	if err != nil {
+		return "", false
+	}
+	t, ok = routes[strings.ToLower(hostPort)]
 	return t, ok
+}
+
+// serviceRoutesFile is where AddServiceRoute records routes for the
+// ServiceProxy of the operators run on the control plane of stateDir.
+func serviceRoutesFile(stateDir string) string { return filepath.Join(stateDir, "service-routes") }
+
+// AddServiceRoute registers, from another process, a route with the
+// ServiceProxy of the real operators run for the control plane of stateDir
+// (`testenv-ctl operators`): hostPort ("name:port") reaches target, a
+// loopback "127.0.0.1:PORT". A later route of the same name wins.
+func AddServiceRoute(stateDir, hostPort, target string) error {
+	if _, _, err := net.SplitHostPort(hostPort); err != nil {
+		return fmt.Errorf("service route %q: want name:port: %w", hostPort, err)
+	}
+	if host, _, err := net.SplitHostPort(target); err != nil || !net.ParseIP(host).IsLoopback() {
+		return fmt.Errorf("service route %s to %q: the target must be a loopback address and port", hostPort, target)
+	}
+	f, err := os.OpenFile(serviceRoutesFile(stateDir), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(f, "%s %s\n", strings.ToLower(hostPort), target); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// readServiceRoutes reads the lines "name:port target" of file; a later
+// line for a name replaces an earlier one, and a target that is not
+// loopback is ignored.
+func readServiceRoutes(file string) (map[string]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(f[1]); err == nil && net.ParseIP(host).IsLoopback() {
+			out[f[0]] = f[1]
+		}
+	}
+	return out, nil
 }
 
 // Close stops the proxy and its open tunnels.
@@ -221,10 +280,19 @@ func NewCA(commonName string) (*ServiceCA, error) {
 }
 
 // newServiceCA is the control plane's CA, its certificate written to
-// dir/service-ca.crt.
+// dir/service-ca.crt and its key to dir/service-ca.key (0600), so that
+// another process serving a Service the operators call can have a
+// certificate issued (LoadServiceCA).
 func newServiceCA(dir string) (*ServiceCA, error) {
 	ca, err := NewCA("maasctl-testenv service CA")
 	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "service-ca.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		return nil, err
 	}
 	ca.file = filepath.Join(dir, "service-ca.crt")
@@ -232,6 +300,38 @@ func newServiceCA(dir string) (*ServiceCA, error) {
 		return nil, err
 	}
 	return ca, nil
+}
+
+// LoadServiceCA reads the service CA that the real operators run for the
+// control plane of stateDir use (service-ca.crt and service-ca.key, made
+// when `testenv-ctl operators` starts).
+func LoadServiceCA(stateDir string) (*ServiceCA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(stateDir, "service-ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("service CA: %w (are the operators running?)", err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(stateDir, "service-ca.key"))
+	if err != nil {
+		return nil, fmt.Errorf("service CA: %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, errors.New("service CA: no PEM in service-ca.crt or service-ca.key")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("service CA: %w", err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("service CA key: %w", err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, errors.New("service CA key: not ECDSA")
+	}
+	return &ServiceCA{cert: cert, key: key, pem: certPEM, file: filepath.Join(stateDir, "service-ca.crt")}, nil
 }
 
 // File is the path of the CA's certificate (PEM), "" for one NewCA made.

@@ -74,3 +74,55 @@ func TestServiceProxy(t *testing.T) {
 		t.Errorf("plain http:// through the proxy: %d, want 405", plain.StatusCode)
 	}
 }
+
+// TestServiceRoutesFromAnotherProcess: what `make demo`'s data-path
+// stand-in does from its own process. A route recorded with
+// AddServiceRoute in the state folder reaches its server through the
+// proxy of the operators run there; a certificate issued by the CA loaded
+// with LoadServiceCA is trusted by a client of the original CA; a
+// non-loopback target is refused before anything is written.
+func TestServiceRoutesFromAnotherProcess(t *testing.T) {
+	state := t.TempDir()
+	p, err := startServiceProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.routesFile = serviceRoutesFile(state)
+	orig, err := newServiceCA(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := LoadServiceCA(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "maas-api.redhat-ai-gateway-infra.svc.cluster.local"
+	cert, err := ca.Issue(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	if err := AddServiceRoute(state, "other.svc:443", "10.0.0.1:443"); err == nil {
+		t.Error("AddServiceRoute accepted the target 10.0.0.1:443; want only loopback")
+	}
+	if err := AddServiceRoute(state, name+":8443", srv.Listener.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(orig.PEM())
+	proxyURL, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.Port()))
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	resp, err := client.Get("https://" + name + ":8443/")
+	if err != nil {
+		t.Fatalf("GET through the proxy by a route from the file: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(b) != "ok" {
+		t.Errorf("answer %q, want ok", b)
+	}
+}

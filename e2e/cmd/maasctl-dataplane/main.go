@@ -6,7 +6,15 @@
 // 127.0.0.1 only, writes its URL and CA to files and serves until SIGINT
 // or SIGTERM.
 //
-//	maasctl-dataplane --kubeconfig K --postgres-admin CONN --url-file F --ca-file C
+//	maasctl-dataplane --kubeconfig K --postgres-admin CONN --url-file F --ca-file C \
+//	    [--testenv-state DIR --service-ca-file S]
+//
+// With --testenv-state (the state folder of a control plane whose real
+// Kuadrant operators `testenv-ctl operators` runs) every call's auth
+// decision is the real Authorino's (dataplane.AuthorinoOptions): its
+// ext_authz address is read from DIR, maas-api's internal endpoints get a
+// certificate of DIR's service CA and a route through its Service proxy,
+// and S (maasctl-sim --service-ca-file) is the CA of Authorino's listener.
 //
 // Exit codes: 0 stopped by a signal, 1 could not start.
 package main
@@ -25,6 +33,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/maasctl/maasctl/e2e/dataplane"
+	"github.com/maasctl/maasctl/e2e/testenv"
+	"github.com/maasctl/maasctl/inventory"
 )
 
 func main() {
@@ -35,16 +45,26 @@ func main() {
 	pflag.StringVar(&urlFile, "url-file", "", "write the base URL (https://127.0.0.1:PORT) to this file once serving")
 	pflag.StringVar(&caFile, "ca-file", "", "write the CA of the serving certificate to this file (PEM)")
 	pflag.StringSliceVar(&hosts, "host", nil, "extra DNS names for the serving certificate")
+	var state, serviceCA string
+	pflag.StringVar(&state, "testenv-state", "", "state folder of the local control plane whose real Kuadrant operators run (testenv-ctl operators): ask its Authorino for every auth decision")
+	pflag.StringVar(&serviceCA, "service-ca-file", "", "with --testenv-state: the CA of Authorino's listener certificate (maasctl-sim --service-ca-file)")
 	pflag.Parse()
-	if err := run(kubeconfig, pgAdmin, urlFile, caFile, hosts); err != nil {
+	if err := run(kubeconfig, pgAdmin, urlFile, caFile, hosts, state, serviceCA); err != nil {
 		fmt.Fprintln(os.Stderr, "maasctl-dataplane:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, pgAdmin, urlFile, caFile string, hosts []string) error {
+func run(kubeconfig, pgAdmin, urlFile, caFile string, hosts []string, state, serviceCA string) error {
 	if kubeconfig == "" || pgAdmin == "" || urlFile == "" || caFile == "" {
 		return fmt.Errorf("--kubeconfig, --postgres-admin, --url-file and --ca-file are required")
+	}
+	var az *dataplane.AuthorinoOptions
+	if state != "" {
+		var err error
+		if az, err = authorinoFrom(state, serviceCA); err != nil {
+			return err
+		}
 	}
 	port := ""
 	for _, kv := range strings.Fields(pgAdmin) {
@@ -66,7 +86,7 @@ func run(kubeconfig, pgAdmin, urlFile, caFile string, hosts []string) error {
 		return err
 	}
 	s, err := dataplane.Start(ctx, dataplane.Options{Reader: r, Auth: auth, Hosts: hosts,
-		DBHosts: dataplane.DBHostsFor(net.JoinHostPort("127.0.0.1", port))})
+		DBHosts: dataplane.DBHostsFor(net.JoinHostPort("127.0.0.1", port)), Authorino: az})
 	if err != nil {
 		return err
 	}
@@ -86,4 +106,33 @@ func run(kubeconfig, pgAdmin, urlFile, caFile string, hosts []string) error {
 	fmt.Fprintln(os.Stderr, "maasctl-dataplane: serving", s.URL())
 	<-ctx.Done()
 	return nil
+}
+
+// authorinoFrom is the stand-in's link to the real Authorino of the
+// control plane in state: its ext_authz address as last started, maas-api's
+// certificate from the control plane's service CA and its route through
+// the operators' Service proxy.
+func authorinoFrom(state, serviceCAFile string) (*dataplane.AuthorinoOptions, error) {
+	if serviceCAFile == "" {
+		return nil, fmt.Errorf("--testenv-state needs --service-ca-file (maasctl-sim --service-ca-file)")
+	}
+	listenerCA, err := os.ReadFile(serviceCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--service-ca-file: %w", err)
+	}
+	ca, err := testenv.LoadServiceCA(state)
+	if err != nil {
+		return nil, err
+	}
+	svc := "maas-api." + inventory.Default().RHOAI.MaaSAPINamespace + ".svc"
+	cert, err := ca.Issue(svc+".cluster.local", svc)
+	if err != nil {
+		return nil, err
+	}
+	return &dataplane.AuthorinoOptions{
+		Addr:        func() (string, bool) { return testenv.ReadExposedAddr(state, testenv.AuthorinoServer) },
+		ServiceCA:   listenerCA,
+		MaaSAPICert: cert,
+		Route:       func(hostPort, target string) error { return testenv.AddServiceRoute(state, hostPort, target) },
+	}, nil
 }

@@ -65,6 +65,7 @@ func run(args []string) error {
 	verbose := fs.Bool("v", false, "debug logging")
 	postgres := fs.String("postgres-admin", "", "superuser connection string of the PostgreSQL the simulated CNPG Clusters run on (testenv writes it to STATE/postgres-admin.conn); empty: no database is created")
 	realKuadrant := fs.Bool("real-kuadrant", false, "the real Kuadrant, Authorino and Limitador operators run (testenv operators): leave their work to them, and register Istio's CRDs for the Kuadrant operator")
+	caFile := fs.String("service-ca-file", "", "write the simulated service-ca operator's CA (PEM) to this file once started: the CA of Authorino's listener certificate, which the data-path stand-in checks")
 	delays := delayFlag{}
 	fs.Var(delays, "delay", "per-controller delay name=duration, repeatable; names: "+strings.Join(sim.ControllerNames(), ", "))
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +101,17 @@ func run(args []string) error {
 			return err
 		}
 	}
-	err = sim.Run(ctx, cfg, so)
+	h, err := sim.Start(ctx, cfg, so)
+	if err != nil {
+		return err
+	}
+	if *caFile != "" {
+		if err := os.WriteFile(*caFile, h.ServiceCAPEM(), 0o644); err != nil {
+			_ = h.Stop()
+			return fmt.Errorf("write %s: %w", *caFile, err)
+		}
+	}
+	err = h.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
