@@ -45,8 +45,8 @@ type ServiceProxy struct {
 	// routesFile, when set, holds routes other processes registered
 	// (AddServiceRoute); it is read when a name has no route in memory.
 	routesFile string
-	conns  map[net.Conn]struct{}
-	closed bool
+	conns      map[net.Conn]struct{}
+	closed     bool
 }
 
 // startServiceProxy listens on a free port of 127.0.0.1.
