@@ -152,7 +152,9 @@ func startGateway(ctx context.Context, s *Server, o AuthorinoOptions) (*gateway,
 }
 
 func (g *gateway) close() {
-	_ = g.srv.Close()
+	if g.srv != nil {
+		_ = g.srv.Close()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, c := range g.conn {
