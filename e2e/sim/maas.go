@@ -792,6 +792,9 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 // Denials are 401 "Authentication required" and 403 with the subscription
 // selector's message.
 //
+// The shape is that of the newest version of the controller in the public
+// sources consulted; it is not pinned to the v0.2.1 tag named above.
+//
 // Left out, so the simulation is never more lenient: the evaluators'
 // cache blocks (the controller's metadata and authz cache TTLs; a cached
 // validation would let a revoked key pass until it expires), the OIDC
