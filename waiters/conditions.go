@@ -2,6 +2,7 @@ package waiters
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -159,29 +160,19 @@ func MaaSPhase(done []string, failed ...string) Condition {
 		if why := MaaSReason(obj); why != "" {
 			st += ": " + why
 		}
-		for _, f := range failed {
-			if p != f {
-				continue
-			}
-			// A failure the controller wrote for an older generation
-			// judges a spec that is no longer there (maasctl has just
-			// re-applied a changed one): wait for its verdict on this one.
-			if c, ok := GetCondition(obj, "Ready"); ok && c.HasObservedGeneration && c.ObservedGeneration < obj.GetGeneration() {
-				return Result{Status: fmt.Sprintf("%s (for generation %d, object is at %d)", st, c.ObservedGeneration, obj.GetGeneration())}
-			}
+		isFailed, isDone := slices.Contains(failed, p), slices.Contains(done, p)
+		// A verdict the controller wrote for an older generation judges a
+		// spec that is no longer there (maasctl has just re-applied a
+		// changed one; for a MaaSAuthPolicy, its subjects are not yet
+		// rendered into the Gateway-level AuthPolicy): wait for its
+		// verdict on this one.
+		if c, ok := GetCondition(obj, "Ready"); (isFailed || isDone) && ok && c.HasObservedGeneration && c.ObservedGeneration < obj.GetGeneration() {
+			return Result{Status: fmt.Sprintf("%s (for generation %d, object is at %d)", st, c.ObservedGeneration, obj.GetGeneration())}
+		}
+		if isFailed {
 			return Result{Status: st, Failed: fmt.Errorf("%s", st)}
 		}
-		for _, d := range done {
-			if p != d {
-				continue
-			}
-			// Likewise a done phase for an older generation: the
-			// controller has not yet acted on the spec maasctl just
-			// applied (for a MaaSAuthPolicy, rendered its subjects into
-			// the Gateway-level AuthPolicy).
-			if c, ok := GetCondition(obj, "Ready"); ok && c.HasObservedGeneration && c.ObservedGeneration < obj.GetGeneration() {
-				return Result{Status: fmt.Sprintf("%s (for generation %d, object is at %d)", st, c.ObservedGeneration, obj.GetGeneration())}
-			}
+		if isDone {
 			return Result{Done: true, Status: "phase " + p}
 		}
 		return Result{Status: st}

@@ -78,6 +78,7 @@ type gateway struct {
 	env  *cel.Env
 	mu   sync.Mutex
 	conn map[string]*grpc.ClientConn // by address and TLS mode
+	prg  sync.Map                    // predicate → cel.Program, or nil when it does not compile
 }
 
 // wasmConfig is the part of the Wasm shim's configuration the stand-in
@@ -169,13 +170,7 @@ func (g *gateway) config(ctx context.Context) *wasmConfig {
 	gw := g.s.inv.Gateway
 	name := verify.WasmPluginName(gw.Name)
 	if f := g.s.get(ctx, verify.EnvoyFilterGVK, gw.Namespace, name); f != nil {
-		patches, _, _ := unstructured.NestedSlice(f.Object, "spec", "configPatches")
-		for _, p := range patches {
-			pm, _ := p.(map[string]any)
-			raw, found, _ := unstructured.NestedString(pm, "patch", "value", "typed_config", "value", "config", "configuration", "value")
-			if !found {
-				continue
-			}
+		if raw, ok := verify.WasmConfigJSON(f); ok {
 			var c wasmConfig
 			if json.Unmarshal([]byte(raw), &c) == nil {
 				return &c
@@ -201,12 +196,8 @@ func (g *gateway) config(ctx context.Context) *wasmConfig {
 // false: the shim would not match.
 func (g *gateway) eval(preds []string, attrs map[string]any) bool {
 	for _, p := range preds {
-		ast, iss := g.env.Compile(p)
-		if iss.Err() != nil {
-			return false
-		}
-		prg, err := g.env.Program(ast)
-		if err != nil {
+		prg := g.program(p)
+		if prg == nil {
 			return false
 		}
 		out, _, err := prg.Eval(map[string]any{"request": attrs})
@@ -218,6 +209,22 @@ func (g *gateway) eval(preds []string, attrs map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// program is predicate p compiled, once per predicate (the operator
+// writes the same few predicates for every request); nil when it does not
+// compile.
+func (g *gateway) program(p string) cel.Program {
+	if v, ok := g.prg.Load(p); ok {
+		prg, _ := v.(cel.Program)
+		return prg
+	}
+	var prg cel.Program
+	if ast, iss := g.env.Compile(p); iss.Err() == nil {
+		prg, _ = g.env.Program(ast)
+	}
+	g.prg.Store(p, prg)
+	return prg
 }
 
 // authorize runs the gateway's auth for a request to path (the model route
@@ -253,7 +260,7 @@ func (g *gateway) authorize(w http.ResponseWriter, r *http.Request, path string)
 			if cfg.Services[a.Service].Type != "auth" || !g.eval(a.Predicates, attrs) {
 				continue // rate-limit actions: no Limitador here (limits.go)
 			}
-			return g.check(w, r, a.Scope, path, headers)
+			return g.check(w, r, a.Scope, path, host, headers)
 		}
 		return authIdentity{}, true
 	}
@@ -277,15 +284,11 @@ func hostMatches(names []string, host string) bool {
 }
 
 // check asks Authorino under scope and writes its denial.
-func (g *gateway) check(w http.ResponseWriter, r *http.Request, scope, path string, headers map[string]string) (authIdentity, bool) {
+func (g *gateway) check(w http.ResponseWriter, r *http.Request, scope, path, host string, headers map[string]string) (authIdentity, bool) {
 	client, err := g.client(r.Context())
 	if err != nil {
 		authFailure(w)
 		return authIdentity{}, false
-	}
-	host := r.Host
-	if len(headers) > 0 && headers["host"] != "" {
-		host = headers["host"]
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

@@ -424,6 +424,12 @@ func (s *Server) keyIdentity(w http.ResponseWriter, r *http.Request) (*Key, bool
 		authFailure(w)
 		return nil, false
 	}
+	return s.keyRecord(w, r)
+}
+
+// keyRecord is maas-api's own reading of the request's sk-oai- key: its
+// stored record (401 for anything else).
+func (s *Server) keyRecord(w http.ResponseWriter, r *http.Request) (*Key, bool) {
 	tok := bearer(r)
 	if !strings.HasPrefix(tok, KeyPrefix) {
 		// Model routes accept only API keys; an OpenShift token gets 401
@@ -562,7 +568,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, ns, name string)
 			// (authorino v0.27.0 pkg/service/auth_pipeline.go
 			// evaluateResponseConfigs, evaluateAllAuthConfigs), so which
 			// headers arrive varies from call to call.
-			k, ok = s.keyIdentity(w, r)
+			k, ok = s.keyRecord(w, r)
 		}
 	} else {
 		k, ok = s.keyIdentity(w, r)
@@ -656,9 +662,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, body []byte, ns, n
 func (s *Server) chatViaGateway(w http.ResponseWriter, r *http.Request, body []byte, ns, name string) {
 	ctx := r.Context()
 	var req chatRequest
+	badJSON := json.Unmarshal(body, &req) != nil
 	path := r.URL.Path
 	if ns == "" {
-		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+		if badJSON || req.Model == "" {
 			openAIError(w, http.StatusBadRequest, "invalid_request_error", "model is required")
 			return
 		}
@@ -675,7 +682,7 @@ func (s *Server) chatViaGateway(w http.ResponseWriter, r *http.Request, body []b
 	if !ok {
 		return
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	if badJSON {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON in request body")
 		return
 	}

@@ -45,12 +45,7 @@ func TestServiceProxy(t *testing.T) {
 		t.Error("a route to 10.0.0.1:443 was accepted; want only loopback targets")
 	}
 
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca.PEM()) {
-		t.Fatal("the CA's PEM does not parse")
-	}
-	proxyURL, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.Port()))
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	client := proxiedClient(t, p, ca.PEM())
 
 	resp, err := client.Get("https://" + name + ":8443/x")
 	if err != nil {
@@ -112,11 +107,7 @@ func TestServiceRoutesFromAnotherProcess(t *testing.T) {
 	if err := AddServiceRoute(state, name+":8443", srv.Listener.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(orig.PEM())
-	proxyURL, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.Port()))
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	resp, err := client.Get("https://" + name + ":8443/")
+	resp, err := proxiedClient(t, p, orig.PEM()).Get("https://" + name + ":8443/")
 	if err != nil {
 		t.Fatalf("GET through the proxy by a route from the file: %v", err)
 	}
@@ -125,4 +116,16 @@ func TestServiceRoutesFromAnotherProcess(t *testing.T) {
 	if string(b) != "ok" {
 		t.Errorf("answer %q, want ok", b)
 	}
+}
+
+// proxiedClient is an https client that goes through p and trusts only
+// the CA caPEM.
+func proxiedClient(t *testing.T, p *ServiceProxy, caPEM []byte) *http.Client {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the CA's PEM does not parse")
+	}
+	proxyURL, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.Port()))
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}}
 }

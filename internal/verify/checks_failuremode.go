@@ -36,31 +36,39 @@ const AuthFailOpen = "AUTH_FAIL_OPEN"
 // kuadrant-operator internal/wasm ExtensionName).
 func WasmPluginName(gateway string) string { return "kuadrant-" + gateway }
 
-// wasmServices returns the services of the Wasm shim config
-// (services.<name>.{type, endpoint, failureMode, timeout}; kuadrant-operator
-// internal/wasm Config) in the EnvoyFilter f: the config is the JSON string
-// at configPatches[].patch.value.typed_config.value.config.configuration.value of
-// the envoy.filters.http.wasm patch (kuadrant-operator internal/istio
-// BuildEnvoyFilterWasmPatch). It is nil when no patch carries a config
-// (the operator empties the filter before it deletes it) or the JSON does
-// not parse.
-func wasmServices(f *unstructured.Unstructured) map[string]any {
+// WasmConfigJSON returns the Wasm shim's configuration (kuadrant-operator
+// internal/wasm Config, JSON) in the EnvoyFilter f: the string at
+// configPatches[].patch.value.typed_config.value.config.configuration.value
+// of the envoy.filters.http.wasm patch (kuadrant-operator internal/istio
+// BuildEnvoyFilterWasmPatch). ok is false when no patch carries one (the
+// operator empties the filter before it deletes it).
+func WasmConfigJSON(f *unstructured.Unstructured) (config string, ok bool) {
 	patches, _, _ := unstructured.NestedSlice(f.Object, "spec", "configPatches")
 	for _, p := range patches {
 		pm, _ := p.(map[string]any)
-		raw, found, _ := unstructured.NestedString(pm, "patch", "value", "typed_config", "value", "config", "configuration", "value")
-		if !found {
-			continue
+		if raw, found, _ := unstructured.NestedString(pm, "patch", "value", "typed_config", "value", "config", "configuration", "value"); found {
+			return raw, true
 		}
-		var cfg struct {
-			Services map[string]any `json:"services"`
-		}
-		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-			return nil
-		}
-		return cfg.Services
 	}
-	return nil
+	return "", false
+}
+
+// wasmServices returns the services of the Wasm shim config
+// (services.<name>.{type, endpoint, failureMode, timeout}) in the
+// EnvoyFilter f (WasmConfigJSON). It is nil when no patch carries a config
+// or the JSON does not parse.
+func wasmServices(f *unstructured.Unstructured) map[string]any {
+	raw, ok := WasmConfigJSON(f)
+	if !ok {
+		return nil
+	}
+	var cfg struct {
+		Services map[string]any `json:"services"`
+	}
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return nil
+	}
+	return cfg.Services
 }
 
 // checkFailureModes (MAAS-V017): the effective failure modes of the Wasm
