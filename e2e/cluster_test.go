@@ -221,8 +221,10 @@ func parallel(t *testing.T) {
 // envRealKuadrant chooses the Kuadrant, Authorino and Limitador operators
 // of every local control plane of the e2e tests: unset or 1, the real ones
 // (testenv Options.RealKuadrant, the default since 2026-12-04); 0, their
-// simulators (e2e/sim kuadrant.go, authorino.go), as a case that sets
-// caseOptions.simKuadrant always gets.
+// simulators (e2e/sim kuadrant.go, authorino.go), except for a case that
+// sets caseOptions.realKuadrant. No e2e test needs the simulators since
+// 2026-12-06; they stay for the e2e/sim package's own tests and the
+// benchmarks without -real-kuadrant.
 const envRealKuadrant = "MAASCTL_REAL_KUADRANT"
 
 func realKuadrantDefault() bool { return envBool(envRealKuadrant, true) }

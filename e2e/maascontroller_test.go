@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -21,26 +22,24 @@ import (
 )
 
 // TestMaaSControllerV021 runs maasctl against the MaaS controller as
-// measured on v0.2.1 (issue 18), on one cluster where Kuadrant refuses the
-// generated TokenRateLimitPolicy and does not enforce the Gateway-level
-// AuthPolicy:
+// measured on v0.2.1 (issue 18), on one cluster where the real Kuadrant
+// refuses the generated TokenRateLimitPolicy and does not enforce the
+// Gateway-level AuthPolicy. Both refusals are the real kuadrant-operator's
+// and Authorino's, provoked by what the simulated MaaS controller renders
+// (sim.Faults.TokenRateLimitPolicyTargetMissing,
+// GatewayAuthPolicyRuleInvalid):
 //   - the access/subscription wait ends naming the Degraded
 //     MaaSSubscription with its reason (the TokenRateLimitPolicy and
 //     Kuadrant's message), where it used to say only "phase Degraded";
 //   - verify MAAS-V010 checks AuthPolicy openshift-ingress/maas-gateway-auth
-//     (no per-model AuthPolicy exists) and doctor reports MAAS-D021;
+//     (no per-model AuthPolicy exists), names the AuthConfig Authorino did
+//     not load, and doctor reports MAAS-D021;
 //   - with the DataScienceCluster deleted first (the MaaS controller gone),
 //     uninstall stops on the MaaS finalizer and names it and the way out.
 func TestMaaSControllerV021(t *testing.T) {
 	fullOnly(t, "the MaaS controller v0.2.1 behaviours of issue 18 (Degraded MaaSSubscription named, MAAS-V010 on the Gateway AuthPolicy, MAAS-D021, uninstall stopping on the MaaS finalizer)")
 	parallel(t)
-	const (
-		trlpMsg = "limit counter expression auth.identity.userid is not available"
-		authMsg = "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"
-	)
-	// The faults are Kuadrant's own policy statuses: the simulated
-	// Kuadrant operator writes them, also under MAASCTL_REAL_KUADRANT=1.
-	c := newCaseCluster(t, caseOptions{simKuadrant: true, faults: sim.Faults{TokenRateLimitPolicyInvalid: trlpMsg, GatewayAuthPolicyNotEnforced: authMsg}})
+	c := newCaseCluster(t, caseOptions{realKuadrant: true, faults: sim.Faults{TokenRateLimitPolicyTargetMissing: true, GatewayAuthPolicyRuleInvalid: true}})
 
 	r := c.install(t, "--set", "waitTimeoutSeconds=150")
 	mustFail(t, r)
@@ -49,7 +48,7 @@ func TestMaaSControllerV021(t *testing.T) {
 	}
 	mustContain(t, "access/subscription failure", failure(r, "access/subscription"),
 		"MaaSSubscription models-as-a-service/llama-coder-default", "phase Degraded",
-		"TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder NotAccepted", trlpMsg)
+		"TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder NotAccepted", "TokenRateLimitPolicy target", "-missing was not found")
 
 	vr := c.maasctl(t, "verify", "-o", "json", "--live-only")
 	var rep verify.Report
@@ -68,10 +67,13 @@ func TestMaaSControllerV021(t *testing.T) {
 	if len(v010) != 1 {
 		t.Fatalf("MAAS-V010 checks %+v, want one, on the Gateway AuthPolicy", v010)
 	}
+	// The AuthConfig Kuadrant generated and Authorino refused.
+	ac := refusedAuthConfig(t, c)
 	if ch := v010[0]; ch.Object != "AuthPolicy openshift-ingress/maas-gateway-auth" || ch.Result != verify.Fail ||
-		!strings.Contains(ch.Detail, "Enforced=False (Unknown)") || !strings.Contains(ch.Cause, "restart the operator pod") ||
-		!strings.Contains(ch.Fix, "oc delete pod -n openshift-operators") {
-		t.Errorf("MAAS-V010 = %+v, want a failure on AuthPolicy openshift-ingress/maas-gateway-auth naming Enforced=False and the operator restart", ch)
+		!strings.Contains(ch.Detail, "Enforced=False (Unknown)") || !strings.Contains(ch.Detail, "AuthConfig ("+ac+")") ||
+		!strings.Contains(ch.Cause, "Authorino has not loaded it") || !strings.Contains(ch.Fix, "oc get authconfig "+ac+" -n kuadrant-system") ||
+		strings.Contains(ch.Fix, "oc delete pod") {
+		t.Errorf("MAAS-V010 = %+v, want a failure on AuthPolicy openshift-ingress/maas-gateway-auth naming Enforced=False and AuthConfig %s, and no operator restart", ch, ac)
 	}
 
 	dr := c.maasctl(t, "doctor", "-o", "json", "--live-only")
@@ -82,7 +84,7 @@ func TestMaaSControllerV021(t *testing.T) {
 	found := false
 	for _, f := range drep.Findings {
 		if f.Code == doctor.CodeGatewayAuth && f.Object == "AuthPolicy openshift-ingress/maas-gateway-auth" &&
-			strings.Contains(f.Evidence, "Enforced=False") && strings.Contains(f.Fix, "oc delete pod -n openshift-operators") {
+			strings.Contains(f.Evidence, "Enforced=False") && strings.Contains(f.Fix, "oc get authconfig "+ac) {
 			found = true
 		}
 	}
@@ -103,6 +105,30 @@ func TestMaaSControllerV021(t *testing.T) {
 	mustContain(t, "uninstall output", u.stderr, "MaaSSubscription models-as-a-service/llama-coder-default",
 		"finalizers maas.opendatahub.io/subscription-cleanup never cleared",
 		"maas.opendatahub.io/subscription-cleanup is removed only by the MaaS controller", "maasctl install --only rhoai/dsc")
+}
+
+// refusedAuthConfig returns the name of an AuthConfig in kuadrant-system
+// that Authorino reports not Ready with reason Invalid (Kuadrant makes one
+// per route rule under the Gateway, each with the rule of
+// maas-gateway-auth that does not compile).
+func refusedAuthConfig(t *testing.T, c *cluster) string {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: "authorino.kuadrant.io", Version: "v1beta3", Resource: "authconfigs"}
+	l, err := c.clients.Dynamic.Resource(gvr).Namespace("kuadrant-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, ac := range l.Items {
+		if k, ok := waiters.GetCondition(&ac, "Ready"); ok && k.Status == "False" && k.Reason == "Invalid" {
+			refused = append(refused, ac.GetName())
+		}
+	}
+	if len(refused) == 0 {
+		t.Fatalf("Authorino refused none of %d AuthConfigs", len(l.Items))
+	}
+	sort.Strings(refused)
+	return refused[0]
 }
 
 // waitDeploymentGone watches Deployment ns/name until it is deleted (the

@@ -749,7 +749,8 @@ func TestInstallUnderAPIFaults(t *testing.T) {
 	logFile := filepath.Join(c.dir, "maasctl.log")
 	r := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)
 	counts := c.proxy.Counts()
-	t.Logf("rate %.3f seed %d: %d requests through the proxy, faults injected: %v", rate, seed, counts.Requests, counts.Injected)
+	t.Logf("rate %.3f seed %d: %d requests through the proxy, faults injected: %v, transient answers of the apiserver itself: %v",
+		rate, seed, counts.Requests, counts.Injected, counts.Transient)
 	if r.exit != 0 {
 		t.Fatalf("install under %.0f %% API faults: exit %d\nstdout:\n%s\nstderr:\n%s", rate*100, r.exit, r.stdout, r.stderr)
 	}
@@ -783,8 +784,12 @@ func TestInstallUnderAPIFaults(t *testing.T) {
 		}
 	}
 	t.Logf("debug log: %d retries (highest attempt %d of %d), %d requests gave up", retries, maxAttempt, bound, exhausted)
-	if retries == 0 || int64(retries) > requestFaults {
-		t.Errorf("%d retries logged for %d injected request faults: want at least one, and none without a fault", retries, requestFaults)
+	// A loaded apiserver answers 429, 5xx or a Conflict by itself now and
+	// then (CI runs many control planes at once on two cores): a retry of
+	// one of those is owed too.
+	if retries == 0 || int64(retries) > requestFaults+counts.TransientTotal() {
+		t.Errorf("%d retries logged for %d injected request faults and %d transient answers of the apiserver: want at least one, and none without a fault",
+			retries, requestFaults, counts.TransientTotal())
 	}
 	if bound == 0 || maxAttempt >= bound {
 		t.Errorf("highest retried attempt %d must stay below the bound %d", maxAttempt, bound)

@@ -63,3 +63,42 @@ func TestKuadrantSuspects(t *testing.T) {
 		})
 	}
 }
+
+// TestKuadrantReadyOrMissing: the first Kuadrant wait ends on Ready=True or
+// on reason MissingDependency whatever its message says (the operator's
+// wording differs between releases; case B01), and on nothing else.
+func TestKuadrantReadyOrMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ready map[string]any // nil: no Ready condition
+		done  bool
+	}{
+		{name: "ready", ready: map[string]any{"status": "True", "reason": "Ready"}, done: true},
+		{name: "missing dependency, kuadrant-operator v1.5.2 message", ready: map[string]any{"status": "False", "reason": "MissingDependency",
+			"message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"}, done: true},
+		{name: "missing dependency, a message never seen", ready: map[string]any{"status": "False", "reason": "MissingDependency",
+			"message": "dependency check failed; consult the documentation"}, done: true},
+		{name: "missing dependency, no message", ready: map[string]any{"status": "False", "reason": "MissingDependency"}, done: true},
+		{name: "the restart wording under another reason", ready: map[string]any{"status": "False", "reason": "AuthorinoNotReady",
+			"message": "please restart Kuadrant Operator pod"}},
+		{name: "no Ready condition"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kuadrant.io/v1beta1", "kind": "Kuadrant"}}
+			if tc.ready != nil {
+				c := map[string]any{"type": "Ready"}
+				for k, v := range tc.ready {
+					c[k] = v
+				}
+				u.Object["status"] = map[string]any{"conditions": []any{c}}
+			}
+			r := kuadrantReadyOrMissing(u)
+			if r.Done != tc.done {
+				t.Errorf("done = %v (status %q), want %v", r.Done, r.Status, tc.done)
+			}
+			if r.Status == "" {
+				t.Errorf("no status reported")
+			}
+		})
+	}
+}

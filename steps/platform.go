@@ -217,15 +217,8 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 	kq := objs[len(objs)-1]
 	k := e.Inv.Kuadrant
 	restartCmd := fmt.Sprintf("oc delete pod -n %s -l %s", k.OperatorNamespace, k.OperatorSelector)
-	readyOrMissing := func(obj *unstructured.Unstructured) waiters.Result {
-		c, ok := waiters.GetCondition(obj, "Ready")
-		if !ok {
-			return waiters.Result{Status: "no Ready condition yet"}
-		}
-		return waiters.Result{Done: c.Status == "True" || c.Reason == "MissingDependency", Status: c.String()}
-	}
 	t := target(kq, e, s)
-	t.Cond = readyOrMissing
+	t.Cond = kuadrantReadyOrMissing
 	obj, err := waitKuadrant(ctx, e, id, t)
 	if err != nil {
 		return err
@@ -270,6 +263,20 @@ func applyKuadrant(ctx context.Context, e *Env, s *Step) error {
 		Message: fmt.Sprintf("%v; the Kuadrant operator was restarted once and Kuadrant is still not Ready", err),
 		Fix:     fmt.Sprintf("check 'oc get kuadrant %s -n %s -o yaml' and the operator log ('oc logs -n %s -l %s')", k.Name, k.Namespace, k.OperatorNamespace, k.OperatorSelector),
 		Err:     err}
+}
+
+// kuadrantReadyOrMissing ends applyKuadrant's first wait: the Kuadrant CR
+// is Ready=True, or Ready=False with reason MissingDependency (case B01).
+// It judges by the condition's reason alone: the message is the
+// operator's prose and changes between releases (RHCL 1.4 and
+// kuadrant-operator v1.5.2 word it differently), so a restart never
+// depends on it.
+func kuadrantReadyOrMissing(obj *unstructured.Unstructured) waiters.Result {
+	c, ok := waiters.GetCondition(obj, "Ready")
+	if !ok {
+		return waiters.Result{Status: "no Ready condition yet"}
+	}
+	return waiters.Result{Done: c.Status == "True" || c.Reason == "MissingDependency", Status: c.String()}
 }
 
 // Requests for a reconcile of the Kuadrant CR (waitKuadrant).

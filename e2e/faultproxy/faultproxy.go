@@ -175,6 +175,22 @@ type Counts struct {
 	Requests int64
 	// Injected counts faults by kind.
 	Injected map[Fault]int64
+	// Transient counts, by status, the answers forwarded from the upstream
+	// (not injected) with a status a client may retry: 409, 429, 500, 502
+	// (the proxy's own answer when the upstream connection failed), 503 and
+	// 504. A loaded kube-apiserver sends them by itself (its max-in-flight
+	// filter, request timeouts, a write that lost an optimistic-concurrency
+	// race with a controller).
+	Transient map[int]int64
+}
+
+// TransientTotal is the number of forwarded transient answers.
+func (c Counts) TransientTotal() int64 {
+	var n int64
+	for _, v := range c.Transient {
+		n += v
+	}
+	return n
 }
 
 // Total is the number of injected faults of every kind.
@@ -199,9 +215,12 @@ type Proxy struct {
 	rate     float64
 	requests atomic.Int64
 	injected map[Fault]*atomic.Int64
-	recMu    sync.Mutex
-	records  []*Request
-	done     chan struct{}
+	// transient counts forwarded transient answers (Counts.Transient);
+	// guarded by mu.
+	transient map[int]int64
+	recMu     sync.Mutex
+	records   []*Request
+	done      chan struct{}
 }
 
 // Start listens on 127.0.0.1 (a free port) and serves until ctx ends or
@@ -249,8 +268,8 @@ func Start(ctx context.Context, o Options) (*Proxy, error) {
 	p := &Proxy{
 		opts: o, seed: seed, rate: o.Rate,
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		injected: map[Fault]*atomic.Int64{},
-		done:     make(chan struct{}),
+		injected: map[Fault]*atomic.Int64{}, transient: map[int]int64{},
+		done: make(chan struct{}),
 	}
 	for _, f := range append(AllFaults, FaultWatchCut) {
 		p.injected[f] = &atomic.Int64{}
@@ -324,11 +343,16 @@ func (p *Proxy) WriteKubeconfig(path string) error {
 
 // Counts returns what the proxy saw and injected so far.
 func (p *Proxy) Counts() Counts {
-	c := Counts{Requests: p.requests.Load(), Injected: map[Fault]int64{}}
+	c := Counts{Requests: p.requests.Load(), Injected: map[Fault]int64{}, Transient: map[int]int64{}}
 	for f, n := range p.injected {
 		if v := n.Load(); v > 0 {
 			c.Injected[f] = v
 		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for code, n := range p.transient {
+		c.Transient[code] = n
 	}
 	return c
 }
@@ -457,6 +481,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	p.rp.ServeHTTP(sw, r.WithContext(ctx))
+	switch sw.status {
+	case http.StatusConflict, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		p.mu.Lock()
+		p.transient[sw.status]++
+		p.mu.Unlock()
+	}
 }
 
 // modifyResponse records what a write returned and wraps recorded watch

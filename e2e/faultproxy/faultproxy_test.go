@@ -327,3 +327,40 @@ func TestContentDigest(t *testing.T) {
 		t.Errorf("two contents have the same digest %q", a)
 	}
 }
+
+// TestCountsTransientAnswers: answers the upstream sent with a status a
+// client may retry are counted by status, apart from injected faults;
+// other answers are not.
+func TestCountsTransientAnswers(t *testing.T) {
+	codes := map[string]int{"/a": http.StatusServiceUnavailable, "/b": http.StatusConflict, "/c": http.StatusNotFound, "/d": http.StatusOK}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(codes[r.URL.Path])
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p, err := Start(ctx, Options{Upstream: &rest.Config{Host: srv.URL}, Faults: []Fault{Fault500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	for _, path := range []string{"/a", "/a", "/b", "/c", "/d"} {
+		resp, err := do(t, p, http.MethodGet, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	p.SetRate(1)
+	if resp, err := do(t, p, http.MethodGet, "/d"); err == nil {
+		resp.Body.Close()
+	}
+	c := p.Counts()
+	want := map[int]int64{http.StatusServiceUnavailable: 2, http.StatusConflict: 1}
+	if len(c.Transient) != len(want) || c.Transient[503] != 2 || c.Transient[409] != 1 || c.TransientTotal() != 3 {
+		t.Errorf("transient answers %v (total %d), want %v", c.Transient, c.TransientTotal(), want)
+	}
+	if c.Total() != 1 || c.Injected[Fault500] != 1 {
+		t.Errorf("injected %v, want one 500", c.Injected)
+	}
+}

@@ -147,11 +147,7 @@ func (kc *kuadrantCtl) reconcile(ctx context.Context, k key) error {
 	status := map[string]any{"observedGeneration": gen, "mtlsAuthorino": false, "mtlsLimitador": false}
 	istiod := m.get(gvrDeployment, istiodNamespace, istiodDeployment)
 	if istiod == nil || !kc.createdAfter(pod, istiod) || m.opts.Faults.KuadrantStuckMissingDependency {
-		msg := kuadrantMissingDependencyMessage
-		if f := m.opts.Faults.KuadrantMissingDependencyMessage; f != "" {
-			msg = f
-		}
-		status["conditions"] = conditions(old["conditions"], cond("Ready", false, "MissingDependency", msg).gen(gen))
+		status["conditions"] = conditions(old["conditions"], cond("Ready", false, "MissingDependency", kuadrantMissingDependencyMessage).gen(gen))
 		return m.updateStatus(ctx, gvrKuadrant, kd, status)
 	}
 	az := m.get(gvrAuthorino, k.Namespace, "authorino")
@@ -267,17 +263,9 @@ func (pc *policyCtl) reconcile(ctx context.Context, k key) error {
 				fmt.Sprintf("%s target %s was not found", kind, tname)).gen(gen)),
 		})
 	}
-	if msg := m.opts.Faults.TokenRateLimitPolicyInvalid; msg != "" && pc.gvr == gvrTokenPolicy {
-		return m.updateStatus(ctx, pc.gvr, p, map[string]any{
-			"observedGeneration": gen,
-			"conditions":         conditions(old, cond("Accepted", false, "Invalid", kind+" target is invalid: "+msg).gen(gen)),
-		})
-	}
 	accepted := cond("Accepted", true, "Accepted", kind+" has been accepted").gen(gen)
 	enforced := cond("Enforced", true, "Enforced", kind+" has been successfully enforced").gen(gen)
-	if msg := m.opts.Faults.GatewayAuthPolicyNotEnforced; msg != "" && pc.gvr == gvrAuthPolicy && tkind == "Gateway" {
-		enforced = cond("Enforced", false, "Unknown", msg).gen(gen)
-	} else if why := pc.notEnforced(target); why != "" {
+	if why := pc.notEnforced(target); why != "" {
 		enforced = cond("Enforced", false, "Unknown", kind+" has encountered some issues: "+why).gen(gen)
 	} else if pc.gvr == gvrTokenPolicy {
 		if left := pc.limitadorSync(k, gen); left > 0 {

@@ -860,7 +860,7 @@ func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 							"metrics": false, "priority": int64(0),
 						},
 						"require-group-membership": map[string]any{
-							"opa":     map[string]any{"rego": fmt.Sprintf(groupMembershipRego, access)},
+							"opa":     map[string]any{"rego": c.groupMembershipRego(string(access))},
 							"metrics": false, "priority": int64(0),
 						},
 					},
@@ -1001,6 +1001,27 @@ const subscriptionValidRego = `allow {
   any([phase == "Active", phase == "Degraded"])
   object.get(input.auth.metadata["subscription-info"], "deletionTimestamp", "") == ""
 }`
+
+// groupMembershipRego renders the rule with the access map; with
+// Faults.GatewayAuthPolicyRuleInvalid the rule ends in a body that is never
+// closed, which Rego does not compile.
+func (c *maasCtl) groupMembershipRego(access string) string {
+	rego := fmt.Sprintf(groupMembershipRego, access)
+	if c.m.opts.Faults.GatewayAuthPolicyRuleInvalid {
+		rego += "\nallow {\n  model_identity != \"\"\n"
+	}
+	return rego
+}
+
+// tokenPolicyTarget is the HTTPRoute a model's TokenRateLimitPolicy
+// targets: the model's route, or with
+// Faults.TokenRateLimitPolicyTargetMissing one that does not exist.
+func (c *maasCtl) tokenPolicyTarget(route string) string {
+	if c.m.opts.Faults.TokenRateLimitPolicyTargetMissing {
+		return route + "-missing"
+	}
+	return route
+}
 
 // groupMembershipRego (a fmt format: %s is the JSON access map) allows
 // calls that name no model (listing, maas-api), and a model call when the
@@ -1248,7 +1269,7 @@ func (c *maasCtl) applyTokenPolicy(ctx context.Context, ns, name, routeName stri
 	want := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kuadrant.io/v1alpha1", "kind": "TokenRateLimitPolicy", "metadata": meta,
 		"spec": map[string]any{
-			"targetRef": map[string]any{"group": gatewayAPIGroup, "kind": "HTTPRoute", "name": routeName},
+			"targetRef": map[string]any{"group": gatewayAPIGroup, "kind": "HTTPRoute", "name": c.tokenPolicyTarget(routeName)},
 			"limits":    limits,
 		},
 	}}

@@ -145,10 +145,6 @@ type Faults struct {
 	// "waiting for DNS-01 propagation" message, so Certificates never become
 	// Ready (case B13).
 	CertificatePending bool
-	// KuadrantMissingDependencyMessage replaces the message of the Kuadrant
-	// MissingDependency condition; the reason stays MissingDependency (case
-	// B01, test 3). Empty keeps the upstream wording.
-	KuadrantMissingDependencyMessage string
 	// DSCReadyHidesMaaS makes the DSC aggregate (phase, Ready) ignore the MaaS
 	// sub-component, the upstream bug where the DSC reports Ready while a
 	// component failed (case B05, opendatahub-operator#750).
@@ -195,19 +191,25 @@ type Faults struct {
 	// realKuadrantBoot (the real process reads its dependencies when it
 	// starts, about a second after its pod is Running on this machine).
 	IstioAfterKuadrantOperator bool
-	// GatewayAuthPolicyNotEnforced, when set, keeps every AuthPolicy that
-	// targets a Gateway Accepted but Enforced=False (reason Unknown) with
-	// this message: the field report of AuthPolicy/maas-gateway-auth
-	// reporting "[Gateway API provider (istio / envoy gateway)] is not
-	// installed, please restart Kuadrant Operator pod" while istiod ran,
-	// with no AuthConfig generated (issue 18).
-	GatewayAuthPolicyNotEnforced string
-	// TokenRateLimitPolicyInvalid, when set, makes Kuadrant refuse every
-	// TokenRateLimitPolicy: Accepted=False, reason Invalid, with this
-	// message (kuadrant-operator api/v1 policy condition reasons), as for a
-	// policy whose limits it cannot translate. The MaaS controller then
-	// settles the MaaSSubscription at Degraded (issue 18).
-	TokenRateLimitPolicyInvalid string
+	// GatewayAuthPolicyRuleInvalid makes the MaaS controller render its
+	// Gateway AuthPolicy maas-gateway-auth with an OPA rule
+	// (require-group-membership) that does not compile. The real Authorino
+	// then refuses the AuthConfig the real kuadrant-operator generates from
+	// it (Ready=False, reason Invalid), and the operator keeps the policy
+	// Accepted but Enforced=False, reason Unknown, naming the AuthConfig
+	// among the components waiting to sync: a Gateway AuthPolicy that is
+	// not enforced, as issue 18 measured on maas-controller v0.2.1 (there
+	// with another message).
+	GatewayAuthPolicyRuleInvalid bool
+	// TokenRateLimitPolicyTargetMissing makes the MaaS controller target
+	// each TokenRateLimitPolicy at an HTTPRoute that does not exist (the
+	// model's route name with the suffix "-missing"). The real
+	// kuadrant-operator refuses it: Accepted=False, reason TargetNotFound
+	// (v1.5.2 tokenratelimit_policies_validator.go), and the MaaS
+	// controller settles the MaaSSubscription at Degraded, as issue 18
+	// measured on v0.2.1 (there Kuadrant refused the policy for another
+	// reason).
+	TokenRateLimitPolicyTargetMissing bool
 	// MaaSFailures makes the MaaS controller report an object as failed:
 	// keys are "Kind/namespace/name" (e.g. "MaaSModelRef/ns/m"), values the
 	// status message. ExternalProvider, ExternalModel and MaaSModelRef get
@@ -324,16 +326,6 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		if d < 0 {
 			return o, fmt.Errorf("delay for %s: negative duration %s", k, d)
-		}
-	}
-	if o.RealKuadrant {
-		// These faults are statuses the Kuadrant operator writes; with the
-		// real operator running nothing else may write them.
-		switch {
-		case o.Faults.GatewayAuthPolicyNotEnforced != "":
-			return o, errors.New("Faults.GatewayAuthPolicyNotEnforced needs the simulated Kuadrant operator: unset RealKuadrant (the real operator writes AuthPolicy status)")
-		case o.Faults.TokenRateLimitPolicyInvalid != "":
-			return o, errors.New("Faults.TokenRateLimitPolicyInvalid needs the simulated Kuadrant operator: unset RealKuadrant (the real operator writes TokenRateLimitPolicy status)")
 		}
 	}
 	if o.CRDDir == "" {

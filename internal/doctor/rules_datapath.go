@@ -214,9 +214,8 @@ func gatewayAuth(s *verify.State) []Finding {
 	if ok {
 		return nil
 	}
-	k := s.Inv.Kuadrant
-	return []Finding{finding(CodeGatewayAuth, o, strings.Join(ev, "; "), verify.GatewayAuthCause(p),
-		fmt.Sprintf("%s; then check: oc describe authpolicy %s -n %s", verify.KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector), name, ns))}
+	cause, fix := verify.GatewayAuthDiagnosis(p, s.Inv.Kuadrant, ns, name)
+	return []Finding{finding(CodeGatewayAuth, o, strings.Join(ev, "; "), cause, fix)}
 }
 
 // unauthorized is the finding of a 401: which credential the gateway or

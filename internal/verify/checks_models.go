@@ -2,10 +2,12 @@ package verify
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -218,21 +220,63 @@ func checkGatewayAuth(s *State) Check {
 	if ok {
 		return c.pass(detail)
 	}
-	return c.fail(detail, GatewayAuthCause(p),
-		fmt.Sprintf("%s; oc describe authpolicy %s -n %s", KuadrantRestartCommand(s.Inv.Kuadrant.OperatorNamespace, s.Inv.Kuadrant.OperatorSelector), name, ns))
+	cause, fix := GatewayAuthDiagnosis(p, s.Inv.Kuadrant, ns, name)
+	return c.fail(detail, cause, fix)
 }
 
-// GatewayAuthCause explains a Gateway-level MaaS AuthPolicy that Kuadrant
-// does not accept or enforce: without it Kuadrant writes no AuthConfig, so
-// Authorino enforces nothing on model requests and API-key calls fail
-// (field report: "[Gateway API provider ...] is not installed, please
-// restart Kuadrant Operator pod" on AuthPolicy/maas-gateway-auth while
-// istiod ran).
-func GatewayAuthCause(p *unstructured.Unstructured) string {
+// GatewayAuthDiagnosis explains a Gateway-level MaaS AuthPolicy p
+// (namespace ns, name name) that Kuadrant does not accept or enforce, and
+// names the fix: without an enforced policy Authorino checks nothing, or
+// not what MaaS wants, on model requests. Three states, by the conditions
+// the kuadrant-operator writes (v1.5.2 internal/controller/
+// auth_policy_status_updater.go enforcedCondition, internal/kuadrant/
+// errors.go):
+//   - a condition saying "restart Kuadrant Operator pod" (the field report
+//     of issue 18 on AuthPolicy/maas-gateway-auth while istiod ran): the
+//     operator started before its Gateway API provider; restart it;
+//   - Enforced=False naming "AuthConfig (<name>)" among the components
+//     waiting to sync (ErrOutOfSync, reason Unknown): Kuadrant generated the
+//     AuthConfig but Authorino has not loaded it (its status says why, e.g.
+//     a rule that does not compile, reason Invalid); a restart of the
+//     Kuadrant operator changes nothing, the AuthConfig's status is read;
+//   - otherwise Kuadrant or Authorino is not Ready, or the Gateway is not
+//     programmed.
+func GatewayAuthDiagnosis(p *unstructured.Unstructured, k inventory.Kuadrant, ns, name string) (cause, fix string) {
+	describe := fmt.Sprintf("oc describe authpolicy %s -n %s", name, ns)
+	restart := KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector)
 	for _, typ := range []string{"Accepted", "Enforced"} {
-		if k, ok := cond(p, typ); ok && k.Status != "True" && strings.Contains(k.Message, "restart Kuadrant Operator pod") {
-			return "the Kuadrant operator started before its Gateway API provider and does not enforce the MaaS Gateway AuthPolicy: no AuthConfig exists, so Authorino checks nothing on model requests (restart the operator pod)"
+		if c, ok := cond(p, typ); ok && c.Status != "True" && strings.Contains(c.Message, "restart Kuadrant Operator pod") {
+			return "the Kuadrant operator started before its Gateway API provider and does not enforce the MaaS Gateway AuthPolicy: no AuthConfig exists, so Authorino checks nothing on model requests (restart the operator pod)",
+				restart + "; " + describe
 		}
 	}
-	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests"
+	if c, ok := cond(p, "Enforced"); ok && c.Status != "True" {
+		if names := authConfigsToSync(c.Message); len(names) > 0 {
+			var gets []string
+			for _, n := range names {
+				gets = append(gets, fmt.Sprintf("oc get authconfig %s -n %s -o jsonpath='{.status.conditions}'", n, k.Namespace))
+			}
+			return fmt.Sprintf("Kuadrant generated AuthConfig %s from the MaaS Gateway AuthPolicy, but Authorino has not loaded it (not Ready: its status says why, e.g. a rule that does not compile), so model requests on the routes it covers are not authenticated as MaaS wants; restarting the Kuadrant operator does not change that",
+					strings.Join(names, ", ")),
+				strings.Join(gets, "; ") + "; the MaaS controller renders the policy, so fix what it renders from (the MaaSAuthPolicies) or its version; " + describe
+		}
+	}
+	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests",
+		restart + "; " + describe
+}
+
+// authConfigToSync finds the AuthConfig names in the message of an
+// Enforced=False condition of ErrOutOfSync: "AuthPolicy waiting for the
+// following components to sync: [AuthConfig (<name>) ...]".
+var authConfigToSync = regexp.MustCompile(`AuthConfig \(([^)\s]+)\)`)
+
+func authConfigsToSync(msg string) []string {
+	if !strings.Contains(msg, "waiting for the following components to sync") {
+		return nil
+	}
+	var names []string
+	for _, m := range authConfigToSync.FindAllStringSubmatch(msg, -1) {
+		names = append(names, m[1])
+	}
+	return names
 }

@@ -153,6 +153,26 @@ func TestLiveChecks(t *testing.T) {
 					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
 					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "no ready Authorino instance"}))
 			}},
+		{name: "gateway AuthPolicy not enforced: the restart message of the field report", wantCode: CodeAuthEnforced, wantCause: "started before its Gateway API provider",
+			wantFix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
+						"message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"}))
+			}},
+		{name: "gateway AuthPolicy not enforced: Authorino has not loaded its AuthConfig", wantCode: CodeAuthEnforced,
+			wantCause:  "Authorino has not loaded it",
+			wantDetail: "Enforced=False (Unknown)",
+			wantFix:    "oc get authconfig 5f0e3a1c9b -n kuadrant-system -o jsonpath='{.status.conditions}'",
+			breakf: func(t *testing.T, r *StaticReader) {
+				// kuadrant-operator v1.5.2 ErrOutOfSync, as it wrote it when
+				// Authorino refused the AuthConfig (e2e TestMaaSControllerV021).
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
+						"message": "AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"}))
+			}},
 		{name: "gateway AuthPolicy judged for an older generation", wantCode: CodeAuthEnforced, wantDetail: "status is for generation 1, the policy is at 2",
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o *unstructured.Unstructured) {
