@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -45,7 +46,9 @@ import (
 	"github.com/maasctl/maasctl/e2e/sim"
 	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/e2e/vaultserver"
+	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/waiters"
@@ -66,10 +69,6 @@ type caseOptions struct {
 	noSim bool
 	// vault configures the Vault stand-in; RootToken is set here.
 	vault vaultserver.Options
-	// realKuadrant runs the real Kuadrant, Authorino and Limitador
-	// operators instead of their simulators (also for every case cluster
-	// when MAASCTL_REAL_KUADRANT=1).
-	realKuadrant bool
 }
 
 // newCaseCluster is newCluster with a case's starting point.
@@ -83,8 +82,9 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 	}
 	objs = append(objs, o.extra...)
 	olmDelay, simDelay := sim.SplitOLMDelay(o.delay)
-	real := o.realKuadrant || realKuadrantDefault()
-	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs, OperatorPodReadyDelay: olmDelay, RealKuadrant: real})
+	// The Kuadrant, Authorino and Limitador operators are always the real
+	// ones (e2e/sim simulates none of them).
+	env, err := testenv.Start(ctx, testenv.Options{Fixture: objs, OperatorPodReadyDelay: olmDelay, RealKuadrant: true})
 	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 		t.Skipf("local control plane not built (%v): run make testenv", err)
 	}
@@ -106,11 +106,8 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 	if !o.noSim {
 		logger := simLogger(t, dir)
 		so := sim.Options{RHOAIVersion: o.rhoai, Delay: simDelay, Faults: o.faults, Logger: logger, Postgres: env.Postgres().AdminConnString()}
-		if real {
-			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
-				t.Fatal(err)
-			}
-			so.RealKuadrant = true
+		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+			t.Fatal(err)
 		}
 		h, err := sim.Start(ctx, env.RESTConfig(), so)
 		if err != nil {
@@ -127,7 +124,7 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		t.Fatalf("start Vault-API server: %v", err)
 	}
 	t.Cleanup(func() { _ = vs.Close() })
-	return &cluster{env: env, clients: clients, vault: vs, vaultAddr: addr, vaultToken: token, dir: dir, realKuadrant: real}
+	return &cluster{env: env, clients: clients, vault: vs, vaultAddr: addr, vaultToken: token, dir: dir}
 }
 
 // install runs maasctl install with JSON events.
@@ -538,6 +535,30 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 			if !slices.Contains(done, id) {
 				t.Errorf("independent step %s did not finish: done %v", id, done)
 			}
+		}
+		// verify and doctor judge the real operator's MissingDependency on
+		// the live cluster: the Kuadrant check fails with the B01 cause,
+		// and doctor reports MAAS-D002 with the restart.
+		vr := c.maasctl(t, "verify", "-o", "json", "--live-only")
+		var rep verify.Report
+		if err := json.Unmarshal([]byte(vr.stdout), &rep); err != nil {
+			t.Fatalf("verify output is not a JSON report (exit %d): %v\n%s\n%s", vr.exit, err, vr.stdout, vr.stderr)
+		}
+		expectVerifyFails(t, &rep, vr, verify.CodeKuadrantReady, "started before Istio")
+		dr := c.maasctl(t, "doctor", "-o", "json", "--live-only")
+		var drep doctor.Report
+		if err := json.Unmarshal([]byte(dr.stdout), &drep); err != nil {
+			t.Fatalf("doctor output is not a JSON report (exit %d): %v\n%s\n%s", dr.exit, err, dr.stdout, dr.stderr)
+		}
+		found := false
+		for _, f := range drep.Findings {
+			if f.Code == doctor.CodeKuadrantMissingDep && f.Object == "Kuadrant kuadrant-system/kuadrant" &&
+				strings.Contains(f.Evidence, "MissingDependency") && strings.Contains(f.Fix, "oc delete pod -n openshift-operators -l "+sel) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("doctor findings lack MAAS-D002 on Kuadrant kuadrant-system/kuadrant with the restart:\n%s", dr.stdout)
 		}
 	})
 }

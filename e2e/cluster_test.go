@@ -111,9 +111,6 @@ type cluster struct {
 	external bool
 	// simulated is true when simulated operators run against the cluster.
 	simulated bool
-	// realKuadrant is true when the real Kuadrant, Authorino and Limitador
-	// operators run in the local control plane.
-	realKuadrant bool
 	// sim runs the simulated operators (nil without E2E_SIM).
 	sim *sim.Handle
 	// proxy is the fault proxy between maasctl and the API server, when
@@ -218,17 +215,6 @@ func parallel(t *testing.T) {
 	}
 }
 
-// envRealKuadrant chooses the Kuadrant, Authorino and Limitador operators
-// of every local control plane of the e2e tests: unset or 1, the real ones
-// (testenv Options.RealKuadrant, the default since 2026-12-04); 0, their
-// simulators (e2e/sim kuadrant.go, authorino.go), except for a case that
-// sets caseOptions.realKuadrant. No e2e test needs the simulators since
-// 2026-12-06; they stay for the e2e/sim package's own tests and the
-// benchmarks without -real-kuadrant.
-const envRealKuadrant = "MAASCTL_REAL_KUADRANT"
-
-func realKuadrantDefault() bool { return envBool(envRealKuadrant, true) }
-
 func newCluster(t *testing.T, o clusterOptions) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -253,7 +239,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		// Logf: the control plane's milestones (each component's start,
 		// "ready after N ms") go to the test's log, where go test -v and
 		// a failed test show them: where a slow test spent its time.
-		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: realKuadrantDefault(), Logf: t.Logf}
+		// The Kuadrant, Authorino and Limitador operators are always the
+		// real ones (e2e/sim simulates none of them).
+		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: true, Logf: t.Logf}
 		if o.proxy != nil && o.simViaProxy {
 			// The real OLM writes Subscriptions, InstallPlans and CSVs
 			// maasctl also reads and applies (and the real Kuadrant
@@ -285,7 +273,6 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		logAudit(t, env)
 		c.env = env
 		c.simulated = envBool(envSim, true)
-		c.realKuadrant = to.RealKuadrant
 	}
 	clients, err := kube.New(c.restConfig())
 	if err != nil {
@@ -323,11 +310,10 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		simCfg.UserAgent = simUserAgent
 		logger := simLogger(t, c.dir)
 		so := sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin()}
-		if c.realKuadrant {
-			if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
-				t.Fatal(err)
-			}
-			so.RealKuadrant = true
+		// Against an external cluster the real Kuadrant operators must run
+		// there too (testenv-ctl operators, as make demo runs them).
+		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+			t.Fatal(err)
 		}
 		h, err := sim.Start(ctx, simCfg, so)
 		if err != nil {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make demo: start the local control plane (etcd, kube-apiserver, kcm,
 # scheduler, kwok, the real OLM, PostgreSQL, the real Kuadrant, Authorino and Limitador
-# operators unless REAL_KUADRANT=0), the Vault-API test server, the simulated operators
-# and the data-path stand-in (maas-api, the gateway's auth and token limits, the model; with the
-# real Kuadrant every auth decision is the real Authorino's, from the AuthConfigs in the cluster);
+# operators and the Authorino server), the Vault-API test server, the simulated operators
+# and the data-path stand-in (maas-api, the gateway's token limits, the model; every auth
+# decision is the real Authorino's, from the AuthConfigs in the cluster);
 # run `maasctl install` with the embedded default inventory, prove the endpoint with
 # `maasctl verify --endpoint` (API key minted, /v1/models, a chat completion, 401 without a
 # key, 429 over quota), run the install again (it must change nothing); then stop everything.
@@ -14,20 +14,12 @@ STATE=${STATE:-$PWD/.state/demo}
 # Simulated operator delays (scaled-down real ones); override with SIM_DELAYS.
 # OLM is real (testenv runs its olm and catalog operators), so it has no delay here.
 SIM_DELAYS=${SIM_DELAYS:---delay cnpg=500ms --delay dsc=800ms}
-# The real Kuadrant, Authorino and Limitador operators (as in the tests); 0: their simulators.
-REAL_KUADRANT=${REAL_KUADRANT:-1}
-kuadrant_flag=()
-sim_flags=()
-plane_flags=()
-if [ "$REAL_KUADRANT" = 1 ]; then
-  kuadrant_flag=(--real-kuadrant)
-  # The data-path stand-in asks the real Authorino for every auth decision:
-  # it checks Authorino's listener certificate against the simulated
-  # service CA and serves maas-api's internal endpoints behind the
-  # operators' Service proxy.
-  sim_flags=(--service-ca-file "$STATE/sim-service-ca.crt")
-  plane_flags=(--testenv-state "$STATE" --service-ca-file "$STATE/sim-service-ca.crt")
-fi
+# The data-path stand-in asks the real Authorino for every auth decision:
+# it checks Authorino's listener certificate against the simulated service
+# CA and serves maas-api's internal endpoints behind the operators' Service
+# proxy.
+sim_flags=(--service-ca-file "$STATE/sim-service-ca.crt")
+plane_flags=(--testenv-state "$STATE" --service-ca-file "$STATE/sim-service-ca.crt")
 
 pids=()
 cleanup() {
@@ -46,18 +38,16 @@ rm -rf "$STATE"; mkdir -p "$STATE"
 echo "== starting the local control plane (logs in $STATE)"
 # --model-server: the llama.cpp server the install publishes runs already
 # (the fixture's Service llm-coding-assistant/llama-coder gets a ready endpoint).
-"$BIN/testenv-ctl" up --state "$STATE" --model-server "${kuadrant_flag[@]}" >/dev/null
+"$BIN/testenv-ctl" up --state "$STATE" --model-server --real-kuadrant >/dev/null
 export KUBECONFIG=$STATE/kubeconfig
-if [ "$REAL_KUADRANT" = 1 ]; then
-  # They follow the pods of the RHCL CSV for as long as this script runs.
-  "$BIN/testenv-ctl" operators --state "$STATE" 2>"$STATE/operators.log" &
-  pids+=($!)
-  sleep 1
-  if ! kill -0 "$!" 2>/dev/null; then
-    echo "testenv-ctl operators exited at once:" >&2
-    cat "$STATE/operators.log" >&2
-    exit 1
-  fi
+# They follow the pods of the RHCL CSV for as long as this script runs.
+"$BIN/testenv-ctl" operators --state "$STATE" 2>"$STATE/operators.log" &
+pids+=($!)
+sleep 1
+if ! kill -0 "$!" 2>/dev/null; then
+  echo "testenv-ctl operators exited at once:" >&2
+  cat "$STATE/operators.log" >&2
+  exit 1
 fi
 
 echo "== starting the Vault-API test server and the simulated operators"
@@ -66,7 +56,7 @@ export VAULT_TOKEN
 VAULT_TEST_SERVER_TOKEN=$VAULT_TOKEN "$BIN/vault-test-server" --listen 127.0.0.1:0 --addr-file "$STATE/vault.addr" >"$STATE/vault.log" 2>&1 &
 pids+=($!)
 # shellcheck disable=SC2086
-"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" "${kuadrant_flag[@]}" "${sim_flags[@]}" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
+"$BIN/maasctl-sim" --kubeconfig "$KUBECONFIG" --postgres-admin "$(cat "$STATE/postgres-admin.conn")" "${sim_flags[@]}" $SIM_DELAYS >"$STATE/sim.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$STATE/vault.addr" ] && break; sleep 0.1; done
 VAULT_ADDR=$(cat "$STATE/vault.addr")
@@ -85,16 +75,14 @@ ENDPOINT=$(cat "$STATE/endpoint.url")
 
 echo "== maasctl verify --endpoint $ENDPOINT (key, models, chat, 401, 429)"
 "$BIN/maasctl" verify --endpoint "$ENDPOINT" --ca-file "$STATE/endpoint-ca.crt" --probe-quota | tee "$STATE/verify.txt"
-if [ "$REAL_KUADRANT" = 1 ]; then
-  # The refusal is Authorino's: its reason header, which the stand-in's own
-  # 401 never carries.
-  reason=$(curl -s -o /dev/null -D - --cacert "$STATE/endpoint-ca.crt" "$ENDPOINT/v1/models" | tr -d '\r' | sed -n 's/^[Xx]-[Ee]xt-[Aa]uth-[Rr]eason: //p')
-  if [ "$reason" != "Authentication required" ]; then
-    echo "GET /v1/models without a key was not refused by Authorino (reason header: '$reason')" >&2
-    exit 1
-  fi
-  echo "GET /v1/models without a key: 401 from Authorino ($reason)"
+# The refusal is Authorino's: its reason header, which the stand-in's own
+# 401 never carries.
+reason=$(curl -s -o /dev/null -D - --cacert "$STATE/endpoint-ca.crt" "$ENDPOINT/v1/models" | tr -d '\r' | sed -n 's/^[Xx]-[Ee]xt-[Aa]uth-[Rr]eason: //p')
+if [ "$reason" != "Authentication required" ]; then
+  echo "GET /v1/models without a key was not refused by Authorino (reason header: '$reason')" >&2
+  exit 1
 fi
+echo "GET /v1/models without a key: 401 from Authorino ($reason)"
 
 echo
 echo "== maasctl install (second run: every step must be unchanged)"

@@ -214,8 +214,8 @@ func mapsEqual(a, b map[string]string) bool {
 // to sync: [Limitador]" (internal/kuadrant/errors.go) for a while after a
 // change of the policies it reconciles, here the MaaSAuthPolicy's groups
 // that install --defaults set back. Seen in 6 of 13 runs of this test
-// (2026-12-06, also at the commit before that day's changes); the simulated Kuadrant
-// never wrote that state. Any other step done, or another reason, is still
+// (2026-12-06, also at the commit before that day's changes); the
+// Kuadrant simulator (deleted since) never wrote that state. Any other step done, or another reason, is still
 // a failure.
 func kuadrantSyncReverify(evs []steps.Event, done []string) bool {
 	if len(done) != 1 || done[0] != "verify/status" {

@@ -25,9 +25,6 @@ func TestKuadrantNoStatusComponentReconciled(t *testing.T) {
 	fullOnly(t, "maasctl sets the reconcile trigger on a Kuadrant CR left without status (steps TestKuadrantSuspects covers the decision)")
 	parallel(t)
 	c := newCluster(t, clusterOptions{})
-	if !c.realKuadrant {
-		t.Skip("needs the real Kuadrant operator (MAASCTL_REAL_KUADRANT=0 runs the simulator, which makes no Limitador)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const denyLimitador, denyStatus = "e2e-deny-limitador", "e2e-deny-kuadrant-status"

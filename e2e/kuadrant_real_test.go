@@ -52,7 +52,7 @@ import (
 //     each operator runs in a network namespace of its own.
 func TestRealKuadrantOperator(t *testing.T) {
 	parallel(t)
-	c := newCaseCluster(t, caseOptions{realKuadrant: true, delay: map[string]time.Duration{sim.Gateway: 2 * time.Second}})
+	c := newCaseCluster(t, caseOptions{delay: map[string]time.Duration{sim.Gateway: 2 * time.Second}})
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return

@@ -33,9 +33,6 @@ import (
 func TestKuadrantStalledComponentReconciled(t *testing.T) {
 	parallel(t)
 	c := newCluster(t, clusterOptions{})
-	if !c.realKuadrant {
-		t.Skip("needs the real Kuadrant operator (MAASCTL_REAL_KUADRANT=0 runs the simulator, which makes no Limitador)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const name = "e2e-deny-limitador"

@@ -39,7 +39,7 @@ import (
 func TestMaaSControllerV021(t *testing.T) {
 	fullOnly(t, "the MaaS controller v0.2.1 behaviours of issue 18 (Degraded MaaSSubscription named, MAAS-V010 on the Gateway AuthPolicy, MAAS-D021, uninstall stopping on the MaaS finalizer)")
 	parallel(t)
-	c := newCaseCluster(t, caseOptions{realKuadrant: true, faults: sim.Faults{TokenRateLimitPolicyTargetMissing: true, GatewayAuthPolicyRuleInvalid: true}})
+	c := newCaseCluster(t, caseOptions{faults: sim.Faults{TokenRateLimitPolicyTargetMissing: true, GatewayAuthPolicyRuleInvalid: true}})
 
 	r := c.install(t, "--set", "waitTimeoutSeconds=150")
 	mustFail(t, r)

@@ -34,7 +34,7 @@ import (
 // and a bad value refused before any write.
 func TestN05RateLimitFailsClosed(t *testing.T) {
 	parallel(t)
-	c := newCaseCluster(t, caseOptions{realKuadrant: true})
+	c := newCaseCluster(t, caseOptions{})
 	mustSucceed(t, c.install(t, "--set", "waitTimeoutSeconds=180"))
 	verifyLive := func(t *testing.T, args ...string) (map[string]verify.Check, run) {
 		t.Helper()

@@ -28,7 +28,6 @@ import (
 	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
-	"github.com/maasctl/maasctl/waiters"
 )
 
 const (
@@ -63,7 +62,7 @@ func startPlane(t *testing.T, c *cluster) *plane {
 	// maas-api's DB_CONNECTION_URL names the CNPG -rw Service; the
 	// stand-in sends it to this control plane's PostgreSQL.
 	o := dataplane.Options{Reader: r, Auth: auth, Hosts: []string{appsHost}, DBHosts: dataplane.DBHostsFor(pg.Addr())}
-	if c.realKuadrant && c.sim != nil {
+	if c.sim != nil {
 		o.Authorino = authorinoFor(t, c)
 	}
 	s, err := dataplane.Start(ctx, o)
@@ -307,14 +306,6 @@ func TestVerifyDoctorGather(t *testing.T) {
 		}
 		seen := map[string]verify.Result{}
 		for _, ch := range rep.Checks {
-			// The simulated Kuadrant (MAASCTL_REAL_KUADRANT=0) writes no
-			// EnvoyFilter or WasmPlugin (no Istio CRDs are served then):
-			// MAAS-V017 is proven in TestN05RateLimitFailsClosed. The real
-			// operator writes the EnvoyFilter, and the check must pass.
-			if !c.realKuadrant && ch.Code == verify.CodeFailureModes && ch.Result == verify.Skip && strings.Contains(ch.Detail, "not served") {
-				seen[ch.Code] = ch.Result
-				continue
-			}
 			if ch.Result != verify.Pass {
 				t.Errorf("%s %s: %s", ch.Code, ch.Result, ch.Detail)
 			}
@@ -345,50 +336,48 @@ func TestVerifyDoctorGather(t *testing.T) {
 		if deletes != 2 {
 			t.Errorf("%d successful DELETE /maas-api/v1/api-keys/{id}, want 2", deletes)
 		}
-		if c.realKuadrant {
-			// The model calls' auth was Authorino's: its AuthConfig (made by
-			// the real Kuadrant operator from maas-gateway-auth) called
-			// maas-api's internal endpoints through the Service proxy.
-			calls := map[string]int{}
-			for _, rq := range p.Requests() {
-				if strings.HasPrefix(rq.Path, "/internal/v1/") && rq.Method == http.MethodPost && rq.Status == http.StatusOK {
-					calls[rq.Path]++
-				}
+		// The model calls' auth was Authorino's: its AuthConfig (made by
+		// the real Kuadrant operator from maas-gateway-auth) called
+		// maas-api's internal endpoints through the Service proxy.
+		calls := map[string]int{}
+		for _, rq := range p.Requests() {
+			if strings.HasPrefix(rq.Path, "/internal/v1/") && rq.Method == http.MethodPost && rq.Status == http.StatusOK {
+				calls[rq.Path]++
 			}
-			for _, want := range []string{"/internal/v1/api-keys/validate", "/internal/v1/subscriptions/select"} {
-				if calls[want] == 0 {
-					t.Errorf("Authorino never called maas-api's %s (internal calls: %v)", want, calls)
-				}
+		}
+		for _, want := range []string{"/internal/v1/api-keys/validate", "/internal/v1/subscriptions/select"} {
+			if calls[want] == 0 {
+				t.Errorf("Authorino never called maas-api's %s (internal calls: %v)", want, calls)
 			}
-			// maas-api's routes are the policy's too: the refusals carry
-			// Authorino's reason header (the stand-in's own 401 has none).
-			for _, tc := range []struct {
-				auth   string
-				status int
-				reason string
-			}{
-				{"", http.StatusUnauthorized, "Authentication required"},
-				// Authorino's own reason: the policy's x-ext-auth-reason
-				// expression reads subscription-info, which a path without
-				// a model never fetches.
-				{"Bearer " + dataplane.KeyPrefix + "not-a-key", http.StatusForbidden, "Unauthorized"},
-			} {
-				req, err := http.NewRequest(http.MethodGet, p.URL()+"/v1/models", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tc.auth != "" {
-					req.Header.Set("Authorization", tc.auth)
-				}
-				resp, err := p.hc.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = resp.Body.Close()
-				if resp.StatusCode != tc.status || resp.Header.Get("X-Ext-Auth-Reason") != tc.reason {
-					t.Errorf("GET /v1/models with %q: HTTP %d, X-Ext-Auth-Reason %q; want %d from Authorino with reason %q",
-						strings.SplitN(tc.auth, "-", 3)[0], resp.StatusCode, resp.Header.Get("X-Ext-Auth-Reason"), tc.status, tc.reason)
-				}
+		}
+		// maas-api's routes are the policy's too: the refusals carry
+		// Authorino's reason header (the stand-in's own 401 has none).
+		for _, tc := range []struct {
+			auth   string
+			status int
+			reason string
+		}{
+			{"", http.StatusUnauthorized, "Authentication required"},
+			// Authorino's own reason: the policy's x-ext-auth-reason
+			// expression reads subscription-info, which a path without
+			// a model never fetches.
+			{"Bearer " + dataplane.KeyPrefix + "not-a-key", http.StatusForbidden, "Unauthorized"},
+		} {
+			req, err := http.NewRequest(http.MethodGet, p.URL()+"/v1/models", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := p.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.status || resp.Header.Get("X-Ext-Auth-Reason") != tc.reason {
+				t.Errorf("GET /v1/models with %q: HTTP %d, X-Ext-Auth-Reason %q; want %d from Authorino with reason %q",
+					strings.SplitN(tc.auth, "-", 3)[0], resp.StatusCode, resp.Header.Get("X-Ext-Auth-Reason"), tc.status, tc.reason)
 			}
 		}
 		subs, err := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: "maas.opendatahub.io", Version: "v1alpha1", Resource: "maassubscriptions"}).
@@ -530,53 +519,6 @@ func TestVerifyDoctorGather(t *testing.T) {
 		}
 		if rep, r := verifyRun(t, c, p); r.exit != 0 {
 			t.Errorf("verify after the fix failed: %v\n%s", rep.FailedCodes(), r.stdout)
-		}
-	})
-
-	t.Run("Kuadrant not ready", func(t *testing.T) {
-		if c.realKuadrant {
-			// kuadrant-operator v1.5.2 looks for Istio's CRDs once, when it
-			// starts, never at istiod: deleting istiod leaves the real
-			// Kuadrant Ready. Its MissingDependency is proven by
-			// TestRealKuadrant (the operator started before the CRDs).
-			t.Skip("the real Kuadrant operator does not react to istiod's deletion (case B01's trigger is its start before Istio's CRDs; TestRealKuadrant)")
-		}
-		// Istio reinstalled after the Kuadrant operator started (case B01):
-		// the recreated istiod is newer than the operator pod.
-		if err := c.clients.Kube.AppsV1().Deployments("openshift-ingress").Delete(context.Background(), "istiod-openshift-gateway", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitList(t, c, verify.KuadrantGVK, "kuadrant-system", "", 2*time.Minute, "Kuadrant MissingDependency", func(l []*unstructured.Unstructured) bool {
-			for _, k := range l {
-				if cd, ok := waiters.GetCondition(k, "Ready"); ok && cd.Reason == "MissingDependency" {
-					return true
-				}
-			}
-			return false
-		})
-		rep, r := verifyRun(t, c, p)
-		outputs = append(outputs, r)
-		expectVerifyFails(t, rep, r, verify.CodeKuadrantReady, "started before Istio")
-		expectVerifyFails(t, rep, r, verify.CodeMintKey, string(verify.ClassAuthService))
-		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
-			code: "MAAS-D002", object: "Kuadrant kuadrant-system/kuadrant", evidence: "MissingDependency",
-			fix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
-		}))
-		// Apply the fix doctor names.
-		if err := c.clients.Kube.CoreV1().Pods("openshift-operators").DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: "app=kuadrant,control-plane=controller-manager"}); err != nil {
-			t.Fatal(err)
-		}
-		waitList(t, c, verify.KuadrantGVK, "kuadrant-system", "", 2*time.Minute, "Kuadrant Ready", func(l []*unstructured.Unstructured) bool {
-			for _, k := range l {
-				if cd, ok := waiters.GetCondition(k, "Ready"); ok && cd.Status == "True" {
-					return true
-				}
-			}
-			return false
-		})
-		if rep, r := verifyRun(t, c, p); r.exit != 0 {
-			t.Errorf("verify after restarting the Kuadrant operator failed: %v\n%s", rep.FailedCodes(), r.stdout)
 		}
 	})
 

@@ -44,7 +44,7 @@ func TestOwnsTLSEnabled(t *testing.T) {
 // operator reverted it), and on TLS on once the operator's own apply holds
 // enabled; a CR the operator has only created (no apply yet, as
 // kuadrant-operator v1.5.2 creates it) or whose apply lacks enabled keeps
-// it waiting; a CR that operator never wrote (the simulated Kuadrant's,
+// it waiting; a CR that operator never wrote (created by another writer,
 // owned by a Kuadrant all the same) is done at once.
 func TestTLSKept(t *testing.T) {
 	withTLS := `{"f:spec":{"f:listener":{"f:tls":{"f:enabled":{}}}}}`

@@ -783,10 +783,10 @@ const kuadrantFieldManager = "kuadrant-operator"
 // after this wait had taken the missing apply for "not Kuadrant's"), so a
 // CR that operator created (a managedFields entry of its manager,
 // byManager) waits for that apply too. A CR it never wrote (Authorino
-// deployed otherwise, or by the simulated Kuadrant) is done at once; one
-// whose operator has not applied within tlsKeptWait counts as kept (it
-// applies without force when the CR sets tracing, and cedes the field
-// then).
+// deployed otherwise, or by a Kuadrant operator that does not apply it)
+// is done at once; one whose operator has not applied within tlsKeptWait
+// counts as kept (it applies without force when the CR sets tracing, and
+// cedes the field then).
 func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured.Unstructured) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
 	defer cancel()

@@ -51,8 +51,6 @@ type clusterOptions struct {
 	// server; the simulators go through it too (User-Agent simUserAgent),
 	// and maasctl's watch streams are recorded event by event.
 	record bool
-	// realKuadrant runs the real Kuadrant operators (Options.RealKuadrant).
-	realKuadrant bool
 }
 
 // startCluster starts a control plane in dir (a new folder). Stop it with
@@ -63,7 +61,7 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		return nil, err
 	}
 	olmDelay, _ := sim.SplitOLMDelay(o.delays)
-	te, err := testenv.Start(ctx, testenv.Options{StateDir: filepath.Join(dir, "testenv"), OperatorPodReadyDelay: olmDelay, RealKuadrant: o.realKuadrant})
+	te, err := testenv.Start(ctx, testenv.Options{StateDir: filepath.Join(dir, "testenv"), OperatorPodReadyDelay: olmDelay, RealKuadrant: true})
 	if err != nil {
 		return nil, fmt.Errorf("start the local control plane: %w", err)
 	}
@@ -111,14 +109,12 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		c.stop()
 		return nil, err
 	}
-	so := sim.Options{Delay: simOnly(o.delays), Logger: logger, Postgres: te.Postgres().AdminConnString(), RealKuadrant: o.realKuadrant}
-	if o.realKuadrant {
-		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
-			cancel()
-			closeLog()
-			c.stop()
-			return nil, err
-		}
+	so := sim.Options{Delay: simOnly(o.delays), Logger: logger, Postgres: te.Postgres().AdminConnString()}
+	if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+		cancel()
+		closeLog()
+		c.stop()
+		return nil, err
 	}
 	h, err := sim.Start(sctx, simCfg, so)
 	if err != nil {

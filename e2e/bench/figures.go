@@ -55,14 +55,13 @@ var stepChains = map[string][][]string{
 	"platform/certificate":   {{sim.CertManager}},
 	"platform/gateway":       {{sim.Gateway}},
 	"platform/route":         {{sim.Router}},
-	"platform/kuadrant":      {{sim.Kuadrant, sim.Authorino}},
 	"platform/authorino-tls": {{sim.ServiceCA}},
 	"rhoai/dsci":             {{sim.DSCI}},
 	"rhoai/dsc":              {{sim.DSC}},
 	"models/provider":        {{sim.MaaS}},
 	"models/model":           {{sim.MaaS}, {sim.MaaS}},
-	"access/auth-policy":     {{sim.MaaS, sim.Kuadrant}},
-	"access/subscription":    {{sim.MaaS, sim.Kuadrant}},
+	"access/auth-policy":     {{sim.MaaS}},
+	"access/subscription":    {{sim.MaaS}},
 }
 
 // configuredDelay is the simulated delay of step id under delays: the sum

@@ -65,7 +65,7 @@ var (
 // delays) and times `maasctl migrate tiers` on it.
 func migratePoint(ctx context.Context, o Options, n int, res *Results) error {
 	o.Logf("migrate: tier-based MaaS with %d annotated models on a fresh control plane", n)
-	c, err := startCluster(ctx, newDir(o, fmt.Sprintf("migrate-%d", n)), clusterOptions{record: true, realKuadrant: o.RealKuadrant})
+	c, err := startCluster(ctx, newDir(o, fmt.Sprintf("migrate-%d", n)), clusterOptions{record: true})
 	if err != nil {
 		return err
 	}

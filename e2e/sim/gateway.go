@@ -190,15 +190,11 @@ func (g *gatewayCtl) reconcileClass(ctx context.Context, k key) error {
 	return m.updateStatus(ctx, gvrGatewayClass, gc, status)
 }
 
-// kuadrantOperatorStarted reports whether the Kuadrant operator runs and
-// has read its dependencies: with the simulated operator, a Running
-// operator pod; with the real one (Options.RealKuadrant), a pod Running
-// for realKuadrantBoot (the harness starts the process for the Running
-// pod; it checks its dependencies during its start).
+// kuadrantOperatorStarted reports whether the real Kuadrant operator runs
+// and has read its dependencies: its pod has been Running for
+// realKuadrantBoot (the harness starts the process for the Running pod; it
+// checks its dependencies during its start).
 func (g *gatewayCtl) kuadrantOperatorStarted(ctx context.Context) bool {
-	if !g.m.opts.RealKuadrant {
-		return (&kuadrantCtl{m: g.m}).operatorPod() != nil
-	}
 	pods, err := g.m.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=kuadrant,control-plane=controller-manager"})
 	if err != nil {
 		return false

@@ -235,10 +235,6 @@ func (m *manager) start(ctx context.Context) error {
 	registerServiceCA(m)
 	registerGateway(m)
 	registerRouter(m)
-	if !m.opts.RealKuadrant {
-		registerKuadrant(m)
-		registerAuthorino(m)
-	}
 	registerLWS(m)
 	registerRHOAI(m)
 	registerMaaS(m)

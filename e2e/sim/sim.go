@@ -17,8 +17,6 @@
 //	gateway       OpenShift Gateway API controller (Istio via OSSM 3):
 //	              GatewayClass, Gateway, HTTPRoute
 //	router        OpenShift router: Route admission
-//	kuadrant      Kuadrant (RHCL): Kuadrant, AuthPolicy, TokenRateLimitPolicy
-//	authorino     Authorino operator: Authorino
 //	lws           Leader Worker Set operator: LeaderWorkerSetOperator
 //	dsci, dsc     RHOAI operator: DSCInitialization, DataScienceCluster
 //	maas          MaaS controller: ExternalProvider, ExternalModel,
@@ -27,6 +25,12 @@
 // Those names are the keys of Options.Delay. OLM itself is real (e2e/testenv
 // runs operator-lifecycle-manager's olm and catalog operators on generated
 // catalogs); each simulated operator starts when its real CSV is Succeeded.
+// So are Kuadrant and Authorino: kuadrant-operator, authorino-operator,
+// limitador-operator and the Authorino server run as processes of the
+// control plane (testenv Options.RealKuadrant) and write the Kuadrant CR's
+// status, the Authorino CR, the AuthConfigs and every policy status; no
+// simulator here writes any of them. Tests that touch Kuadrant objects
+// start the control plane with them.
 package sim
 
 import (
@@ -50,8 +54,6 @@ const (
 	ServiceCA   = "service-ca"
 	Gateway     = "gateway"
 	Router      = "router"
-	Kuadrant    = "kuadrant"
-	Authorino   = "authorino"
 	LWS         = "lws"
 	DSCI        = "dsci"
 	DSC         = "dsc"
@@ -78,7 +80,7 @@ func SplitOLMDelay(delays map[string]time.Duration) (time.Duration, map[string]t
 
 // ControllerNames lists every simulated controller name, sorted.
 func ControllerNames() []string {
-	n := []string{CNPG, CertManager, ServiceCA, Gateway, Router, Kuadrant, Authorino, LWS, DSCI, DSC, MaaS}
+	n := []string{CNPG, CertManager, ServiceCA, Gateway, Router, LWS, DSCI, DSC, MaaS}
 	sort.Strings(n)
 	return n
 }
@@ -125,12 +127,6 @@ type Options struct {
 	// Empty: no database is created (an external cluster, or tests of the
 	// Kubernetes side only).
 	Postgres string
-	// RealKuadrant says the real Kuadrant, Authorino and Limitador
-	// operators run (testenv Options.RealKuadrant): the simulated Kuadrant
-	// operator (Kuadrant CR status, the Authorino CR, AuthPolicy and
-	// TokenRateLimitPolicy status) and Authorino operator do nothing then,
-	// and the Faults that stand for those statuses are refused.
-	RealKuadrant bool
 	// IstioCRDs, when set, is a file of Istio CRDs (testenv.IstioCRDFile)
 	// that the simulated OpenShift ingress operator registers, as OSSM
 	// does, before it creates istiod: the real Kuadrant operator looks for
@@ -173,23 +169,22 @@ type Faults struct {
 	// BackoffLimitExceeded, which CNPG never reports in the Cluster status
 	// (case B09, cloudnative-pg#11044).
 	CNPGInitdbFails bool
-	// KuadrantStuckMissingDependency keeps Kuadrant Ready=False with reason
-	// MissingDependency whatever operator pod runs, as when the dependency
-	// is really missing (case B01 variant). With RealKuadrant the
-	// simulated ingress operator then never registers Istio's CRDs
-	// (istiod still appears), so the real operator keeps reporting it.
+	// KuadrantStuckMissingDependency keeps the real Kuadrant operator at
+	// Ready=False with reason MissingDependency whatever operator pod runs,
+	// as when the dependency is really missing (case B01 variant): the
+	// simulated ingress operator never registers Istio's CRDs (istiod
+	// still appears).
 	KuadrantStuckMissingDependency bool
 	// IstioAfterKuadrantOperator holds the install of Istio (istiod) until
-	// a Kuadrant operator pod runs, so the operator certainly starts
+	// a Kuadrant operator pod has run for realKuadrantBoot (the real
+	// process reads its dependencies when it starts, about a second after
+	// its pod is Running on this machine), so the operator certainly starts
 	// before its Gateway API provider exists: the trigger state of case
 	// B01. Without it the order is a race between the gateway delay and
 	// the real OLM installing the RHCL CSV, which under load can finish
 	// after Istio exists (then no MissingDependency occurs, as on a
 	// cluster where RHCL was installed late). The gateway delay still
 	// holds the GatewayClass's Accepted as before.
-	// With RealKuadrant the operator pod must also have run for
-	// realKuadrantBoot (the real process reads its dependencies when it
-	// starts, about a second after its pod is Running on this machine).
 	IstioAfterKuadrantOperator bool
 	// GatewayAuthPolicyRuleInvalid makes the MaaS controller render its
 	// Gateway AuthPolicy maas-gateway-auth with an OPA rule

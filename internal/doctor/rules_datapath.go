@@ -214,7 +214,7 @@ func gatewayAuth(s *verify.State) []Finding {
 	if ok {
 		return nil
 	}
-	cause, fix := verify.GatewayAuthDiagnosis(p, s.Inv.Kuadrant, ns, name)
+	cause, fix := verify.GatewayAuthDiagnosis(p, s.Inv, ns, name)
 	return []Finding{finding(CodeGatewayAuth, o, strings.Join(ev, "; "), cause, fix)}
 }
 

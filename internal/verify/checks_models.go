@@ -172,8 +172,14 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			if ok {
 				detail = e.String()
 			}
-			out = append(out, ec.fail(detail, "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)",
-				"oc describe "+strings.ToLower(genKind)+" "+ref[1]+" -n "+ref[0]))
+			describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
+			cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
+			if ok && e.Status != "True" {
+				if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
+					cause, fix = c, f+"; "+describeCmd
+				}
+			}
+			out = append(out, ec.fail(detail, cause, fix))
 		}
 	}
 	return out
@@ -220,7 +226,7 @@ func checkGatewayAuth(s *State) Check {
 	if ok {
 		return c.pass(detail)
 	}
-	cause, fix := GatewayAuthDiagnosis(p, s.Inv.Kuadrant, ns, name)
+	cause, fix := GatewayAuthDiagnosis(p, s.Inv, ns, name)
 	return c.fail(detail, cause, fix)
 }
 
@@ -234,14 +240,13 @@ func checkGatewayAuth(s *State) Check {
 //   - a condition saying "restart Kuadrant Operator pod" (the field report
 //     of issue 18 on AuthPolicy/maas-gateway-auth while istiod ran): the
 //     operator started before its Gateway API provider; restart it;
-//   - Enforced=False naming "AuthConfig (<name>)" among the components
-//     waiting to sync (ErrOutOfSync, reason Unknown): Kuadrant generated the
-//     AuthConfig but Authorino has not loaded it (its status says why, e.g.
-//     a rule that does not compile, reason Invalid); a restart of the
-//     Kuadrant operator changes nothing, the AuthConfig's status is read;
+//   - Enforced=False naming components waiting to sync (ErrOutOfSync,
+//     reason Unknown): policySyncDiagnosis, e.g. an AuthConfig Authorino has
+//     not loaded; a restart of the Kuadrant operator changes nothing;
 //   - otherwise Kuadrant or Authorino is not Ready, or the Gateway is not
 //     programmed.
-func GatewayAuthDiagnosis(p *unstructured.Unstructured, k inventory.Kuadrant, ns, name string) (cause, fix string) {
+func GatewayAuthDiagnosis(p *unstructured.Unstructured, inv *inventory.Inventory, ns, name string) (cause, fix string) {
+	k := inv.Kuadrant
 	describe := fmt.Sprintf("oc describe authpolicy %s -n %s", name, ns)
 	restart := KuadrantRestartCommand(k.OperatorNamespace, k.OperatorSelector)
 	for _, typ := range []string{"Accepted", "Enforced"} {
@@ -251,32 +256,61 @@ func GatewayAuthDiagnosis(p *unstructured.Unstructured, k inventory.Kuadrant, ns
 		}
 	}
 	if c, ok := cond(p, "Enforced"); ok && c.Status != "True" {
-		if names := authConfigsToSync(c.Message); len(names) > 0 {
-			var gets []string
-			for _, n := range names {
-				gets = append(gets, fmt.Sprintf("oc get authconfig %s -n %s -o jsonpath='{.status.conditions}'", n, k.Namespace))
-			}
-			return fmt.Sprintf("Kuadrant generated AuthConfig %s from the MaaS Gateway AuthPolicy, but Authorino has not loaded it (not Ready: its status says why, e.g. a rule that does not compile), so model requests on the routes it covers are not authenticated as MaaS wants; restarting the Kuadrant operator does not change that",
-					strings.Join(names, ", ")),
-				strings.Join(gets, "; ") + "; the MaaS controller renders the policy, so fix what it renders from (the MaaSAuthPolicies) or its version; " + describe
+		if cause, fix, found := policySyncDiagnosis("AuthPolicy", c.Message, inv); found {
+			return cause, fix + "; " + describe
 		}
 	}
 	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests",
 		restart + "; " + describe
 }
 
-// authConfigToSync finds the AuthConfig names in the message of an
-// Enforced=False condition of ErrOutOfSync: "AuthPolicy waiting for the
-// following components to sync: [AuthConfig (<name>) ...]".
-var authConfigToSync = regexp.MustCompile(`AuthConfig \(([^)\s]+)\)`)
-
-func authConfigsToSync(msg string) []string {
-	if !strings.Contains(msg, "waiting for the following components to sync") {
-		return nil
+// policySyncDiagnosis explains an Enforced=False condition of a Kuadrant
+// policy of kind whose message is kuadrant-operator v1.5.2's ErrOutOfSync
+// ("<Kind> waiting for the following components to sync: [...]",
+// internal/kuadrant/errors.go; the components from the policy status
+// updaters, e.g. auth_policy_status_updater.go enforcedCondition). found
+// is false for any other message. The components it names, in this order:
+//   - "AuthConfig (<name>)": Kuadrant generated the AuthConfig but Authorino
+//     has not loaded it (Ready=False: its status says why, e.g. a rule that
+//     does not compile, reason Invalid);
+//   - "Gateway (<ns>/<name>)": the Gateway's class has a controller the
+//     operator does not take for Istio or Envoy Gateway, so it writes no
+//     gateway configuration: the operator lacks
+//     ISTIO_GATEWAY_CONTROLLER_NAMES for OpenShift's class (maasctl sets
+//     it in the RHCL Subscription's config);
+//   - "Limitador": Kuadrant accepted the limits but the Limitador CR does
+//     not hold them yet or is not Ready (with many policies this takes
+//     minutes).
+func policySyncDiagnosis(kind, msg string, inv *inventory.Inventory) (cause, fix string, found bool) {
+	const marker = "waiting for the following components to sync:"
+	i := strings.Index(msg, marker)
+	if i < 0 {
+		return "", "", false
 	}
-	var names []string
-	for _, m := range authConfigToSync.FindAllStringSubmatch(msg, -1) {
-		names = append(names, m[1])
+	components := msg[i+len(marker):]
+	k := inv.Kuadrant
+	if names := syncAuthConfig.FindAllStringSubmatch(components, -1); len(names) > 0 {
+		var list, gets []string
+		for _, m := range names {
+			list = append(list, m[1])
+			gets = append(gets, fmt.Sprintf("oc get authconfig %s -n %s -o jsonpath='{.status.conditions}'", m[1], k.Namespace))
+		}
+		return fmt.Sprintf("Kuadrant generated AuthConfig %s from the %s, but Authorino has not loaded it (not Ready: its status says why, e.g. a rule that does not compile), so requests on the routes it covers are not authenticated as the policy says; restarting the Kuadrant operator does not change that",
+				strings.Join(list, ", "), kind),
+			strings.Join(gets, "; ") + "; the MaaS controller renders the policy, so fix what it renders from (the MaaSAuthPolicies) or its version", true
 	}
-	return names
+	if m := syncGateway.FindStringSubmatch(components); m != nil {
+		return fmt.Sprintf("the Kuadrant operator does not take Gateway %s's class for an Istio gateway, so it configures nothing on it: its ISTIO_GATEWAY_CONTROLLER_NAMES does not name the class's controller (%s)", m[1], orNone(inv.Gateway.ControllerName)),
+			fmt.Sprintf("maasctl install (sets %s in the RHCL Subscription's spec.config.env and waits for the operator to run with it); check: oc get subscription -n %s -o yaml", inventory.EnvGatewayControllerNames, k.OperatorNamespace), true
+	}
+	if strings.Contains(components, "Limitador") {
+		return "Kuadrant accepted the policy but waits for Limitador: the Limitador CR does not hold its limits yet or is not Ready (with many policies this takes minutes), so the token limits are not applied",
+			fmt.Sprintf("oc get limitador -n %s -o jsonpath='{.items[*].status.conditions}'; wait and run maasctl verify again", k.Namespace), true
+	}
+	return fmt.Sprintf("Kuadrant waits for components to take the %s:%s", kind, components), fmt.Sprintf("oc get kuadrant -n %s -o yaml", k.Namespace), true
 }
+
+var (
+	syncAuthConfig = regexp.MustCompile(`AuthConfig \(([^)\s]+)\)`)
+	syncGateway    = regexp.MustCompile(`Gateway \(([^)\s]+)\)`)
+)

@@ -190,6 +190,27 @@ func TestLiveChecks(t *testing.T) {
 						"model": "qwen35-9b-coder", "ready": false, "reason": "NotAccepted", "message": "target is invalid"}}, "status", "tokenRateLimitStatuses")
 				})
 			}},
+		{name: "generated TokenRateLimitPolicy waits for Limitador", wantCode: CodeTokenLimitEnf,
+			wantCause: "waits for Limitador", wantFix: "oc get limitador -n kuadrant-system",
+			breakf: func(t *testing.T, r *StaticReader) {
+				// kuadrant-operator v1.5.2 ErrOutOfSync, as it wrote it for
+				// 1000 models (maasctl-bench, 2026-12-06).
+				edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
+						"message": "TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"}))
+			}},
+		{name: "gateway AuthPolicy not enforced: the operator does not take the class for Istio's", wantCode: CodeAuthEnforced,
+			wantCause: "ISTIO_GATEWAY_CONTROLLER_NAMES does not name the class's controller (openshift.io/gateway-controller/v1)",
+			wantFix:   "maasctl install (sets ISTIO_GATEWAY_CONTROLLER_NAMES",
+			breakf: func(t *testing.T, r *StaticReader) {
+				// As the real operator wrote it when the RHCL Subscription
+				// lacked the variable (e2e/sim TestInstallContractFlow).
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
+						"message": "AuthPolicy waiting for the following components to sync: [Gateway (openshift-ingress/maas-default-gateway)]"}))
+			}},
 		{name: "generated TokenRateLimitPolicy missing", wantCode: CodeTokenLimitEnf,
 			breakf: func(t *testing.T, r *StaticReader) {
 				r.Remove(TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder")

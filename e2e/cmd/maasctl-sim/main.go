@@ -4,7 +4,11 @@
 //
 // Usage:
 //
-//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [--real-kuadrant] [-v]
+//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [--service-ca-file FILE] [-v]
+//
+// The Kuadrant, Authorino and Limitador operators are not simulated: run
+// them with `testenv-ctl up --real-kuadrant` and `testenv-ctl operators`
+// (as make demo does). maasctl-sim registers Istio's CRDs for them.
 package main
 
 import (
@@ -64,7 +68,6 @@ func run(args []string) error {
 	version := fs.String("rhoai-version", sim.RHOAI35, "simulated RHOAI release: 3.3, 3.4 or 3.5")
 	verbose := fs.Bool("v", false, "debug logging")
 	postgres := fs.String("postgres-admin", "", "superuser connection string of the PostgreSQL the simulated CNPG Clusters run on (testenv writes it to STATE/postgres-admin.conn); empty: no database is created")
-	realKuadrant := fs.Bool("real-kuadrant", false, "the real Kuadrant, Authorino and Limitador operators run (testenv operators): leave their work to them, and register Istio's CRDs for the Kuadrant operator")
 	caFile := fs.String("service-ca-file", "", "write the simulated service-ca operator's CA (PEM) to this file once started: the CA of Authorino's listener certificate, which the data-path stand-in checks")
 	delays := delayFlag{}
 	fs.Var(delays, "delay", "per-controller delay name=duration, repeatable; names: "+strings.Join(sim.ControllerNames(), ", "))
@@ -95,11 +98,9 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log.Info("starting simulated operators", zap.String("rhoai", *version), zap.Any("delays", map[string]time.Duration(delays)))
-	so := sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log, Postgres: *postgres, RealKuadrant: *realKuadrant}
-	if *realKuadrant {
-		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
-			return err
-		}
+	so := sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log, Postgres: *postgres}
+	if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
+		return err
 	}
 	h, err := sim.Start(ctx, cfg, so)
 	if err != nil {
