@@ -98,7 +98,7 @@ func newTiersClusterOf(t *testing.T, simDelay map[string]time.Duration, fixtures
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	olmDelay, simDelay := sim.SplitOLMDelay(simDelay)
-	env, err := testenv.Start(ctx, testenv.Options{OperatorPodReadyDelay: olmDelay})
+	env, err := testenv.Start(ctx, testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: true})
 	if errors.Is(err, testenv.ErrNotBuilt) && os.Getenv("MAASCTL_REQUIRE_TESTENV") == "" {
 		t.Skipf("local control plane not built (%v): run make testenv", err)
 	}
@@ -141,7 +141,11 @@ func newTiersClusterOf(t *testing.T, simDelay map[string]time.Duration, fixtures
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{Delay: simDelay, Logger: logger, Postgres: env.Postgres().AdminConnString()})
+	istioCRDs, err := testenv.IstioCRDFile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{Delay: simDelay, Logger: logger, Postgres: env.Postgres().AdminConnString(), IstioCRDs: istioCRDs})
 	if err != nil {
 		t.Fatalf("start simulators: %v", err)
 	}

@@ -52,8 +52,8 @@ func killPoints() int {
 var proofDelays = map[string]time.Duration{
 	"olm": 400 * time.Millisecond, "cnpg": 400 * time.Millisecond, "dsc": 600 * time.Millisecond,
 	"dsci": 200 * time.Millisecond, "cert-manager": 200 * time.Millisecond, "gateway": 200 * time.Millisecond,
-	"kuadrant": 200 * time.Millisecond, "lws": 200 * time.Millisecond, "maas": 100 * time.Millisecond,
-	"router": 100 * time.Millisecond, "authorino": 100 * time.Millisecond, "service-ca": 100 * time.Millisecond,
+	"lws": 200 * time.Millisecond, "maas": 100 * time.Millisecond,
+	"router": 100 * time.Millisecond, "service-ca": 100 * time.Millisecond,
 }
 
 const killLease = "2s"

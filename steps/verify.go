@@ -47,7 +47,7 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 		After:  after,
 		Apply:  applyVerify,
 		Access: func(e *Env, _ *Step, _ func(schema.GroupVersionKind) string) []Access { return verifyReads(e.Inv) },
-		Check: func(ctx context.Context, e *Env, _ *Step) (bool, string, error) {
+		Check: func(ctx context.Context, e *Env, s *Step) (bool, string, error) {
 			if e.Verify.Endpoint != "" {
 				// Requests prove only the moment they are sent: with an
 				// endpoint the data path is checked on every run.
@@ -62,9 +62,22 @@ func verifySteps(inv *inventory.Inventory) []*Step {
 			if err != nil {
 				return false, "", err
 			}
-			rep, _, err := verify.Run(ctx, verify.Options{Inventory: e.Inv, Release: rel, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}})
+			o := verify.Options{Inventory: e.Inv, Release: rel, Reader: verify.ReadOnly{Reader: verify.NewReader(e.Clients)}}
+			rep, _, err := verify.Run(ctx, o)
 			if err != nil {
 				return false, "", err
+			}
+			if !rep.Passed && onlyKuadrantPending(rep) {
+				// Kuadrant re-judges its policies after any change it
+				// sees (the MaaS controller re-rendering them, a Limitador
+				// resync) and reports them Enforced=False "waiting for the
+				// following components to sync" for seconds meanwhile,
+				// with nothing for maasctl to apply: wait that out as
+				// applyVerify would, instead of running the step again
+				// (seen in CI: a converged re-run redid verify/status).
+				if rep, err = settleVerify(ctx, e, s.ID, o, rep, min(stepTimeout(s, e), verifySettle)); err != nil {
+					return false, "", err
+				}
 			}
 			if !rep.Passed {
 				return false, failedChecks(rep, false), nil

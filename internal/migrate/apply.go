@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -87,8 +88,7 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 		if !ok {
 			continue
 		}
-		rv := r.ResourceVersion
-		err = resourceFor(c, m, r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		err = deleteAsBackedUp(ctx, c, b, m, r)
 		switch {
 		case apierrors.IsNotFound(err):
 			fmt.Fprintf(out, "  %s was already gone\n", r)
@@ -113,6 +113,49 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 		fmt.Fprintf(out, "  removed annotation %s from %s\n", TierAnnotation, u.Ref)
 	}
 	return nil
+}
+
+// deleteAsBackedUp deletes r only as it was backed up. The delete carries
+// the backed-up resourceVersion as a precondition; when that conflicts,
+// the live object is read again and, if what a user writes (spec, data,
+// labels and annotations: sameRestorable) is still as backed up, the
+// delete is sent again with the live resourceVersion. Status writes then
+// do not stop the migration: the real kuadrant-operator re-judges the old
+// tier policies (their Enforced condition) once the MaaS controller's
+// gateway policies appear, after the backup (e2e TestMigrateTiers on the
+// real operator, 2026-12-06). A change of what a user writes still ends in
+// a Conflict. Errors are the API's; a Conflict means the object changed.
+func deleteAsBackedUp(ctx context.Context, c *kube.Clients, b *Backup, m *meta.RESTMapping, r ObjectRef) error {
+	ri := resourceFor(c, m, r.Namespace)
+	rv := r.ResourceVersion
+	err := ri.Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	for attempt := 0; attempt < 3 && apierrors.IsConflict(err); attempt++ {
+		backed, ok, berr := backedUp(b, r)
+		if berr != nil || !ok {
+			return err
+		}
+		live, gerr := ri.Get(ctx, r.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if !sameRestorable(live, backed) {
+			return err
+		}
+		rv = live.GetResourceVersion()
+		err = ri.Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	}
+	return err
+}
+
+// backedUp reads the backup of r; ok is false when the backup holds none.
+func backedUp(b *Backup, r ObjectRef) (*unstructured.Unstructured, bool, error) {
+	for _, e := range b.Manifest.Entries {
+		if e.Ref.Kind == r.Kind && e.Ref.Namespace == r.Namespace && e.Ref.Name == r.Name && e.Ref.GroupKind() == r.GroupKind() {
+			u, err := b.Object(e)
+			return u, err == nil, err
+		}
+	}
+	return nil, false, nil
 }
 
 // removeAnnotation removes the tier annotation with a JSON patch that
