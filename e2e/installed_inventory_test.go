@@ -210,4 +210,3 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
-
