@@ -460,8 +460,9 @@ var (
 // TestB01KuadrantMissingDependency: the Kuadrant operator starts before
 // Istio; maasctl restarts it exactly once, judging by the condition reason
 // (whatever the message says: steps TestKuadrantReadyOrMissing); when the
-// dependency stays missing it stops
-// with MissingDependency, the GatewayClass and a bounded number of restarts.
+// dependency stays missing it stops with MissingDependency, the
+// GatewayClass and a bounded number of restarts, and verify and doctor
+// name the state.
 func TestB01KuadrantMissingDependency(t *testing.T) {
 	parallel(t)
 	const sel = "app=kuadrant,control-plane=controller-manager"
