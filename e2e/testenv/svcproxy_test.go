@@ -28,16 +28,9 @@ func TestServiceProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "maas-api.redhat-ai-gateway-infra.svc.cluster.local"
-	cert, err := ca.Issue(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := serviceServer(t, ca, name, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello from "+r.Host)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.StartTLS()
-	defer srv.Close()
+	})
 	if err := p.Route(name+":8443", srv.Listener.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -93,14 +86,7 @@ func TestServiceRoutesFromAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	const name = "maas-api.redhat-ai-gateway-infra.svc.cluster.local"
-	cert, err := ca.Issue(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.StartTLS()
-	defer srv.Close()
+	srv := serviceServer(t, ca, name, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	if err := AddServiceRoute(state, "other.svc:443", "10.0.0.1:443"); err == nil {
 		t.Error("AddServiceRoute accepted the target 10.0.0.1:443; want only loopback")
 	}
@@ -128,4 +114,19 @@ func proxiedClient(t *testing.T, p *ServiceProxy, caPEM []byte) *http.Client {
 	}
 	proxyURL, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(p.Port()))
 	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}}
+}
+
+// serviceServer starts an https server on loopback for Service name, with
+// a certificate ca issued for it; it stops with the test.
+func serviceServer(t *testing.T, ca *ServiceCA, name string, h http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	cert, err := ca.Issue(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
 }
