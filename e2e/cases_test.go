@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -540,27 +539,10 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 		// verify and doctor judge the real operator's MissingDependency on
 		// the live cluster: the Kuadrant check fails with the B01 cause,
 		// and doctor reports MAAS-D002 with the restart.
-		vr := c.maasctl(t, "verify", "-o", "json", "--live-only")
-		var rep verify.Report
-		if err := json.Unmarshal([]byte(vr.stdout), &rep); err != nil {
-			t.Fatalf("verify output is not a JSON report (exit %d): %v\n%s\n%s", vr.exit, err, vr.stdout, vr.stderr)
-		}
-		expectVerifyFails(t, &rep, vr, verify.CodeKuadrantReady, "started before Istio")
-		dr := c.maasctl(t, "doctor", "-o", "json", "--live-only")
-		var drep doctor.Report
-		if err := json.Unmarshal([]byte(dr.stdout), &drep); err != nil {
-			t.Fatalf("doctor output is not a JSON report (exit %d): %v\n%s\n%s", dr.exit, err, dr.stdout, dr.stderr)
-		}
-		found := false
-		for _, f := range drep.Findings {
-			if f.Code == doctor.CodeKuadrantMissingDep && f.Object == "Kuadrant kuadrant-system/kuadrant" &&
-				strings.Contains(f.Evidence, "MissingDependency") && strings.Contains(f.Fix, "oc delete pod -n openshift-operators -l "+sel) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("doctor findings lack MAAS-D002 on Kuadrant kuadrant-system/kuadrant with the restart:\n%s", dr.stdout)
-		}
+		rep, vr := verifyRun(t, c, nil)
+		expectVerifyFails(t, rep, vr, verify.CodeKuadrantReady, "started before Istio")
+		expectFinding(t, c, nil, doctorFinding{code: doctor.CodeKuadrantMissingDep, object: "Kuadrant kuadrant-system/kuadrant",
+			evidence: "MissingDependency", fix: "oc delete pod -n openshift-operators -l " + sel})
 	})
 }
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"strings"
 	"testing"
@@ -50,11 +49,7 @@ func TestMaaSControllerV021(t *testing.T) {
 		"MaaSSubscription models-as-a-service/llama-coder-default", "phase Degraded",
 		"TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder NotAccepted", "TokenRateLimitPolicy target", "-missing was not found")
 
-	vr := c.maasctl(t, "verify", "-o", "json", "--live-only")
-	var rep verify.Report
-	if err := json.Unmarshal([]byte(vr.stdout), &rep); err != nil {
-		t.Fatalf("verify output is not a JSON report (exit %d): %v\n%s\n%s", vr.exit, err, vr.stdout, vr.stderr)
-	}
+	rep, _ := verifyRun(t, c, nil)
 	var v010 []verify.Check
 	for _, ch := range rep.Checks {
 		if ch.Code == verify.CodeAuthEnforced {
@@ -76,21 +71,8 @@ func TestMaaSControllerV021(t *testing.T) {
 		t.Errorf("MAAS-V010 = %+v, want a failure on AuthPolicy openshift-ingress/maas-gateway-auth naming Enforced=False and AuthConfig %s, and no operator restart", ch, ac)
 	}
 
-	dr := c.maasctl(t, "doctor", "-o", "json", "--live-only")
-	var drep doctor.Report
-	if err := json.Unmarshal([]byte(dr.stdout), &drep); err != nil {
-		t.Fatalf("doctor output is not a JSON report (exit %d): %v\n%s\n%s", dr.exit, err, dr.stdout, dr.stderr)
-	}
-	found := false
-	for _, f := range drep.Findings {
-		if f.Code == doctor.CodeGatewayAuth && f.Object == "AuthPolicy openshift-ingress/maas-gateway-auth" &&
-			strings.Contains(f.Evidence, "Enforced=False") && strings.Contains(f.Fix, "oc get authconfig "+ac) {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("doctor findings lack MAAS-D021 on AuthPolicy openshift-ingress/maas-gateway-auth:\n%s", dr.stdout)
-	}
+	expectFinding(t, c, nil, doctorFinding{code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
+		evidence: "Enforced=False", fix: "oc get authconfig " + ac})
 
 	// The DataScienceCluster goes first (as an uninstall in the wrong
 	// order would do it): the MaaS controller goes with it.

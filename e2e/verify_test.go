@@ -224,8 +224,13 @@ func runLlamaCoder(t *testing.T, c *cluster, replicas int32) {
 // verifyRun runs maasctl verify -o json and parses the report.
 func verifyRun(t *testing.T, c *cluster, p *plane, extra ...string) (*verify.Report, run) {
 	t.Helper()
-	args := append([]string{"verify", "-o", "json", "--endpoint", p.URL(), "--ca-file", p.ca}, extra...)
-	r := c.maasctl(t, args...)
+	args := []string{"verify", "-o", "json"}
+	if p != nil {
+		args = append(args, "--endpoint", p.URL(), "--ca-file", p.ca)
+	} else {
+		args = append(args, "--live-only")
+	}
+	r := c.maasctl(t, append(args, extra...)...)
 	var rep verify.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("verify output is not a JSON report (exit %d): %v\nstdout:\n%s\nstderr:\n%s", r.exit, err, r.stdout, r.stderr)

@@ -149,17 +149,12 @@ func TestLiveChecks(t *testing.T) {
 			}},
 		{name: "gateway AuthPolicy not enforced", wantCode: CodeAuthEnforced, wantCause: "does not enforce",
 			breakf: func(t *testing.T, r *StaticReader) {
-				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
-					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
-					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "no ready Authorino instance"}))
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("no ready Authorino instance"))
 			}},
 		{name: "gateway AuthPolicy not enforced: the restart message of the field report", wantCode: CodeAuthEnforced, wantCause: "started before its Gateway API provider",
 			wantFix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
 			breakf: func(t *testing.T, r *StaticReader) {
-				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
-					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
-					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
-						"message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"}))
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"))
 			}},
 		{name: "gateway AuthPolicy not enforced: Authorino has not loaded its AuthConfig", wantCode: CodeAuthEnforced,
 			wantCause:  "Authorino has not loaded it",
@@ -168,10 +163,7 @@ func TestLiveChecks(t *testing.T) {
 			breakf: func(t *testing.T, r *StaticReader) {
 				// kuadrant-operator v1.5.2 ErrOutOfSync, as it wrote it when
 				// Authorino refused the AuthConfig (e2e TestMaaSControllerV021).
-				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
-					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
-					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
-						"message": "AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"}))
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"))
 			}},
 		{name: "gateway AuthPolicy judged for an older generation", wantCode: CodeAuthEnforced, wantDetail: "status is for generation 1, the policy is at 2",
 			breakf: func(t *testing.T, r *StaticReader) {
@@ -195,10 +187,7 @@ func TestLiveChecks(t *testing.T) {
 			breakf: func(t *testing.T, r *StaticReader) {
 				// kuadrant-operator v1.5.2 ErrOutOfSync, as it wrote it for
 				// 1000 models (maasctl-bench, 2026-12-06).
-				edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", setConditions(
-					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
-					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
-						"message": "TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"}))
+				edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", notEnforced("TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"))
 			}},
 		{name: "gateway AuthPolicy not enforced: the operator does not take the class for Istio's", wantCode: CodeAuthEnforced,
 			wantCause: "ISTIO_GATEWAY_CONTROLLER_NAMES does not name the class's controller (openshift.io/gateway-controller/v1)",
@@ -206,10 +195,7 @@ func TestLiveChecks(t *testing.T) {
 			breakf: func(t *testing.T, r *StaticReader) {
 				// As the real operator wrote it when the RHCL Subscription
 				// lacked the variable (e2e/sim TestInstallContractFlow).
-				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
-					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
-					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown",
-						"message": "AuthPolicy waiting for the following components to sync: [Gateway (openshift-ingress/maas-default-gateway)]"}))
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [Gateway (openshift-ingress/maas-default-gateway)]"))
 			}},
 		{name: "generated TokenRateLimitPolicy missing", wantCode: CodeTokenLimitEnf,
 			breakf: func(t *testing.T, r *StaticReader) {
@@ -293,4 +279,13 @@ func TestSnapshotNeverHoldsSecretValues(t *testing.T) {
 			t.Errorf("snapshot holds secret value %q", v)
 		}
 	}
+}
+
+// notEnforced sets a Kuadrant policy Accepted but Enforced=False, reason
+// Unknown, with msg: how the kuadrant-operator reports a policy it has not
+// enforced yet (ErrOutOfSync and the others of reason Unknown).
+func notEnforced(msg string) func(*unstructured.Unstructured) {
+	return setConditions(
+		map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+		map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": msg})
 }
