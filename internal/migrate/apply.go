@@ -129,11 +129,14 @@ func deleteAsBackedUp(ctx context.Context, c *kube.Clients, b *Backup, m *meta.R
 	ri := resourceFor(c, m, r.Namespace)
 	rv := r.ResourceVersion
 	err := ri.Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	backed, ok, berr := backedUp(b, r)
+	if berr != nil || !ok {
+		return err
+	}
 	for attempt := 0; attempt < 3 && apierrors.IsConflict(err); attempt++ {
-		backed, ok, berr := backedUp(b, r)
-		if berr != nil || !ok {
-			return err
-		}
 		live, gerr := ri.Get(ctx, r.Name, metav1.GetOptions{})
 		if gerr != nil {
 			return gerr
@@ -150,7 +153,7 @@ func deleteAsBackedUp(ctx context.Context, c *kube.Clients, b *Backup, m *meta.R
 // backedUp reads the backup of r; ok is false when the backup holds none.
 func backedUp(b *Backup, r ObjectRef) (*unstructured.Unstructured, bool, error) {
 	for _, e := range b.Manifest.Entries {
-		if e.Ref.Kind == r.Kind && e.Ref.Namespace == r.Namespace && e.Ref.Name == r.Name && e.Ref.GroupKind() == r.GroupKind() {
+		if e.Ref.GroupKind() == r.GroupKind() && e.Ref.Namespace == r.Namespace && e.Ref.Name == r.Name {
 			u, err := b.Object(e)
 			return u, err == nil, err
 		}
