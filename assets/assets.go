@@ -197,10 +197,21 @@ func renderFile(name string, d data) ([]*unstructured.Unstructured, error) {
 // makes each Service's labels exactly its Authorino CR's
 // (pkg/reconcilers/service_mutator.go LabelsMutator, on every reconcile
 // of the CR or the Service): a label of maasctl's own would be removed
-// again and again, and re-added by every maasctl run.
+// again and again, and re-added by every maasctl run. The same holds for
+// the Authorino Deployment, whose env maasctl sets: the operator makes its
+// labels exactly the CR's (DeploymentLabelsMutator).
 func OperatorLabelled(o *unstructured.Unstructured, inv *inventory.Inventory) bool {
 	k := inv.Kuadrant
-	return o.GetAPIVersion() == "v1" && o.GetKind() == "Service" && o.GetNamespace() == k.Namespace && o.GetName() == k.AuthorinoService
+	if o.GetNamespace() != k.Namespace {
+		return false
+	}
+	switch o.GetAPIVersion() + " " + o.GetKind() {
+	case "v1 Service":
+		return o.GetName() == k.AuthorinoService
+	case "apps/v1 Deployment":
+		return o.GetName() == k.AuthorinoName
+	}
+	return false
 }
 
 func decode(b []byte) ([]*unstructured.Unstructured, error) {

@@ -58,13 +58,14 @@ func TestRenderProperties(t *testing.T) {
 		check func(t *testing.T, r Rendered)
 	}{
 		{
-			name: "every object carries the managed-by label, but the Authorino Service whose labels its operator sets",
+			name: "every object carries the managed-by label, but the Authorino Service and Deployment whose labels its operator sets",
 			check: func(t *testing.T, r Rendered) {
 				for id, objs := range r {
 					for _, o := range objs {
-						if o.GetKind() == "Service" && o.GetName() == "authorino-authorino-authorization" {
+						if o.GetKind() == "Service" && o.GetName() == "authorino-authorino-authorization" ||
+							o.GetKind() == "Deployment" && o.GetName() == "authorino" && o.GetNamespace() == "kuadrant-system" {
 							if _, ok := o.GetLabels()[ManagedByLabel]; ok {
-								t.Errorf("%s: Service %s carries %s: authorino-operator removes it again", id, o.GetName(), ManagedByLabel)
+								t.Errorf("%s: %s %s carries %s: authorino-operator removes it again", id, o.GetKind(), o.GetName(), ManagedByLabel)
 							}
 							continue
 						}

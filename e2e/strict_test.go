@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/e2e/testenv"
@@ -113,6 +114,23 @@ func TestRenderedObjectsPassStrictValidation(t *testing.T) {
 	// take spec.oidcServer away from it.
 	if _, err := ri.Create(ctx, authorino, metav1.CreateOptions{FieldManager: "authorino-operator"}); err != nil {
 		t.Fatalf("create the operator's Authorino: %v", err)
+	}
+	// And the Deployment the authorino-operator makes for that CR, whose
+	// container env maasctl sets.
+	deploy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": inv.Kuadrant.AuthorinoName, "namespace": inv.Kuadrant.Namespace},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": map[string]any{"authorino-resource": inv.Kuadrant.AuthorinoName}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"authorino-resource": inv.Kuadrant.AuthorinoName}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "authorino", "image": "quay.io/kuadrant/authorino:v0.27.0"}}},
+			},
+		},
+	}}
+	if _, err := c.Dynamic.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(deploy.GetNamespace()).
+		Create(ctx, deploy, metav1.CreateOptions{FieldManager: "authorino-operator"}); err != nil {
+		t.Fatalf("create the operator's Authorino Deployment: %v", err)
 	}
 	for _, o := range objs {
 		if o.GetKind() == "Service" || o.GetKind() == "Secret" && o.GetName() == "llama-coder-api-key" {

@@ -80,3 +80,101 @@ func TestTLSKept(t *testing.T) {
 		}
 	}
 }
+
+// caItem is one spec.volumes item of an Authorino CR.
+func caItem(name, path string) map[string]any {
+	return map[string]any{"name": name, "mountPath": path, "configMaps": []any{"cm-" + name}}
+}
+
+func authorinoCR(items ...any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "operator.authorino.kuadrant.io/v1beta1", "kind": "Authorino",
+		"metadata": map[string]any{"name": "authorino", "namespace": "kuadrant-system"}, "spec": map[string]any{}}}
+	if items != nil {
+		_ = unstructured.SetNestedSlice(u.Object, items, "spec", "volumes", "items")
+	}
+	return u
+}
+
+// TestMergeVolumes: maasctl's Authorino apply keeps the volumes others put
+// in the CR (spec.volumes.items is an atomic list: an apply replaces it
+// whole) and replaces its own by name.
+func TestMergeVolumes(t *testing.T) {
+	ours := caItem("openshift-service-ca", "/etc/ssl/certs/openshift-service-ca")
+	for _, tc := range []struct {
+		name string
+		live *unstructured.Unstructured
+		want []string // item names in order
+	}{
+		{"no live volumes", authorinoCR(), []string{"openshift-service-ca"}},
+		{"only ours, mounted elsewhere before", authorinoCR(caItem("openshift-service-ca", "/old")), []string{"openshift-service-ca"}},
+		{"another volume is kept first", authorinoCR(caItem("oidc-ca", "/etc/oidc")), []string{"oidc-ca", "openshift-service-ca"}},
+		{"another and ours", authorinoCR(caItem("openshift-service-ca", "/old"), caItem("oidc-ca", "/etc/oidc")), []string{"oidc-ca", "openshift-service-ca"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := authorinoCR(ours)
+			got := mergeVolumes(tc.live, cr)
+			items, _, _ := unstructured.NestedSlice(got.Object, "spec", "volumes", "items")
+			var names []string
+			for _, it := range items {
+				names = append(names, it.(map[string]any)["name"].(string))
+				if it.(map[string]any)["name"] == "openshift-service-ca" && it.(map[string]any)["mountPath"] != "/etc/ssl/certs/openshift-service-ca" {
+					t.Errorf("our item kept the live mountPath %v", it.(map[string]any)["mountPath"])
+				}
+			}
+			if strings.Join(names, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("items %v, want %v", names, tc.want)
+			}
+			if items, _, _ := unstructured.NestedSlice(cr.Object, "spec", "volumes", "items"); len(items) != 1 {
+				t.Errorf("the rendered CR was changed: %d items", len(items))
+			}
+		})
+	}
+}
+
+// TestEnvDrift: the Check of platform/authorino-tls judges the Authorino
+// Deployment by the env variables it sets, by name, whatever else the
+// container holds.
+func TestEnvDrift(t *testing.T) {
+	deploy := func(env ...any) *unstructured.Unstructured {
+		c := map[string]any{"name": "authorino", "image": "authorino:v0.27.0"}
+		if env != nil {
+			c["env"] = env
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{c}}}}}}
+	}
+	v := func(n, val string) any { return map[string]any{"name": n, "value": val} }
+	want := deploy(v("SSL_CERT_FILE", "/ca/b.crt"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt"))
+	for _, tc := range []struct {
+		name string
+		live *unstructured.Unstructured
+		want string
+	}{
+		{"both set", deploy(v("SSL_CERT_FILE", "/ca/b.crt"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt")), ""},
+		{"both set among others, in another order", deploy(v("LOG_LEVEL", "debug"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt"), v("SSL_CERT_FILE", "/ca/b.crt")), ""},
+		{"none", deploy(), ".spec.template.spec.containers[authorino].env[SSL_CERT_FILE]"},
+		{"one missing", deploy(v("SSL_CERT_FILE", "/ca/b.crt")), ".spec.template.spec.containers[authorino].env[REQUESTS_CA_BUNDLE]"},
+		{"another value", deploy(v("SSL_CERT_FILE", "/etc/pki/other.crt"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt")), ".spec.template.spec.containers[authorino].env[SSL_CERT_FILE].value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := envDrift(tc.live, want); got != tc.want {
+				t.Errorf("envDrift = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMissingMounts: the env is set only once the operator mounted the
+// CR's volumes in the Deployment's container.
+func TestMissingMounts(t *testing.T) {
+	d := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{
+		map[string]any{"name": "authorino", "volumeMounts": []any{map[string]any{"name": "tls-cert", "mountPath": "/etc/ssl/certs/tls.crt"}}}}}}}}}
+	want := caMounts(authorinoCR(caItem("openshift-service-ca", "/etc/ssl/certs/openshift-service-ca")))
+	if got := missingMounts(d, want); len(got) != 1 || got[0] != "/etc/ssl/certs/openshift-service-ca" {
+		t.Errorf("missing %v, want the service CA mount", got)
+	}
+	c := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	c["volumeMounts"] = append(c["volumeMounts"].([]any), map[string]any{"name": "openshift-service-ca", "mountPath": "/etc/ssl/certs/openshift-service-ca"})
+	if got := missingMounts(d, want); len(got) != 0 {
+		t.Errorf("missing %v once mounted", got)
+	}
+}

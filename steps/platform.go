@@ -102,12 +102,20 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 		steps = append(steps, &Step{
 			ID: "platform/authorino-tls", Title: "Authorino TLS with a service-CA certificate",
 			After: []string{"platform/kuadrant"},
-			Apply: applyAuthorinoTLS, Desired: authorinoTLSDesired, Render: renderAuthorinoTLS,
+			Apply: applyAuthorinoTLS, Check: checkAuthorinoTLS, Desired: authorinoTLSDesired, Render: renderAuthorinoTLS,
+			// The Deployment is done once the pods with the service CA
+			// trust run (the readiness table has no Deployment rule).
+			Ready: func(o *unstructured.Unstructured) waiters.Condition {
+				if o.GetKind() == "Deployment" {
+					return waiters.DeploymentRolledOut
+				}
+				return nil
+			},
 			// The upstream Authorino operator creates no Service while the
 			// listener's TLS Secret is missing, and that Secret comes from
 			// the Service's annotation: the Service goes first, alone.
 			RenderApart: true,
-			// Both objects exist before the step patches them: no create.
+			// The objects exist before the step patches them: no create.
 			Access: func(e *Env, s *Step, resource func(schema.GroupVersionKind) string) []Access {
 				return append(ObjectAccess(e.objects(s.ID), resource, false), readAccess("", "secrets", k.Namespace)...)
 			},
@@ -714,10 +722,18 @@ func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unst
 // never creates it (unblockAuthorinoService when the operator will not).
 // After TLS is on, it waits for the Kuadrant operator to keep it on
 // (waitTLSKept), applying it again when that operator reverted it.
+//
+// The same Authorino CR apply mounts OpenShift's service CA bundle
+// (spec.volumes, merged with the items others put there:
+// withLiveVolumes); once the authorino-operator has mounted it in the
+// Deployment, the step points SSL_CERT_FILE at it there and waits for the
+// rollout: Authorino's HTTPS calls to maas-api (API key validation) trust
+// the service CA only then (the upstream MaaS TLS guide's outbound flow,
+// which RHOAI leaves to the installer).
 func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 	id := s.ID
 	objs := e.objects(id)
-	svc, authorino := objs[0], objs[1]
+	svc, authorino, deploy := objs[0], objs[1], objs[2]
 	k := e.Inv.Kuadrant
 	if err := unblockAuthorinoService(ctx, e, id, svc, authorino); err != nil {
 		return err
@@ -740,6 +756,10 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName()}); err != nil {
 		return err
 	}
+	authorino, err := withLiveVolumes(ctx, e, authorino)
+	if err != nil {
+		return err
+	}
 	for attempt := 1; ; attempt++ {
 		if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{authorino}); err != nil {
 			return err
@@ -748,8 +768,11 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 			return err
 		}
 		kept, err := waitTLSKept(ctx, e, id, authorino)
-		if err != nil || kept {
+		if err != nil {
 			return err
+		}
+		if kept {
+			break
 		}
 		if attempt == maxTLSReverts {
 			return fmt.Errorf("Authorino %s/%s: the Kuadrant operator turned listener TLS off again %d times after maasctl turned it on; check that nothing else manages the CR (oc get authorino %s -n %s --show-managed-fields), then run maasctl install again",
@@ -757,6 +780,184 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 		}
 		e.progress(id, "the Kuadrant operator wrote listener TLS off again (its Authorino reconcile applies the TLS settings it last read, with force); applying TLS on again")
 	}
+	if err := waitCAMounted(ctx, e, id, objs[1], deploy); err != nil {
+		return err
+	}
+	if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{deploy}); err != nil {
+		return err
+	}
+	return waitReady(ctx, e, s, []*unstructured.Unstructured{deploy})
+}
+
+// caMounts returns the mountPath of each spec.volumes item of the Authorino
+// CR cr (maasctl's rendered one).
+func caMounts(cr *unstructured.Unstructured) []string {
+	items, _, _ := unstructured.NestedSlice(cr.Object, "spec", "volumes", "items")
+	var out []string
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if p, ok := m["mountPath"].(string); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// waitCAMounted waits until the Deployment deploy (as rendered: name and
+// namespace) mounts every spec.volumes item of cr in its first container,
+// as authorino-operator v0.21.0 does on its next reconcile of the CR
+// (pkg/reconcilers/deployment_mutator.go AuthorinoDeployment,
+// DeploymentVolumeMountsMutator): SSL_CERT_FILE set before then names a
+// file the pod does not have yet.
+func waitCAMounted(ctx context.Context, e *Env, id string, cr, deploy *unstructured.Unstructured) error {
+	want := caMounts(cr)
+	return waiters.All(ctx, e.Clients, waiters.Target{GVK: deploy.GroupVersionKind(), Namespace: deploy.GetNamespace(), Name: deploy.GetName(),
+		Cond: func(u *unstructured.Unstructured) waiters.Result {
+			if missing := missingMounts(u, want); len(missing) > 0 {
+				return waiters.Result{Status: "waiting for the Authorino operator to mount " + strings.Join(missing, ", ")}
+			}
+			return waiters.Result{Done: true, Status: "service CA bundle mounted"}
+		},
+		OnChange: func(r waiters.Result) {
+			e.progress(id, "Deployment %s/%s: %s", deploy.GetNamespace(), deploy.GetName(), r.Status)
+		}})
+}
+
+// missingMounts returns the paths of want that the first container of the
+// Deployment u does not mount.
+func missingMounts(u *unstructured.Unstructured, want []string) []string {
+	have := map[string]bool{}
+	containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	if len(containers) > 0 {
+		c, _ := containers[0].(map[string]any)
+		mounts, _, _ := unstructured.NestedSlice(c, "volumeMounts")
+		for _, m := range mounts {
+			if mm, ok := m.(map[string]any); ok {
+				p, _ := mm["mountPath"].(string)
+				have[p] = true
+			}
+		}
+	}
+	var out []string
+	for _, p := range want {
+		if !have[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// withLiveVolumes returns the Authorino CR cr with the spec.volumes items
+// of the live CR that cr does not name kept before cr's own. The CRD
+// declares spec.volumes.items without a list type, so an apply replaces
+// the whole list: a volume someone else mounted would be lost. A CR that
+// does not exist yet, or is not served, gets cr as it is.
+func withLiveVolumes(ctx context.Context, e *Env, cr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	live, err := e.Clients.Get(ctx, cr)
+	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+		return cr, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return mergeVolumes(live, cr), nil
+}
+
+// mergeVolumes is withLiveVolumes on a live CR already read.
+func mergeVolumes(live, cr *unstructured.Unstructured) *unstructured.Unstructured {
+	ours, _, _ := unstructured.NestedSlice(cr.Object, "spec", "volumes", "items")
+	theirs, _, _ := unstructured.NestedSlice(live.Object, "spec", "volumes", "items")
+	named := map[string]bool{}
+	for _, it := range ours {
+		if m, ok := it.(map[string]any); ok {
+			n, _ := m["name"].(string)
+			named[n] = true
+		}
+	}
+	var items []any
+	for _, it := range theirs {
+		if m, ok := it.(map[string]any); ok {
+			if n, _ := m["name"].(string); !named[n] {
+				items = append(items, it)
+			}
+		}
+	}
+	if len(items) == 0 {
+		return cr
+	}
+	out := cr.DeepCopy()
+	_ = unstructured.SetNestedSlice(out.Object, append(items, ours...), "spec", "volumes", "items")
+	return out
+}
+
+// checkAuthorinoTLS is platform/authorino-tls's Check: the Service and the
+// Authorino CR (its volumes merged as Apply writes them) as checkLive
+// judges them, then the Deployment's container carrying each env variable
+// the step sets, by name: the container's other variables are someone
+// else's.
+func checkAuthorinoTLS(ctx context.Context, e *Env, s *Step) (bool, string, error) {
+	objs := e.objects(s.ID)
+	cr, err := withLiveVolumes(ctx, e, objs[1])
+	if err != nil {
+		return false, "", err
+	}
+	if ok, msg, err := checkLive(ctx, e, s, []*unstructured.Unstructured{objs[0], cr}); err != nil || !ok {
+		return ok, msg, err
+	}
+	deploy := objs[2]
+	live, err := e.Clients.Get(ctx, deploy)
+	if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+		return false, kube.Describe(deploy) + " missing", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	if path := envDrift(live, deploy); path != "" {
+		return false, fmt.Sprintf("%s drifted at %s", kube.Describe(deploy), path), nil
+	}
+	if r := s.readiness(deploy)(live); !r.Done {
+		return false, fmt.Sprintf("%s not ready: %s", kube.Describe(deploy), r.Status), nil
+	}
+	return true, "", nil
+}
+
+// envDrift returns the path of the first env variable of want's containers
+// that live's container of the same name lacks or sets otherwise; "" when
+// every one is as wanted.
+func envDrift(live, want *unstructured.Unstructured) string {
+	liveEnv := map[string]map[string]any{}
+	lc, _, _ := unstructured.NestedSlice(live.Object, "spec", "template", "spec", "containers")
+	for _, c := range lc {
+		cm, _ := c.(map[string]any)
+		name, _ := cm["name"].(string)
+		env, _, _ := unstructured.NestedSlice(cm, "env")
+		for _, v := range env {
+			if vm, ok := v.(map[string]any); ok {
+				n, _ := vm["name"].(string)
+				liveEnv[name+"/"+n] = vm
+			}
+		}
+	}
+	wc, _, _ := unstructured.NestedSlice(want.Object, "spec", "template", "spec", "containers")
+	for _, c := range wc {
+		cm, _ := c.(map[string]any)
+		name, _ := cm["name"].(string)
+		env, _, _ := unstructured.NestedSlice(cm, "env")
+		for _, v := range env {
+			vm, _ := v.(map[string]any)
+			n, _ := vm["name"].(string)
+			path := fmt.Sprintf(".spec.template.spec.containers[%s].env[%s]", name, n)
+			got, ok := liveEnv[name+"/"+n]
+			if !ok {
+				return path
+			}
+			if p, ok := Contains(got, vm); !ok {
+				return path + p
+			}
+		}
+	}
+	return ""
 }
 
 // maxTLSReverts bounds how often platform/authorino-tls turns listener TLS
@@ -917,7 +1118,7 @@ func unblockAuthorinoService(ctx context.Context, e *Env, id string, svc, author
 	where := fmt.Sprintf("Service %s/%s is missing and Authorino %s reports %s", svc.GetNamespace(), svc.GetName(), live.GetName(), rc.String())
 	if tlsOn && secretGone {
 		e.progress(id, "%s; its listener TLS names a Secret that does not exist, so the Authorino operator creates no Service: turning listener TLS off until the service CA re-issues the certificate", where)
-		off := authorino.DeepCopy()
+		off := mergeVolumes(live, authorino).DeepCopy()
 		if err := unstructured.SetNestedField(off.Object, false, "spec", "listener", "tls", "enabled"); err != nil {
 			return err
 		}
@@ -982,11 +1183,15 @@ func keepMonitoring(e RecordEntry, live *unstructured.Unstructured) string {
 func authorinoTLSDesired(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) {
 	var out []DesiredObject
 	for _, o := range e.objects(s.ID) {
-		if _, err := e.Clients.Get(ctx, o); apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+		live, err := e.Clients.Get(ctx, o)
+		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
 			out = append(out, DesiredObject{Obj: o, Note: "cannot be known before the Kuadrant and Authorino operators create it (after step platform/kuadrant runs)"})
 			continue
 		} else if err != nil {
 			return nil, err
+		}
+		if o.GetKind() == "Authorino" {
+			o = mergeVolumes(live, o)
 		}
 		out = append(out, DesiredObject{Obj: o})
 	}
@@ -995,9 +1200,12 @@ func authorinoTLSDesired(ctx context.Context, e *Env, s *Step) ([]DesiredObject,
 
 func renderAuthorinoTLS(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
 	k := inv.Kuadrant
-	return objs, []string{"Both objects are created by the Kuadrant and Authorino operators; these manifests",
-		"only add TLS settings. Apply them with server-side apply once the objects exist, the",
-		"Service file first: Authorino creates its Services only while its TLS Secret exists.",
+	return objs, []string{"The Service, the Authorino CR and its Deployment are created by the Kuadrant and",
+		"Authorino operators; these manifests only add the TLS settings and the service CA",
+		"trust. Apply them with server-side apply once the objects exist, the Service file",
+		"first: Authorino creates its Services only while its TLS Secret exists; the",
+		"Deployment last, once the operator has mounted the CR's service CA volume in it.",
+		"spec.volumes.items of the Authorino CR is one list: keep any volume it already has.",
 		"If Kuadrant " + k.Namespace + "/" + k.Name + " reports Ready=False reason MissingDependency (its operator started",
 		"before Istio existed), restart the operator once, which install does itself:",
 		"  oc delete pod -n " + k.OperatorNamespace + " -l " + k.OperatorSelector}, nil

@@ -117,6 +117,7 @@ var Rules = []Rule{
 	{CodeDBDirty, Error, "maas-api crash-loops: Dirty database version N (an interrupted schema migration)"},
 	{CodeDBIndexInvalid, Error, "A MaaS index is INVALID after an interrupted CREATE INDEX CONCURRENTLY (nothing reports it)"},
 	{CodeSharedPriority, Warning, "MaaSSubscription shows SpecPriorityDuplicate=True: another subscription has the same priority"},
+	{CodeAuthorinoTrust, Error, "Every model call with a valid API key gets 401/403: Authorino does not trust the service CA that signs maas-api's certificate"},
 }
 
 func rule(code string) Rule {
@@ -306,7 +307,7 @@ func Analyze(s *verify.State, dataPath []verify.Check) []Finding {
 	for _, r := range []func(*verify.State) []Finding{
 		maasNotEnabled, kuadrant, gateway, maasAPI, dbConfig, monitoring,
 		providers, serviceMesh, modelServing, governance, access, tokenLimits, gatewayAuth,
-		missingObjects, kuadrantOperator, authService, schemaFindings, sharedPriority,
+		missingObjects, kuadrantOperator, authService, schemaFindings, sharedPriority, authorinoTrust,
 	} {
 		out = append(out, r(s)...)
 	}

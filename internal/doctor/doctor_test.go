@@ -96,6 +96,17 @@ func TestRules(t *testing.T) {
 					_ = unstructured.SetNestedSlice(o, l, "status", "conditions")
 				})
 			}},
+		// The upstream MaaS TLS guide's outbound flow missing: Authorino
+		// cannot verify maas-api's service-CA certificate.
+		{name: "Authorino without the service CA trust", code: doctor.CodeAuthorinoTrust, object: "Deployment kuadrant-system/authorino",
+			evidence: "container authorino sets no SSL_CERT_FILE", fix: "maasctl install   (mounts the service CA bundle",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DeploymentGVK, "kuadrant-system", "authorino", func(o map[string]any) {
+					cs, _, _ := unstructured.NestedSlice(o, "spec", "template", "spec", "containers")
+					delete(cs[0].(map[string]any), "env")
+					_ = unstructured.SetNestedSlice(o, cs, "spec", "template", "spec", "containers")
+				})
+			}},
 		{name: "Kuadrant MissingDependency", code: doctor.CodeKuadrantMissingDep, object: "Kuadrant kuadrant-system/kuadrant", evidence: "MissingDependency",
 			fix: "oc delete pod -n openshift-operators -l app=kuadrant,control-plane=controller-manager",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

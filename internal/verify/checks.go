@@ -66,6 +66,7 @@ const (
 	CodeMaaSAPIMigrations = "MAAS-V015"
 	CodeDBSchema          = "MAAS-V016"
 	CodeFailureModes      = "MAAS-V017"
+	CodeAuthorinoTrust    = "MAAS-V018"
 	CodeHealth            = "MAAS-V020"
 	CodeMintKey           = "MAAS-V021"
 	CodeListModels        = "MAAS-V022"
@@ -100,6 +101,7 @@ var Catalogue = []CodeInfo{
 	{CodeMaaSAPIMigrations, "maas-api pods report no failed schema migration", false},
 	{CodeDBSchema, "MaaS schema healthy in the database (owner, not dirty, indexes valid)", false},
 	{CodeFailureModes, "gateway Wasm failure modes as the inventory says (rate limits, auth fail closed)", false},
+	{CodeAuthorinoTrust, "Authorino trusts the service CA for its calls to maas-api", false},
 	{CodeHealth, "GET /maas-api/health answers 200", true},
 	{CodeMintKey, "API key minted (POST /maas-api/v1/api-keys)", true},
 	{CodeListModels, "GET /v1/models lists each model", true},
@@ -162,7 +164,7 @@ func LiveChecks(s *State) []Check {
 		out = append(out, checkGatewayAuth(s))
 	}
 	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
-	return append(out, checkOperatorEnv(s), checkRoute(s), checkMigrations(s), checkDBSchema(s), checkFailureModes(s))
+	return append(out, checkOperatorEnv(s), checkRoute(s), checkMigrations(s), checkDBSchema(s), checkFailureModes(s), checkAuthorinoTrust(s))
 }
 
 // checkRoute (MAAS-V014): the passthrough Route that publishes the

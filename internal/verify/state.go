@@ -127,10 +127,14 @@ type State struct {
 	// nil when not found), which keeps Authorino's Deployment and Services
 	// as its Authorino CR says.
 	AuthorinoOperator *unstructured.Unstructured
-	Gateway           *unstructured.Unstructured
-	GatewayClass      *unstructured.Unstructured
-	GatewayService    *unstructured.Unstructured
-	Certificate       *unstructured.Unstructured
+	// AuthorinoDeployment is the Deployment the Authorino operator makes
+	// for the Authorino CR (named after it, in the Kuadrant namespace;
+	// nil when not found): MAAS-V018 reads its CA trust.
+	AuthorinoDeployment *unstructured.Unstructured
+	Gateway             *unstructured.Unstructured
+	GatewayClass        *unstructured.Unstructured
+	GatewayService      *unstructured.Unstructured
+	Certificate         *unstructured.Unstructured
 	// CertIssuer is the ClusterIssuer gateway.certIssuer names (nil: not
 	// found, or no issuer configured).
 	CertIssuer       *unstructured.Unstructured
@@ -320,6 +324,7 @@ func (sn *snapshotter) platform(inv *inventory.Inventory, rel release.Release) {
 	async(func() {
 		s.AuthorinoOperator = get(DeploymentGVK, inv.Kuadrant.OperatorNamespace, AuthorinoOperatorDeployment)
 	})
+	async(func() { s.AuthorinoDeployment = get(DeploymentGVK, inv.Kuadrant.Namespace, inv.Kuadrant.AuthorinoName) })
 	async(func() { s.GatewayClass = get(GatewayClassGVK, "", inv.Gateway.ClassName) })
 	async(func() { s.Gateway = get(GatewayGVK, inv.Gateway.Namespace, inv.Gateway.Name) })
 	// The WasmPlugin is read only when the EnvoyFilter that replaced it
