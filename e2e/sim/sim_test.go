@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -719,10 +720,28 @@ func TestInstallContractFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.waitFor(t, gvrSecret, "kuadrant-system", "authorino-server-cert", time.Minute, "exists", exists)
-		_, err = c.dyn.Resource(gvrAuthorino).Namespace("kuadrant-system").Patch(t.Context(), "authorino", "application/merge-patch+json",
-			[]byte(`{"spec":{"listener":{"tls":{"enabled":true,"certSecretRef":{"name":"authorino-server-cert"}}}}}`), metav1.PatchOptions{})
-		if err != nil {
-			t.Fatal(err)
+		// The real kuadrant-operator force-applies spec.listener.tls as its
+		// last read had it (README finding 8): a reconcile that read the CR
+		// before the patch turns TLS off again, and RHOAI then finds no
+		// Authorino with TLS (seen in a whole-package run). Like
+		// platform/authorino-tls, the flow waits until that operator's own
+		// apply carries TLS on, and patches it on again if it was reverted.
+		for attempt := 1; ; attempt++ {
+			_, err = c.dyn.Resource(gvrAuthorino).Namespace("kuadrant-system").Patch(t.Context(), "authorino", "application/merge-patch+json",
+				[]byte(`{"spec":{"listener":{"tls":{"enabled":true,"certSecretRef":{"name":"authorino-server-cert"}}}}}`), metav1.PatchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := c.waitFor(t, gvrAuthorino, "kuadrant-system", "authorino", time.Minute, "listener TLS off, or on in the Kuadrant operator's apply", func(u *unstructured.Unstructured) bool {
+				return listenerTLSOff(u) || kuadrantAppliedTLS(u)
+			})
+			if !listenerTLSOff(last) {
+				break
+			}
+			if attempt == 3 {
+				t.Fatalf("the Kuadrant operator turned listener TLS off again %d times", attempt)
+			}
+			t.Logf("the Kuadrant operator turned listener TLS off again (attempt %d); patching it on again", attempt)
 		}
 		c.waitFor(t, gvrAuthorino, "kuadrant-system", "authorino", 2*time.Minute, "Ready", hasCondition("Ready", "True", "Provisioned"))
 	})
@@ -1177,4 +1196,29 @@ func startWith(t *testing.T, envOpts testenv.Options, opts Options) *cluster {
 		}
 	})
 	return &cluster{dyn: dynamic.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), cfg: cfg}
+}
+
+// listenerTLSOff reports whether the Authorino CR u sets listener TLS off.
+func listenerTLSOff(u *unstructured.Unstructured) bool {
+	on, found, _ := unstructured.NestedBool(u.Object, "spec", "listener", "tls", "enabled")
+	return found && !on
+}
+
+// kuadrantAppliedTLS reports whether kuadrant-operator's server-side apply
+// entry in u's managedFields holds spec.listener.tls.enabled (its
+// AuthorinoReconciler, internal/controller/authorino_reconciler.go).
+func kuadrantAppliedTLS(u *unstructured.Unstructured) bool {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager != "kuadrant-operator" || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil {
+			continue
+		}
+		var f map[string]any
+		if json.Unmarshal(mf.FieldsV1.Raw, &f) != nil {
+			continue
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(f, "f:spec", "f:listener", "f:tls", "f:enabled"); found {
+			return true
+		}
+	}
+	return false
 }
