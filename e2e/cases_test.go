@@ -108,6 +108,12 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The published service CA bundle (openshift-service-ca.crt) also
+		// holds the CA of the servers tests put behind Service names, as
+		// newCluster's: Authorino trusts it only as it is mounted.
+		if ca := env.ServiceCA(); ca != nil {
+			so.ServiceCABundle = ca.PEM()
+		}
 		h, err := sim.Start(ctx, env.RESTConfig(), so)
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)

@@ -315,6 +315,12 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The published service CA bundle also holds the CA of the
+		// servers tests put behind Service names (maas-api's stand-in):
+		// Authorino trusts it only as maasctl mounts that bundle.
+		if c.env != nil && c.env.ServiceCA() != nil {
+			so.ServiceCABundle = c.env.ServiceCA().PEM()
+		}
 		h, err := sim.Start(ctx, simCfg, so)
 		if err != nil {
 			t.Fatalf("start simulators: %v", err)

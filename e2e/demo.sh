@@ -18,7 +18,10 @@ SIM_DELAYS=${SIM_DELAYS:---delay cnpg=500ms --delay dsc=800ms}
 # it checks Authorino's listener certificate against the simulated service
 # CA and serves maas-api's internal endpoints behind the operators' Service
 # proxy.
-sim_flags=(--service-ca-file "$STATE/sim-service-ca.crt")
+# The published service CA bundle also holds the control plane's ServiceCA
+# (written when its operators start, below), which signs maas-api's
+# certificate: Authorino trusts it only as maasctl mounts that bundle.
+sim_flags=(--service-ca-file "$STATE/sim-service-ca.crt" --service-ca-bundle-file "$STATE/service-ca.crt")
 plane_flags=(--testenv-state "$STATE" --service-ca-file "$STATE/sim-service-ca.crt")
 
 pids=()
@@ -50,6 +53,7 @@ if ! kill -0 "$!" 2>/dev/null; then
   exit 1
 fi
 
+for _ in $(seq 1 100); do [ -s "$STATE/service-ca.crt" ] && break; sleep 0.1; done
 echo "== starting the Vault-API test server and the simulated operators"
 VAULT_TOKEN=$(openssl rand -hex 16)
 export VAULT_TOKEN

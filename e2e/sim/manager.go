@@ -208,7 +208,7 @@ func newManager(cfg *rest.Config, o Options) (*manager, error) {
 // builtinGVRs are served by every kube-apiserver; everything else waits for
 // its CRD.
 var builtinGVRs = []schema.GroupVersionResource{
-	gvrNamespace, gvrSecret, gvrService, gvrPod, gvrPVC, gvrDeployment, gvrStorageClass, gvrCRD, gvrJob,
+	gvrNamespace, gvrSecret, gvrConfigMap, gvrService, gvrPod, gvrPVC, gvrDeployment, gvrStorageClass, gvrCRD, gvrJob,
 }
 
 func (m *manager) add(r *reconciler) {
@@ -233,6 +233,7 @@ func (m *manager) start(ctx context.Context) error {
 	registerDBJobs(m)
 	registerCertManager(m)
 	registerServiceCA(m)
+	registerServiceCABundle(m)
 	registerGateway(m)
 	registerRouter(m)
 	registerLWS(m)

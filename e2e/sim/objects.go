@@ -31,6 +31,7 @@ var (
 var (
 	gvrNamespace    = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	gvrSecret       = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	gvrConfigMap    = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	gvrService      = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	gvrPod          = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	gvrPVC          = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}

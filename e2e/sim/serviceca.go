@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The simulated OpenShift service-ca operator (openshift/service-ca-operator,
@@ -88,4 +89,74 @@ func (s *serviceCA) reconcile(ctx context.Context, k key) error {
 		return fmt.Errorf("create serving cert secret %s/%s: %w", k.Namespace, name, err)
 	}
 	return nil
+}
+
+// ServiceCABundleConfigMap is the ConfigMap OpenShift publishes in every
+// namespace with the service CA bundle under ServiceCABundleKey (the
+// kube-controller-manager's service-CA publisher creates it, annotated
+// service.beta.openshift.io/inject-cabundle, and the service-ca operator's
+// CA bundle injector writes the bundle; OpenShift docs "Securing service
+// traffic using service serving certificate secrets"). A client of a
+// service-CA-signed Service trusts the bundle only when it is given the
+// file: Authorino's calls to maas-api need the installer to mount it.
+const (
+	ServiceCABundleConfigMap = "openshift-service-ca.crt"
+	ServiceCABundleKey       = "service-ca.crt"
+	injectCABundleAnnotation = "service.beta.openshift.io/inject-cabundle"
+)
+
+// registerServiceCABundle runs the simulated publisher of
+// ServiceCABundleConfigMap: every namespace gets it, holding the
+// simulated service CA followed by Options.ServiceCABundle; a changed or
+// deleted one is written again.
+func registerServiceCABundle(m *manager) {
+	s := &serviceCA{m: m}
+	s.r = &reconciler{
+		name: "service-ca/cabundle-publisher", delayKey: ServiceCA, primary: gvrNamespace,
+		watches: []watch{{gvr: gvrConfigMap, mapFn: func(u *unstructured.Unstructured) []key {
+			if u.GetName() != ServiceCABundleConfigMap {
+				return nil
+			}
+			return []key{{Name: u.GetNamespace()}}
+		}}},
+		reconcile: s.publishBundle,
+	}
+	m.add(s.r)
+}
+
+// bundle is the PEM ServiceCABundleConfigMap holds.
+func (m *manager) bundle() string {
+	return string(m.ca.kp.CertPEM) + string(m.opts.ServiceCABundle)
+}
+
+func (s *serviceCA) publishBundle(ctx context.Context, k key) error {
+	m := s.m
+	ns := m.get(gvrNamespace, "", k.Name)
+	if ns == nil || ns.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	want := m.bundle()
+	cm := m.get(gvrConfigMap, k.Name, ServiceCABundleConfigMap)
+	if cm == nil {
+		obj := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: ServiceCABundleConfigMap, Namespace: k.Name,
+				Annotations: map[string]string{injectCABundleAnnotation: "true"}},
+			Data: map[string]string{ServiceCABundleKey: want},
+		}
+		_, err := m.kube.CoreV1().ConfigMaps(k.Name).Create(ctx, obj, metaCreate)
+		if err != nil && !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
+			// Forbidden: the namespace is being deleted.
+			return fmt.Errorf("publish %s/%s: %w", k.Name, ServiceCABundleConfigMap, err)
+		}
+		return nil
+	}
+	if got, _, _ := unstructured.NestedString(cm.Object, "data", ServiceCABundleKey); got == want {
+		return nil
+	}
+	u := cm.DeepCopy()
+	if err := unstructured.SetNestedField(u.Object, want, "data", ServiceCABundleKey); err != nil {
+		return err
+	}
+	_, err := m.dyn.Resource(gvrConfigMap).Namespace(k.Name).Update(ctx, u, metaUpdate)
+	return err
 }

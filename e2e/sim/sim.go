@@ -132,6 +132,14 @@ type Options struct {
 	// does, before it creates istiod: the real Kuadrant operator looks for
 	// them (WasmPlugin, EnvoyFilter, PeerAuthentication) when it starts.
 	IstioCRDs string
+	// ServiceCABundle is more CA certificates (PEM) that the published
+	// service CA bundle (ConfigMap openshift-service-ca.crt in every
+	// namespace, after the simulated service CA's own) holds: the local
+	// control plane's ServiceCA (testenv Env.ServiceCA), which signs the
+	// certificates of the servers tests put behind Service names, such as
+	// the data-path stand-in's maas-api. OpenShift's bundle holds several
+	// CAs while its service CA rotates.
+	ServiceCABundle []byte
 }
 
 // Faults are failure modes a test can switch on. They mirror failures seen in

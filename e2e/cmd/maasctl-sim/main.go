@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [--service-ca-file FILE] [-v]
+//	maasctl-sim [--kubeconfig FILE] [--crds DIR] [--rhoai-version 3.5] [--delay dsc=20s ...] [--postgres-admin CONNSTRING] [--service-ca-file FILE] [--service-ca-bundle-file FILE] [-v]
 //
 // The Kuadrant, Authorino and Limitador operators are not simulated: run
 // them with `testenv-ctl up --real-kuadrant` and `testenv-ctl operators`
@@ -69,6 +69,7 @@ func run(args []string) error {
 	verbose := fs.Bool("v", false, "debug logging")
 	postgres := fs.String("postgres-admin", "", "superuser connection string of the PostgreSQL the simulated CNPG Clusters run on (testenv writes it to STATE/postgres-admin.conn); empty: no database is created")
 	caFile := fs.String("service-ca-file", "", "write the simulated service-ca operator's CA (PEM) to this file once started: the CA of Authorino's listener certificate, which the data-path stand-in checks")
+	bundleFile := fs.String("service-ca-bundle-file", "", "a PEM file of more CAs the published service CA bundle (ConfigMap openshift-service-ca.crt in every namespace) holds: the control plane's ServiceCA (testenv writes STATE/service-ca.crt when its operators start)")
 	delays := delayFlag{}
 	fs.Var(delays, "delay", "per-controller delay name=duration, repeatable; names: "+strings.Join(sim.ControllerNames(), ", "))
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +102,11 @@ func run(args []string) error {
 	so := sim.Options{CRDDir: *crds, RHOAIVersion: *version, Delay: delays, Logger: log, Postgres: *postgres}
 	if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
 		return err
+	}
+	if *bundleFile != "" {
+		if so.ServiceCABundle, err = os.ReadFile(*bundleFile); err != nil {
+			return fmt.Errorf("--service-ca-bundle-file: %w", err)
+		}
 	}
 	h, err := sim.Start(ctx, cfg, so)
 	if err != nil {
