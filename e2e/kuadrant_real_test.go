@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,10 +15,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -47,7 +52,11 @@ import (
 //     on its gRPC listener exposed on the host's loopback (allowed, 403,
 //     404 for an unknown host), and by the answer of an https server it
 //     calls by a Service name (the control plane's ServiceProxy and
-//     ServiceCA), as it calls maas-api for the MaaS gateway AuthPolicy;
+//     ServiceCA), as it calls maas-api for the MaaS gateway AuthPolicy:
+//     refused until the test trusts the ServiceCA as an installer does
+//     (a ConfigMap volume on the Authorino CR, SSL_CERT_FILE on its
+//     Deployment), allowed by the server's answer once Authorino runs for
+//     the pod so configured;
 //   - every socket of every component and operator stays on loopback, and
 //     each operator runs in a network namespace of its own.
 func TestRealKuadrantOperator(t *testing.T) {
@@ -236,7 +245,7 @@ func TestRealKuadrantOperator(t *testing.T) {
 		return rc.Status == "True", rc.String()
 	})
 	checkAuthorinoDecides(t, ctx, c.env)
-	checkAuthorinoCallsServices(t, ctx, c.env, acs)
+	checkAuthorinoCallsServices(t, ctx, c.env, acs, dyn, cs)
 
 	checkConnections(t, c.env)
 }
@@ -401,10 +410,13 @@ func authorinoCheck(t *testing.T, ctx context.Context, env *testenv.Env) func(ho
 // control plane's ServiceProxy, a certificate of its ServiceCA) and makes
 // AuthConfig probe-callout authorize by the server's answer (HTTP metadata,
 // then a pattern on it), as the MaaS gateway AuthPolicy authorizes by
-// maas-api's: a Check is OK while the server answers allowed, 403 once it
-// answers otherwise, and the server saw Authorino's calls under its
-// Service name.
-func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv.Env, acs dynamic.ResourceInterface) {
+// maas-api's. Authorino does not trust the ServiceCA by itself: a Check
+// is PERMISSION_DENIED, Authorino having refused the server's certificate
+// (a TLS handshake error, no request). Once the test has configured the
+// trust as an installer does (trustServiceCA), a Check is OK while the
+// server answers allowed, 403 once it answers otherwise, and the server
+// saw Authorino's calls under its Service name.
+func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv.Env, acs dynamic.ResourceInterface, dyn dynamic.Interface, kube kubernetes.Interface) {
 	t.Helper()
 	const svc = "probe-api.kuadrant-system.svc.cluster.local"
 	cert, err := env.ServiceCA().Issue(svc)
@@ -422,6 +434,8 @@ func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv
 		_, _ = fmt.Fprintf(w, `{"allowed": %t}`, allowed.Load())
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	var handshakeErrs atomic.Int64
+	srv.Config.ErrorLog = log.New(countWriter{"TLS handshake error", &handshakeErrs}, "", 0)
 	srv.StartTLS()
 	defer srv.Close()
 	if err := env.ServiceProxy().Route(svc+":8443", srv.Listener.Addr().String()); err != nil {
@@ -448,7 +462,29 @@ func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv
 		return rpccode.Code(resp.GetStatus().GetCode()), resp.GetStatus().GetMessage()
 	}
 	// Until Authorino has indexed the new AuthConfig a Check is NOT_FOUND.
+	// Without the trust an installer configures, Authorino's call fails
+	// its TLS handshake: no metadata, so the pattern denies.
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var untrusted rpccode.Code
+	var untrustedMsg string
+	poll(t, pctx, "Check decided before the service CA is trusted", func() (bool, string) {
+		untrusted, untrustedMsg = check()
+		return untrusted != rpccode.Code_NOT_FOUND && untrusted != rpccode.Code_UNAVAILABLE, untrusted.String() + " " + untrustedMsg
+	})
+	if untrusted != rpccode.Code_PERMISSION_DENIED {
+		t.Errorf("Check before the service CA is trusted: %s %s, want PERMISSION_DENIED (Authorino must not trust the ServiceCA by itself)", untrusted, untrustedMsg)
+	}
+	poll(t, pctx, "the server saw Authorino refuse its certificate", func() (bool, string) {
+		return handshakeErrs.Load() > 0, fmt.Sprintf("%d TLS handshake errors", handshakeErrs.Load())
+	})
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the server behind %s answered %d calls before Authorino was configured to trust its CA", svc, n)
+	}
+
+	trustServiceCA(t, ctx, env, dyn, kube)
+	authz = authorinoCheck(t, ctx, env) // the restarted process listens on another port
+	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	poll(t, pctx, "Check OK by the server's allowed answer", func() (bool, string) {
 		c, msg := check()
@@ -461,4 +497,134 @@ func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv
 	if c, msg := check(); c != rpccode.Code_PERMISSION_DENIED {
 		t.Errorf("Check once the server answers not allowed: %s %s, want PERMISSION_DENIED", c, msg)
 	}
+}
+
+// countWriter counts the writes (log lines) that contain s.
+type countWriter struct {
+	s string
+	n *atomic.Int64
+}
+
+func (w countWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.s) {
+		w.n.Add(1)
+	}
+	return len(p), nil
+}
+
+// The service CA trust an installer configures for Authorino on
+// OpenShift: the ConfigMap the platform publishes in every namespace
+// (openshift-service-ca.crt, key service-ca.crt) as a volume of the
+// Authorino CR (the authorino-operator makes it a projected volume of the
+// Deployment) and SSL_CERT_FILE (and REQUESTS_CA_BUNDLE) naming the file
+// on the Deployment's authorino container.
+const (
+	serviceCAConfigMap = "openshift-service-ca.crt"
+	serviceCAMountPath = "/etc/ssl/certs/openshift-service-ca"
+	serviceCAFile      = serviceCAMountPath + "/service-ca-bundle.crt"
+	trustFieldManager  = "maasctl-e2e-trust"
+)
+
+// trustServiceCA configures the Authorino of kuadrant-system to trust
+// env's ServiceCA as an installer does: the ConfigMap openshift-service-ca.crt
+// with the CA's PEM under service-ca.crt (made by the test unless the
+// simulated platform publishes it, then its bundle must hold the CA), the
+// volume on the Authorino CR (merge patch) and SSL_CERT_FILE and
+// REQUESTS_CA_BUNDLE on the Deployment's authorino container (strategic
+// merge patch). It returns once the Authorino server runs for a new pod
+// that mounts the volume and has the env, its SSL_CERT_FILE naming a file
+// with the CA (the harness writes the volume's files and rewrites the
+// path, as the args').
+func trustServiceCA(t *testing.T, ctx context.Context, env *testenv.Env, dyn dynamic.Interface, kube kubernetes.Interface) {
+	t.Helper()
+	const ns = "kuadrant-system"
+	var before types.UID
+	for _, s := range env.OperatorStarts() {
+		if s.Component == testenv.AuthorinoServer {
+			before = s.PodUID
+		}
+	}
+	pem := string(env.ServiceCA().PEM())
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: serviceCAConfigMap, Namespace: ns}, Data: map[string]string{"service-ca.crt": pem}}
+	_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{FieldManager: trustFieldManager})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		poll(t, ctx, "the published "+serviceCAConfigMap+" holds the ServiceCA", func() (bool, string) {
+			got, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, serviceCAConfigMap, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return strings.Contains(got.Data["service-ca.crt"], pem), fmt.Sprintf("%d bytes of service-ca.crt", len(got.Data["service-ca.crt"]))
+		})
+	case err != nil:
+		t.Fatal(err)
+	}
+	authorinos := schema.GroupVersionResource{Group: "operator.authorino.kuadrant.io", Version: "v1beta1", Resource: "authorinos"}
+	volumes := `{"spec":{"volumes":{"items":[{"name":"openshift-service-ca","mountPath":"` + serviceCAMountPath + `",` +
+		`"configMaps":["` + serviceCAConfigMap + `"],"items":[{"key":"service-ca.crt","path":"service-ca-bundle.crt"}]}]}}}`
+	if _, err := dyn.Resource(authorinos).Namespace(ns).Patch(ctx, "authorino", types.MergePatchType, []byte(volumes), metav1.PatchOptions{FieldManager: trustFieldManager}); err != nil {
+		t.Fatalf("add the service CA volume to the Authorino CR: %v", err)
+	}
+	envPatch := `{"spec":{"template":{"spec":{"containers":[{"name":"authorino","env":[` +
+		`{"name":"SSL_CERT_FILE","value":"` + serviceCAFile + `"},{"name":"REQUESTS_CA_BUNDLE","value":"` + serviceCAFile + `"}]}]}}}}`
+	if _, err := kube.AppsV1().Deployments(ns).Patch(ctx, "authorino", types.StrategicMergePatchType, []byte(envPatch), metav1.PatchOptions{FieldManager: trustFieldManager}); err != nil {
+		t.Fatalf("set SSL_CERT_FILE on the authorino Deployment: %v", err)
+	}
+	t0 := time.Now()
+	poll(t, ctx, "the Authorino server restarted for a pod that mounts the service CA and names it in SSL_CERT_FILE", func() (bool, string) {
+		var last testenv.OperatorStart
+		for _, s := range env.OperatorStarts() {
+			if s.Component == testenv.AuthorinoServer {
+				last = s
+			}
+		}
+		if last.PodUID == before {
+			return false, "still pod " + last.Pod
+		}
+		pns, name, _ := strings.Cut(last.Pod, "/")
+		pod, err := kube.CoreV1().Pods(pns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var mounted, named bool
+		for _, c := range pod.Spec.Containers {
+			if c.Name != "authorino" {
+				continue
+			}
+			for _, m := range c.VolumeMounts {
+				mounted = mounted || m.MountPath == serviceCAMountPath
+			}
+			for _, e := range c.Env {
+				named = named || e.Name == "SSL_CERT_FILE" && e.Value == serviceCAFile
+			}
+		}
+		_, up := env.ExposedAddr(testenv.AuthorinoServer)
+		return mounted && named && up, fmt.Sprintf("pod %s: volume mounted %t, SSL_CERT_FILE %t, listener exposed %t", last.Pod, mounted, named, up)
+	})
+	t.Logf("Authorino restarted %d ms after the trust was configured", time.Since(t0).Milliseconds())
+	poll(t, ctx, "the Authorino process's SSL_CERT_FILE names a file with the ServiceCA", func() (bool, string) {
+		pid := operatorPID(t, env, testenv.AuthorinoServer)
+		if pid == 0 {
+			return false, "no process with sockets"
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			f, ok := strings.CutPrefix(kv, "SSL_CERT_FILE=")
+			if !ok {
+				continue
+			}
+			if f == serviceCAFile {
+				return false, "SSL_CERT_FILE not rewritten: " + f
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return false, err.Error()
+			}
+			return strings.Contains(string(b), pem), "SSL_CERT_FILE " + f + " lacks the ServiceCA"
+		}
+		return false, fmt.Sprintf("pid %d has no SSL_CERT_FILE", pid)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -463,6 +464,53 @@ func TestVerifyDoctorGather(t *testing.T) {
 		waitList(t, c, verify.MaaSAuthPolicyGVK, maasNS, "", time.Minute, "MaaSAuthPolicy Active", phaseIs("Active"))
 	})
 
+	// The field case behind the step's outbound trust: without
+	// SSL_CERT_FILE on its Deployment, the real Authorino cannot verify
+	// maas-api's service-CA certificate, its API key validation call fails,
+	// and every model call with a valid key is refused. maasctl install
+	// puts the trust back.
+	t.Run("Authorino does not trust the service CA", func(t *testing.T) {
+		inv := inventory.Default()
+		since := time.Now()
+		ri, _, err := c.clients.Resource(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, inv.Kuadrant.Namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Patch(context.Background(), inv.Kuadrant.AuthorinoName, types.JSONPatchType,
+			[]byte(`[{"op":"remove","path":"/spec/template/spec/containers/0/env"}]`), metav1.PatchOptions{FieldManager: "e2e-break"}); err != nil {
+			t.Fatalf("remove the Authorino Deployment's env: %v", err)
+		}
+		waitAuthorinoRestart(t, c, since)
+		rep, r := verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		// The live check names the cause; the data path shows it for real:
+		// the chat call with verify's own fresh key is refused by the real
+		// Authorino, whose call to maas-api failed its TLS handshake.
+		expectVerifyFails(t, rep, r, verify.CodeAuthorinoTrust, "cannot verify maas-api's certificate")
+		if !slices.Contains(rep.FailedCodes(), verify.CodeChat) {
+			t.Errorf("the chat call with a valid key passed while Authorino does not trust maas-api's CA; failed: %v", rep.FailedCodes())
+		}
+		outputs = append(outputs, expectFinding(t, c, p, doctorFinding{
+			code: "MAAS-D036", object: "Deployment kuadrant-system/authorino", evidence: "container authorino sets no SSL_CERT_FILE",
+			fix: "maasctl install   (mounts the service CA bundle in the Authorino CR and sets SSL_CERT_FILE on its Deployment)",
+		}))
+		since = time.Now()
+		ir := c.maasctl(t, "install", "-o", "json", "--log-file", logFile)
+		outputs = append(outputs, ir)
+		if ir.exit != 0 {
+			t.Fatalf("install after the env was removed: exit %d\n%s", ir.exit, ir.stderr)
+		}
+		if done := strings.Join(stepsWith(ir.events, "done"), " "); !strings.Contains(done, "platform/authorino-tls") {
+			t.Errorf("install did not redo platform/authorino-tls; done: %s", done)
+		}
+		waitAuthorinoRestart(t, c, since)
+		rep, r = verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		if r.exit != 0 || !rep.Passed {
+			t.Fatalf("verify exit %d after install restored the trust:\n%s", r.exit, r.stdout)
+		}
+	})
+
 	t.Run("subscription exhausted", func(t *testing.T) {
 		patchObject(t, c, verify.MaaSSubscriptionGVK, maasNS, defaultSub,
 			`{"spec":{"modelRefs":[{"name":"`+modelName+`","namespace":"`+modelNS+`","tokenRateLimits":[{"limit":40,"window":"1h"}]}]}}`)
@@ -608,4 +656,26 @@ func deleteObject(c *cluster, gvk schema.GroupVersionKind, ns, name string) erro
 		return err
 	}
 	return ri.Delete(context.Background(), name, metav1.DeleteOptions{})
+}
+
+// waitAuthorinoRestart waits until the real Authorino server was started
+// for a new pod after since (its Deployment rolled out) and serves.
+func waitAuthorinoRestart(t *testing.T, c *cluster, since time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		started := false
+		for _, st := range c.env.OperatorStarts() {
+			started = started || st.Component == testenv.AuthorinoServer && st.At.After(since)
+		}
+		if _, ok := c.env.ExposedAddr(testenv.AuthorinoServer); started && ok {
+			// Authorino reads the AuthConfigs before it answers.
+			time.Sleep(3 * time.Second)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Authorino was not started again within 2m after %s: %v", since.Format(time.RFC3339), c.env.OperatorStarts())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

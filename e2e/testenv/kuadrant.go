@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -135,7 +136,11 @@ type realOperator struct {
 	// callsServices: the process calls cluster Services by DNS name over
 	// https (Authorino's HTTP metadata and authorization calls): it gets
 	// the supervisor's ServiceProxy (forwarded into its namespace,
-	// HTTPS_PROXY) and trusts its ServiceCA (SSL_CERT_FILE).
+	// HTTPS_PROXY, NO_PROXY for the API server), which stands in for
+	// cluster DNS and kube-proxy. It is not made to trust the ServiceCA:
+	// as on OpenShift, it trusts only what its pod is configured to (an
+	// installer mounts the service CA ConfigMap and sets SSL_CERT_FILE on
+	// the container; podVolumes and podEnv carry both to the process).
 	callsServices bool
 }
 
@@ -206,9 +211,10 @@ type operatorSupervisor struct {
 	csvs   cache.GenericLister
 	synced []cache.InformerSynced
 
-	// proxy and ca: how the processes with callsServices reach and trust
-	// the Services a test puts on the host's loopback (Env.ServiceProxy,
-	// Env.ServiceCA).
+	// proxy: how the processes with callsServices reach the Services a
+	// test puts on the host's loopback (Env.ServiceProxy); ca signs those
+	// Services' certificates (Env.ServiceCA), trusted only as the pod is
+	// configured to.
 	proxy *ServiceProxy
 	ca    *ServiceCA
 
@@ -408,7 +414,7 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 	if cur != nil {
 		s.logf("%s exited (%v); starting it again for pod %s/%s", op.component, cur.p.waitErr, pod.Namespace, pod.Name)
 	}
-	p, exposed, err := s.launch(op, pod)
+	p, exposed, err := s.launch(ctx, op, pod)
 	if err != nil {
 		s.logf("%s: %v", op.component, err)
 		return
@@ -450,22 +456,22 @@ func ReadExposedAddr(stateDir, component string) (addr string, ok bool) {
 // op's exposed port ("" when it has none). That port is picked free just
 // before; should another process take it first, netns-run exits ("address
 // already in use") and the next poll starts it again on another.
-func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (p *process, exposed string, err error) {
+func (s *operatorSupervisor) launch(ctx context.Context, op realOperator, pod *corev1.Pod) (p *process, exposed string, err error) {
 	if len(pod.Spec.Containers) == 0 {
 		return nil, "", fmt.Errorf("pod %s/%s has no container", pod.Namespace, pod.Name)
 	}
 	c := pod.Spec.Containers[0]
-	env := append(podEnv(pod, c), "KUBECONFIG="+s.kubecfg)
-	mounts, err := s.secretVolumes(pod, c)
+	mounts, err := s.podVolumes(ctx, pod, c)
 	if err != nil {
 		return nil, "", err
 	}
+	env := append(podEnv(pod, c, mounts), "KUBECONFIG="+s.kubecfg)
 	args := []string{"--forward=" + strconv.Itoa(s.apiPort)}
 	if op.callsServices {
 		// Go's proxy selection leaves loopback (the API server) direct.
 		proxy := "http://127.0.0.1:" + strconv.Itoa(s.proxy.Port())
 		args = append(args, "--forward="+strconv.Itoa(s.proxy.Port()))
-		env = append(env, "HTTPS_PROXY="+proxy, "NO_PROXY=127.0.0.1,localhost", "SSL_CERT_FILE="+s.ca.File())
+		env = append(env, "HTTPS_PROXY="+proxy, "NO_PROXY=127.0.0.1,localhost")
 	}
 	if op.exposed != nil {
 		ports, err := freePorts(1)
@@ -487,14 +493,15 @@ func (s *operatorSupervisor) launch(op realOperator, pod *corev1.Pod) (p *proces
 	return p, exposed, err
 }
 
-// volumeDirs maps the mountPath of each Secret volume mount of a
-// container to where its files were written: the volume's folder, or with
-// a subPath the file (or folder) of that subPath in it.
+// volumeDirs maps the mountPath of each volume mount of a container
+// (Secret, ConfigMap and projected volumes, see podVolumes) to where its
+// files were written: the volume's folder, or with a subPath the file (or
+// folder) of that subPath in it.
 type volumeDirs map[string]string
 
-// rewrite replaces, in one container argument, a mountPath (the whole
-// path, or a path under it) with where its files are (the longest
-// mountPath wins).
+// rewrite replaces, in one container argument or env value, a mountPath
+// (the whole path, or a path under it) with where its files are (the
+// longest mountPath wins).
 func (v volumeDirs) rewrite(arg string) string {
 	best := ""
 	for mp := range v {
@@ -514,19 +521,41 @@ func (v volumeDirs) rewrite(arg string) string {
 	return strings.ReplaceAll(arg, best+"/", v[best]+"/")
 }
 
-// secretVolumes does what a kubelet does for the Secret volumes container
-// c of pod mounts: it writes each Secret's keys (or the items chosen) as
-// files in StateDir/pods/<pod UID>/<volume>/. The processes run without a
-// mount namespace, so a file the container would read at a mountPath is
-// named by its folder instead: launch rewrites the container args (e.g.
-// Authorino's --tls-cert=/etc/ssl/certs/tls.crt, which the
-// authorino-operator sets when listener TLS is on). A Secret that does not
-// exist yet is an error, and the next poll tries again (a kubelet keeps
-// such a pod in ContainerCreating). A subPath mount (the
+// volumeFile is one file of a volume: its content and mode.
+type volumeFile struct {
+	data []byte
+	mode os.FileMode
+}
+
+// podVolumes does what a kubelet does for the Secret, ConfigMap and
+// projected volumes container c of pod mounts: it writes each volume's
+// files in StateDir/pods/<pod UID>/<volume>/ (made afresh at each start of
+// the process). The processes run without a mount namespace, so a file
+// the container would read at a mountPath is named by its folder instead:
+// launch rewrites the container's args and env values (e.g. Authorino's
+// --tls-cert=/etc/ssl/certs/tls.crt, which the authorino-operator sets
+// when listener TLS is on, or the SSL_CERT_FILE an installer sets on its
+// Deployment to trust OpenShift's service CA). A subPath mount (the
 // authorino-operator mounts tls.crt and tls.key so, at the two file
-// paths) names the file of that subPath. Other volume kinds are left out.
-func (s *operatorSupervisor) secretVolumes(pod *corev1.Pod, c corev1.Container) (volumeDirs, error) {
+// paths) names the file of that subPath.
+//
+// As a kubelet does (k8s.io/kubernetes, pkg/volume/secret, the configmap
+// plugin in pkg/volume/configmap and the projected plugin in
+// pkg/volume/projected, each building the payload of a volume from the
+// objects it names): a Secret or ConfigMap gives every key as a file, or
+// with items only those keys, each at its item's path; a projected
+// volume merges the files of its sources in order (a later source's file
+// wins a path). A Secret or ConfigMap that does not exist, or an item's
+// key it lacks, is an error unless the volume (or the projected source) is
+// optional, and the next poll tries again (a kubelet keeps such a pod in
+// ContainerCreating); an optional one that is missing gives no files (its
+// key: no file). Projected sources other than ConfigMap and Secret
+// (serviceAccountToken, downwardAPI, clusterTrustBundle) and other volume
+// kinds are left out: the processes reach the API server through
+// KUBECONFIG.
+func (s *operatorSupervisor) podVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container) (volumeDirs, error) {
 	out := volumeDirs{}
+	written := map[string]bool{}
 	for _, m := range c.VolumeMounts {
 		var vol *corev1.Volume
 		for i := range pod.Spec.Volumes {
@@ -534,41 +563,155 @@ func (s *operatorSupervisor) secretVolumes(pod *corev1.Pod, c corev1.Container) 
 				vol = &pod.Spec.Volumes[i]
 			}
 		}
-		if vol == nil || vol.Secret == nil {
+		if vol == nil {
 			continue
 		}
-		sec, err := s.kube.CoreV1().Secrets(pod.Namespace).Get(context.Background(), vol.Secret.SecretName, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("pod %s/%s volume %s: %w", pod.Namespace, pod.Name, m.Name, err)
-		}
 		dir := filepath.Join(s.o.StateDir, "pods", string(pod.UID), m.Name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
-		}
-		files := map[string][]byte{}
-		if len(vol.Secret.Items) == 0 {
-			for k, v := range sec.Data {
-				files[k] = v
+		if !written[m.Name] {
+			files, ok, err := s.volumeFiles(ctx, pod.Namespace, vol)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s/%s volume %s: %w", pod.Namespace, pod.Name, m.Name, err)
 			}
-		}
-		for _, it := range vol.Secret.Items {
-			files[it.Path] = sec.Data[it.Key]
-		}
-		for name, b := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-				return nil, err
+			if !ok {
+				continue
 			}
+			if err := writeVolume(dir, files); err != nil {
+				return nil, fmt.Errorf("pod %s/%s volume %s: %w", pod.Namespace, pod.Name, m.Name, err)
+			}
+			written[m.Name] = true
 		}
 		out[strings.TrimSuffix(m.MountPath, "/")] = filepath.Join(dir, m.SubPath)
 	}
 	return out, nil
 }
 
-// podEnv is the process environment of container c of pod: PATH and HOME
-// of this process, then c's env in order, valueFrom.fieldRef resolved
-// (metadata.namespace, metadata.name, spec.serviceAccountName,
-// spec.nodeName, status.podIP); other valueFrom sources are not resolved.
-func podEnv(pod *corev1.Pod, c corev1.Container) []string {
+// volumeFiles returns the files of vol, a volume of a pod in namespace ns,
+// by path in the volume; ok is false for a kind podVolumes leaves out.
+func (s *operatorSupervisor) volumeFiles(ctx context.Context, ns string, vol *corev1.Volume) (files map[string]volumeFile, ok bool, err error) {
+	switch {
+	case vol.Secret != nil:
+		files, err = s.secretFiles(ctx, ns, vol.Secret.SecretName, vol.Secret.Items, vol.Secret.Optional)
+		return files, true, err
+	case vol.ConfigMap != nil:
+		files, err = s.configMapFiles(ctx, ns, vol.ConfigMap.Name, vol.ConfigMap.Items, vol.ConfigMap.Optional)
+		return files, true, err
+	case vol.Projected != nil:
+		files = map[string]volumeFile{}
+		for i, src := range vol.Projected.Sources {
+			var part map[string]volumeFile
+			switch {
+			case src.Secret != nil:
+				part, err = s.secretFiles(ctx, ns, src.Secret.Name, src.Secret.Items, src.Secret.Optional)
+			case src.ConfigMap != nil:
+				part, err = s.configMapFiles(ctx, ns, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional)
+			}
+			if err != nil {
+				return nil, true, fmt.Errorf("projected source %d: %w", i, err)
+			}
+			for p, f := range part {
+				files[p] = f
+			}
+		}
+		return files, true, nil
+	}
+	return nil, false, nil
+}
+
+// secretFiles are the files of Secret name in ns (mode 0600), see
+// podVolumes.
+func (s *operatorSupervisor) secretFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, optional *bool) (map[string]volumeFile, error) {
+	opt := optional != nil && *optional
+	sec, err := s.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && opt {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", name, err)
+	}
+	return keyFiles("secret "+name, sec.Data, items, opt, 0o600)
+}
+
+// configMapFiles are the files of ConfigMap name in ns (its data and
+// binaryData; mode 0644), see podVolumes.
+func (s *operatorSupervisor) configMapFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, optional *bool) (map[string]volumeFile, error) {
+	opt := optional != nil && *optional
+	cm, err := s.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && opt {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configmap %s: %w", name, err)
+	}
+	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	return keyFiles("configmap "+name, data, items, opt, 0o644)
+}
+
+// keyFiles maps the keys of data to files: every key at its own name, or
+// with items each item's key at its path (an item's mode, when set,
+// replaces mode). what names the object for errors.
+func keyFiles(what string, data map[string][]byte, items []corev1.KeyToPath, optional bool, mode os.FileMode) (map[string]volumeFile, error) {
+	out := map[string]volumeFile{}
+	if len(items) == 0 {
+		for k, v := range data {
+			out[k] = volumeFile{data: v, mode: mode}
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if optional {
+				continue
+			}
+			return nil, fmt.Errorf("%s has no key %q", what, it.Key)
+		}
+		m := mode
+		if it.Mode != nil {
+			m = os.FileMode(*it.Mode) & os.ModePerm
+		}
+		out[it.Path] = volumeFile{data: v, mode: m}
+	}
+	return out, nil
+}
+
+// writeVolume makes dir afresh with files in it (a path with slashes in
+// its folders).
+func writeVolume(dir string, files map[string]volumeFile) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for name, f := range files {
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("file %q is not a path inside the volume", name)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podEnv is the process environment of container c of pod: PATH, HOME and
+// TMPDIR of this process, then c's env in order, valueFrom.fieldRef
+// resolved (metadata.namespace, metadata.name, spec.serviceAccountName,
+// spec.nodeName, status.podIP; other valueFrom sources are not resolved),
+// each of c's values with its mountPaths rewritten by mounts (as the args
+// are: a file the container would read at a mountPath is in the folder
+// podVolumes wrote).
+func podEnv(pod *corev1.Pod, c corev1.Container, mounts volumeDirs) []string {
 	var out []string
 	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -596,7 +739,7 @@ func podEnv(pod *corev1.Pod, c corev1.Container) []string {
 				continue
 			}
 		}
-		out = append(out, e.Name+"="+v)
+		out = append(out, e.Name+"="+mounts.rewrite(v))
 	}
 	return out
 }
@@ -661,8 +804,11 @@ func (e *Env) ServiceProxy() *ServiceProxy {
 	return e.ops.proxy
 }
 
-// ServiceCA is the CA the real Authorino server trusts for the Services
-// behind ServiceProxy, nil without Options.RealKuadrant.
+// ServiceCA is the CA that signs the certificates of the Services behind
+// ServiceProxy (OpenShift's service CA), nil without Options.RealKuadrant.
+// The real Authorino server trusts it only as an installer configures it
+// to (a volume of a ConfigMap holding its PEM, and SSL_CERT_FILE naming
+// the file, on Authorino's pod), not by itself.
 func (e *Env) ServiceCA() *ServiceCA {
 	if e.ops == nil {
 		return nil

@@ -240,8 +240,11 @@ func (p *ServiceProxy) handle(c net.Conn) {
 // ServiceCA signs the serving certificates of the servers a test puts
 // behind Service names (ServiceProxy.Route), as OpenShift's service CA
 // signs those of Services annotated service.beta.openshift.io/serving-cert-secret-name.
-// The control plane's is also in a PEM file (File) that the real components
-// which call such Services trust (SSL_CERT_FILE; Go reads it in place of the
+// The control plane's is also in a PEM file (File) for other processes of
+// the test harness. The real components which call such Services trust it
+// only as the installer configures them, as on OpenShift: from a ConfigMap
+// the platform publishes (openshift-service-ca.crt, key service-ca.crt)
+// mounted in their pod, named by SSL_CERT_FILE (Go reads it in place of the
 // system roots). NewCA makes one in memory for other test servers (the
 // data-path stand-in's).
 type ServiceCA struct {
