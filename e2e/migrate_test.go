@@ -145,7 +145,11 @@ func newTiersClusterOf(t *testing.T, simDelay map[string]time.Duration, fixtures
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := sim.Start(ctx, env.RESTConfig(), sim.Options{Delay: simDelay, Logger: logger, Postgres: env.Postgres().AdminConnString(), IstioCRDs: istioCRDs})
+	so := sim.Options{Delay: simDelay, Logger: logger, Postgres: env.Postgres().AdminConnString(), IstioCRDs: istioCRDs}
+	if ca := env.ServiceCA(); ca != nil {
+		so.ServiceCABundle = ca.PEM() // the published service CA bundle holds the control plane's CA too
+	}
+	h, err := sim.Start(ctx, env.RESTConfig(), so)
 	if err != nil {
 		t.Fatalf("start simulators: %v", err)
 	}

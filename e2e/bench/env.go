@@ -110,6 +110,9 @@ func startCluster(ctx context.Context, dir string, o clusterOptions) (*cluster, 
 		return nil, err
 	}
 	so := sim.Options{Delay: simOnly(o.delays), Logger: logger, Postgres: te.Postgres().AdminConnString()}
+	if ca := te.ServiceCA(); ca != nil {
+		so.ServiceCABundle = ca.PEM() // the published service CA bundle holds the control plane's CA too
+	}
 	if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
 		cancel()
 		closeLog()
