@@ -499,27 +499,37 @@ func (s *operatorSupervisor) launch(ctx context.Context, op realOperator, pod *c
 // folder) of that subPath in it.
 type volumeDirs map[string]string
 
-// rewrite replaces, in one container argument or env value, a mountPath
-// (the whole path, or a path under it) with where its files are (the
-// longest mountPath wins).
+// rewrite replaces, in one container argument or env value, each
+// mountPath (the whole path, or a path under it, at the start of the value
+// or after one of pathStarts) with where its files are (the longest
+// mountPath wins).
 func (v volumeDirs) rewrite(arg string) string {
-	best := ""
-	for mp := range v {
-		if len(mp) <= len(best) {
+	var b strings.Builder
+	for i := 0; i < len(arg); {
+		best := ""
+		if i == 0 || strings.IndexByte(pathStarts, arg[i-1]) >= 0 {
+			for mp := range v {
+				if len(mp) > len(best) && strings.HasPrefix(arg[i:], mp) && (len(arg) == i+len(mp) || arg[i+len(mp)] == '/') {
+					best = mp
+				}
+			}
+		}
+		if best == "" {
+			b.WriteByte(arg[i])
+			i++
 			continue
 		}
-		if strings.Contains(arg, mp+"/") || strings.HasSuffix(arg, mp) {
-			best = mp
-		}
+		b.WriteString(v[best])
+		i += len(best)
 	}
-	if best == "" {
-		return arg
-	}
-	if strings.HasSuffix(arg, best) {
-		return strings.TrimSuffix(arg, best) + v[best]
-	}
-	return strings.ReplaceAll(arg, best+"/", v[best]+"/")
+	return b.String()
 }
+
+// pathStarts are the bytes after which a path may start in an argument or
+// env value (--flag=/path, a:/b lists, "a /b"): a mountPath matches only
+// there, and only up to a slash or the end, so /usr/etc/ssl is not
+// rewritten for a mount at /etc/ssl.
+const pathStarts = "=:, "
 
 // volumeFile is one file of a volume: its content and mode.
 type volumeFile struct {

@@ -615,6 +615,10 @@ func TestVolumeDirsRewrite(t *testing.T) {
 		"--x=/etc/ssl/a.pem":                "--x=/state/pods/u/other/a.pem",
 		"--timeout=0":                       "--timeout=0",
 		"--y=/etc/ssl/certsx/a":             "--y=/state/pods/u/other/certsx/a",
+		"/usr/etc/ssl/a.pem":                "/usr/etc/ssl/a.pem",
+		"--z=/usr/etc/ssl/certs/a":          "--z=/usr/etc/ssl/certs/a",
+		"/etc/ssl/a:/etc/ssl/certs/b":       "/state/pods/u/other/a:/state/pods/u/tls-cert/b",
+		"/etc/ssl":                          "/state/pods/u/other",
 	} {
 		if got := v.rewrite(in); got != want {
 			t.Errorf("rewrite(%q) = %q, want %q", in, got, want)
