@@ -793,7 +793,16 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 // selector's message.
 //
 // The shape is that of the newest version of the controller in the public
-// sources consulted; it is not pinned to the v0.2.1 tag named above.
+// sources consulted; it is not pinned to the v0.2.1 tag named above, whose
+// tree the stored sources do not hold (searched 2026-12-06: neither
+// opendatahub-io/models-as-a-service nor its red-hat-data-services mirror
+// at a tagged commit). The project's release notes credit to v0.2.1
+// changes this shape lacks, which later trees have: model access decided
+// by maas-api's subscription-selection answer (accessAllowed) instead of
+// the access map in the Rego; 403 for an sk-oai- key on the API-key
+// management paths and for a request that sends X-MaaS-Username or
+// -Group itself; JSON denial bodies. Each makes the real policy stricter
+// or changes only a body; none is simulated yet.
 //
 // Left out, so the simulation is never more lenient: the evaluators'
 // cache blocks (the controller's metadata and authz cache TTLs; a cached
