@@ -801,8 +801,9 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 // by maas-api's subscription-selection answer (accessAllowed) instead of
 // the access map in the Rego; 403 for an sk-oai- key on the API-key
 // management paths and for a request that sends X-MaaS-Username or
-// -Group itself; JSON denial bodies. Each makes the real policy stricter
-// or changes only a body; none is simulated yet.
+// -Group itself; JSON denial bodies. The two deny rules make the real
+// policy stricter than this one, accessAllowed moves the access decision
+// to maas-api, and the bodies change no status; none is simulated yet.
 //
 // Left out, so the simulation is never more lenient: the evaluators'
 // cache blocks (the controller's metadata and authz cache TTLs; a cached
