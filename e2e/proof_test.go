@@ -421,7 +421,12 @@ func discountRestores(recs []faultproxy.Request, state map[string]objState) {
 
 // storedAgainUnchanged reports whether the writes of byRV[rv] (one
 // object's writes by resourceVersion) left the content that the latest
-// write ending before the first of them started had left.
+// write ending before the first of them started had left; or, for a
+// maasctl write, the generation and maasctl's managedFields entries that
+// maasctl's latest write before it had left: an apply that changed nothing
+// leaves them, while a writer the proxy does not see may have changed the
+// rest meanwhile (kube-controller-manager sets a Deployment's revision
+// annotation and status when its template changes).
 func storedAgainUnchanged(byRV map[string][]faultproxy.Request, rv string) bool {
 	first := byRV[rv][0]
 	for _, w := range byRV[rv] {
@@ -432,18 +437,31 @@ func storedAgainUnchanged(byRV map[string][]faultproxy.Request, rv string) bool 
 	if first.Object.Content == "" {
 		return false
 	}
-	var prev *faultproxy.Request
+	var prev, prevMaasctl *faultproxy.Request
 	for r, ws := range byRV {
 		if r == rv {
 			continue
 		}
 		for i := range ws {
-			if ws[i].End.Before(first.Start) && (prev == nil || ws[i].End.After(prev.End)) {
+			if !ws[i].End.Before(first.Start) {
+				continue
+			}
+			if prev == nil || ws[i].End.After(prev.End) {
 				prev = &ws[i]
+			}
+			if isMaasctl(ws[i]) && (prevMaasctl == nil || ws[i].End.After(prevMaasctl.End)) {
+				prevMaasctl = &ws[i]
 			}
 		}
 	}
-	return prev != nil && prev.Object.Content == first.Object.Content
+	if prev != nil && prev.Object.Content == first.Object.Content {
+		return true
+	}
+	if !isMaasctl(first) || prevMaasctl == nil || prevMaasctl.Object.Generation != first.Object.Generation {
+		return false
+	}
+	a, b := prevMaasctl.Object.Managers[kube.FieldManager], first.Object.Managers[kube.FieldManager]
+	return a != "" && a == b
 }
 
 // writesByVersion groups the successful writes to managed objects by
@@ -1024,6 +1042,14 @@ func TestChangingWrites(t *testing.T) {
 		r.Query = "fieldManager=kuadrant-operator&force=true"
 		return r
 	}
+	// wm is wc with the generation and maasctl's managedFields digest
+	// of the object it left.
+	wm := func(ua string, end int, rv, content string, gen int64, mgr string) faultproxy.Request {
+		r := wc(ua, end, rv, content)
+		r.Object.Generation = gen
+		r.Object.Managers = map[string]string{kube.FieldManager: mgr}
+		return r
+	}
 	const m, s = "maasctl/v0", simUserAgent
 	managed := map[string]objState{"Gateway ns/gw": {}}
 	tests := []struct {
@@ -1039,6 +1065,12 @@ func TestChangingWrites(t *testing.T) {
 		{name: "a change overlapping a status no-op", recs: []faultproxy.Request{w(m, 1, "10"), span(m, 10, 30, "11"), span(s, 20, 40, "11")}, want: 1},
 		{name: "an apply the server stored again unchanged", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(m, 5, "12", "a"), wc(m, 9, "12", "a")}, want: 1},
 		{name: "an apply that changed the content", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(m, 5, "12", "b")}, want: 2},
+		// kube-controller-manager, which the proxy does not see, set the
+		// Deployment's revision annotation between the two applies.
+		{name: "a no-op apply after an unseen writer's change", recs: []faultproxy.Request{wm(m, 1, "10", "a", 2, "x"), wm(m, 5, "12", "b", 2, "x")}, want: 1},
+		{name: "an apply that changed the spec, the same entries", recs: []faultproxy.Request{wm(m, 1, "10", "a", 2, "x"), wm(m, 5, "12", "b", 3, "x")}, want: 2},
+		{name: "an apply that changed maasctl's entries", recs: []faultproxy.Request{wm(m, 1, "10", "a", 2, "x"), wm(m, 5, "12", "b", 2, "y")}, want: 2},
+		{name: "another writer's change with maasctl's entries as they were", recs: []faultproxy.Request{wm(m, 1, "10", "a", 2, "x"), wm(s, 5, "12", "b", 2, "x")}, want: 1},
 		{name: "an apply that undid another writer's change", recs: []faultproxy.Request{wc(m, 1, "10", "a"), wc(s, 3, "11", "b"), wc(m, 5, "12", "a")}, want: 2},
 		{name: "an apply that restored the spec another writer's forced apply took", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wf(s, 5, "13", 3), wg(m, 7, "14", 4)}, want: 1},
 		{name: "an apply after another writer's unforced spec change", recs: []faultproxy.Request{wg(s, 1, "10", 1), wg(m, 3, "12", 2), wg(s, 5, "13", 3), wg(m, 7, "14", 4)}, want: 2},

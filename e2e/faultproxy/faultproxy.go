@@ -112,13 +112,21 @@ type ObjectRef struct {
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 	Generation      int64  `json:"generation,omitempty"`
 	// Content, set for the object a write answered with, is a digest
-	// (hex SHA-256) of the whole object but its resourceVersion: two
-	// writes that left the same content have the same Content even when
-	// the API server stored the object again under a new resourceVersion
-	// (it does for an unchanged custom resource whose status is still its
-	// schema's default: the status, defaulted when read, is stored on the
-	// next write).
+	// (hex SHA-256) of the whole object but its resourceVersion and its
+	// status: two writes that left the same content have the same Content
+	// even when the API server stored the object again under a new
+	// resourceVersion (it does for an unchanged custom resource whose
+	// status is still its schema's default: the status, defaulted when
+	// read, is stored on the next write), or answered a no-op with the
+	// status another writer set meanwhile (kube-controller-manager writes a
+	// Deployment's status without passing the proxy).
 	Content string `json:"content,omitempty"`
+	// Managers, set for the object a write answered with, is a digest
+	// (hex SHA-256) of each field manager's metadata.managedFields entries
+	// (operation, time, fields), by manager. A server-side apply that
+	// changed nothing leaves its manager's entries as they were, whatever
+	// other writers did to the object meanwhile.
+	Managers map[string]string `json:"managers,omitempty"`
 }
 
 // Key is "Kind namespace/name" (or "Kind name").
@@ -536,6 +544,7 @@ func parseJSONWrite(body []byte) (ObjectRef, bool) {
 	}
 	var m map[string]any
 	if json.Unmarshal(body, &m) == nil {
+		ref.Managers = managersDigest(m)
 		ref.Content = contentDigest(m)
 	}
 	return ref, true
@@ -565,17 +574,45 @@ func parseProtobufRef(body []byte) (ObjectRef, bool) {
 	ref := ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(),
 		Name: m.GetName(), ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration()}
 	if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
+		ref.Managers = managersDigest(u)
 		ref.Content = contentDigest(u)
 	}
 	return ref, true
 }
 
+// managersDigest is ObjectRef.Managers of obj (a decoded object).
+func managersDigest(obj map[string]any) map[string]string {
+	md, _ := obj["metadata"].(map[string]any)
+	entries, _ := md["managedFields"].([]any)
+	by := map[string][]any{}
+	for _, e := range entries {
+		if m, ok := e.(map[string]any); ok {
+			name, _ := m["manager"].(string)
+			by[name] = append(by[name], m)
+		}
+	}
+	out := map[string]string{}
+	for name, es := range by {
+		b, err := json.Marshal(es)
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256(b)
+		out[name] = hex.EncodeToString(sum[:])
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // contentDigest is ObjectRef.Content of obj (a decoded object; its
-// metadata.resourceVersion is dropped from it).
+// metadata.resourceVersion and status are dropped from it).
 func contentDigest(obj map[string]any) string {
 	if md, ok := obj["metadata"].(map[string]any); ok {
 		delete(md, "resourceVersion")
 	}
+	delete(obj, "status")
 	b, err := json.Marshal(obj) // map keys sorted: the same content, the same bytes
 	if err != nil {
 		return ""

@@ -315,7 +315,8 @@ func TestRecordsProtobufWrites(t *testing.T) {
 	}
 }
 
-// TestContentDigest: the digest ignores the resourceVersion only.
+// TestContentDigest: the digest ignores the resourceVersion and the
+// status only.
 func TestContentDigest(t *testing.T) {
 	obj := func(rv, label string) map[string]any {
 		return map[string]any{"kind": "GatewayClass", "metadata": map[string]any{"name": "gc", "resourceVersion": rv, "labels": map[string]any{"a": label}}}
@@ -323,8 +324,34 @@ func TestContentDigest(t *testing.T) {
 	if a, b := contentDigest(obj("1", "x")), contentDigest(obj("2", "x")); a == "" || a != b {
 		t.Errorf("the same content under two resourceVersions: digests %q and %q, want equal", a, b)
 	}
+	withStatus := func(rv, ready string) map[string]any {
+		o := obj(rv, "x")
+		o["status"] = map[string]any{"readyReplicas": ready}
+		return o
+	}
+	if a, b := contentDigest(withStatus("1", "0")), contentDigest(withStatus("2", "1")); a != b {
+		t.Errorf("the same content with another status: digests %q and %q, want equal", a, b)
+	}
 	if a, b := contentDigest(obj("1", "x")), contentDigest(obj("1", "y")); a == b {
 		t.Errorf("two contents have the same digest %q", a)
+	}
+}
+
+// TestManagersDigest: a manager's digest changes with its entries' time
+// or fields and with nothing else, another manager's entry included.
+func TestManagersDigest(t *testing.T) {
+	obj := func(maasctlTime, otherTime string) map[string]any {
+		return map[string]any{"kind": "Deployment", "metadata": map[string]any{"name": "d", "managedFields": []any{
+			map[string]any{"manager": "maasctl", "operation": "Apply", "time": maasctlTime, "fieldsV1": map[string]any{"f:spec": map[string]any{}}},
+			map[string]any{"manager": "kube-controller-manager", "operation": "Update", "time": otherTime, "fieldsV1": map[string]any{"f:status": map[string]any{}}},
+		}}}
+	}
+	a, b := managersDigest(obj("2026-12-06T16:00:00Z", "2026-12-06T16:00:00Z")), managersDigest(obj("2026-12-06T16:00:00Z", "2026-12-06T16:00:05Z"))
+	if a["maasctl"] == "" || a["maasctl"] != b["maasctl"] || a["kube-controller-manager"] == b["kube-controller-manager"] {
+		t.Errorf("another manager's write changed maasctl's digest, or not its own: %v, %v", a, b)
+	}
+	if c := managersDigest(obj("2026-12-06T16:00:01Z", "2026-12-06T16:00:00Z")); c["maasctl"] == a["maasctl"] {
+		t.Errorf("maasctl's entry changed time, its digest did not: %v", c)
 	}
 }
 
