@@ -605,6 +605,8 @@ stringData: {DB_CONNECTION_URL: "%s"}`, ns, ns, url))
 		}
 	}
 
+	selfHeal(t, b, kubectl, files)
+
 	objs := renderedObjects(t, files)
 	// Objects an operator also writes spec fields of: compare the rendered
 	// fields only (the RHOAI operator's default-dsci carries
@@ -660,6 +662,59 @@ stringData: {DB_CONNECTION_URL: "%s"}`, ns, ns, url))
 	}
 	if len(objs) < 20 {
 		t.Errorf("only %d objects rendered; the comparison would prove little", len(objs))
+	}
+}
+
+// selfHeal does what Argo CD's automated sync with selfHeal does after the
+// first sync of the rendered tree: it applies again each file one of whose
+// objects lacks a field the file sets, until every object has held its
+// fields at three checks 2 s apart (at most 2 minutes). The real
+// kuadrant-operator v1.5.2 turns Authorino's listener TLS off again when
+// its reconcile read the CR before the apply (README finding 8; install
+// waits that out in platform/authorino-tls); a GitOps engine restores it
+// only by re-applying what drifted, as render's notes say.
+func selfHeal(t *testing.T, c *cluster, kubectl string, files []string) {
+	t.Helper()
+	drifted := func(f string) string {
+		for _, o := range renderedObjects(t, []string{f}) {
+			if o.GetAnnotations()[steps.HookAnnotation] != "" || o.GetLabels()["app.kubernetes.io/component"] == "gitops-hook" {
+				continue // a hook runs once; it is not kept in sync
+			}
+			l := c.live(t, lobj{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()})
+			if l == nil {
+				return kube.Describe(o) + " missing"
+			}
+			plain := o.DeepCopy()
+			plain.SetAnnotations(withoutArgo(o.GetAnnotations()))
+			if len(plain.GetAnnotations()) == 0 {
+				unstructured.RemoveNestedField(plain.Object, "metadata", "annotations")
+			}
+			if p, ok := steps.Contains(l.Object, plain.Object); !ok {
+				return kube.Describe(o) + " lacks " + p
+			}
+		}
+		return ""
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for stable := 0; stable < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the applied tree did not hold for 2 minutes of self-healing")
+		}
+		time.Sleep(2 * time.Second)
+		stable++
+		for _, f := range files {
+			why := drifted(f)
+			if why == "" {
+				continue
+			}
+			stable = 0
+			t.Logf("self-heal: %s drifted (%s); applying it again", filepath.Base(f), why)
+			cmd := exec.Command(kubectl, "apply", "--server-side", "--field-manager=gitops", "--force-conflicts", "-f", f)
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+c.env.Kubeconfig())
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Logf("self-heal apply of %s: %v\n%s", filepath.Base(f), err, out)
+			}
+		}
 	}
 }
 

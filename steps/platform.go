@@ -1206,6 +1206,9 @@ func renderAuthorinoTLS(inv *inventory.Inventory, _ assets.Facts, objs []*unstru
 		"first: Authorino creates its Services only while its TLS Secret exists; the",
 		"Deployment last, once the operator has mounted the CR's service CA volume in it.",
 		"spec.volumes.items of the Authorino CR is one list: keep any volume it already has.",
+		"The Kuadrant operator may turn listener TLS off again right after the apply (it",
+		"force-applies what it last read of the CR); let the GitOps engine re-apply what",
+		"drifted (Argo CD: automated sync with selfHeal), as install re-applies it.",
 		"If Kuadrant " + k.Namespace + "/" + k.Name + " reports Ready=False reason MissingDependency (its operator started",
 		"before Istio existed), restart the operator once, which install does itself:",
 		"  oc delete pod -n " + k.OperatorNamespace + " -l " + k.OperatorSelector}, nil
