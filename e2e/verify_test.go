@@ -524,6 +524,30 @@ func TestVerifyDoctorGather(t *testing.T) {
 		if err := json.Unmarshal(b, &key); err != nil {
 			t.Fatal(err)
 		}
+		// The gateway policy's deny rules, decided by the real Authorino:
+		// a valid key cannot mint keys, nor send the identity headers the
+		// policy adds, while the same key lists the models.
+		if st, b := p.call(t, http.MethodPost, "/maas-api/v1/api-keys", key.Key, `{"name":"minted-by-a-key"}`); st != http.StatusForbidden {
+			t.Errorf("POST /maas-api/v1/api-keys with an API key: HTTP %d %s, want 403", st, b)
+		}
+		for hdr, want := range map[string]int{"": http.StatusOK, "X-MaaS-Username": http.StatusForbidden, "X-MaaS-Group": http.StatusForbidden} {
+			req, err := http.NewRequest(http.MethodGet, p.URL()+"/v1/models", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+key.Key)
+			if hdr != "" {
+				req.Header.Set(hdr, "admin")
+			}
+			resp, err := p.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != want || want == http.StatusForbidden && resp.Header.Get("X-Ext-Auth-Reason") == "" {
+				t.Errorf("GET /v1/models with a valid key and header %q: HTTP %d (reason %q), want %d (403s from Authorino)", hdr, resp.StatusCode, resp.Header.Get("X-Ext-Auth-Reason"), want)
+			}
+		}
 		var codes []int
 		for i := 0; i < 10; i++ {
 			st, _ := p.call(t, http.MethodPost, "/v1/chat/completions", key.Key,

@@ -785,7 +785,9 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 // three OPA rules: the key is valid, the subscription was selected and is
 // Active or Degraded, and the caller's user or one of its groups is listed
 // for the model in the access map aggregated from every MaaSAuthPolicy
-// (gatewayModelAccess). The identity filter (userid, groups,
+// (gatewayModelAccess); and two deny rules: an sk-oai- key on the API-key
+// management paths, and a request that sends X-MaaS-Username or
+// X-MaaS-Group itself. The identity filter (userid, groups,
 // selected_subscription_key, ...) is what the TokenRateLimitPolicies'
 // predicates read; the X-MaaS-Username, -Group and -Subscription headers
 // it adds to an allowed request are what maas-api reads of its caller.
@@ -801,9 +803,10 @@ func (c *maasCtl) reconcileAuthPolicy(ctx context.Context, k key) error {
 // by maas-api's subscription-selection answer (accessAllowed) instead of
 // the access map in the Rego; 403 for an sk-oai- key on the API-key
 // management paths and for a request that sends X-MaaS-Username or
-// -Group itself; JSON denial bodies. The two deny rules make the real
-// policy stricter than this one, accessAllowed moves the access decision
-// to maas-api, and the bodies change no status; none is simulated yet.
+// -Group itself; JSON denial bodies. The two deny rules are simulated
+// (deny-api-key-management, deny-client-identity-headers; the simulator is
+// never more lenient); accessAllowed, which moves the access decision to
+// maas-api, and the bodies, which change no status, are not.
 //
 // Left out, so the simulation is never more lenient: the evaluators'
 // cache blocks (the controller's metadata and authz cache TTLs; a cached
@@ -872,6 +875,20 @@ func (c *maasCtl) applyGatewayAuthPolicy(ctx context.Context) error {
 						"require-group-membership": map[string]any{
 							"opa":     map[string]any{"rego": c.groupMembershipRego(string(access))},
 							"metrics": false, "priority": int64(0),
+						},
+						// An API key cannot manage API keys (only a user's
+						// token can), and a client cannot send the identity
+						// headers the policy adds (maas-api trusts them):
+						// each denies with a pattern that never holds.
+						"deny-api-key-management": map[string]any{
+							"when":            []any{map[string]any{"predicate": `request.path.startsWith("/maas-api/v1/api-keys") && "authorization" in request.headers && request.headers.authorization.startsWith("Bearer sk-oai-")`}},
+							"patternMatching": map[string]any{"patterns": []any{map[string]any{"predicate": "false"}}},
+							"metrics":         false, "priority": int64(0),
+						},
+						"deny-client-identity-headers": map[string]any{
+							"when":            []any{map[string]any{"predicate": `"x-maas-username" in request.headers || "x-maas-group" in request.headers`}},
+							"patternMatching": map[string]any{"patterns": []any{map[string]any{"predicate": "false"}}},
+							"metrics":         false, "priority": int64(0),
 						},
 					},
 					"response": map[string]any{
