@@ -793,11 +793,17 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 // CR cr (maasctl's rendered one).
 func caMounts(cr *unstructured.Unstructured) []string {
 	items, _, _ := unstructured.NestedSlice(cr.Object, "spec", "volumes", "items")
+	return itemStrings(items, "mountPath")
+}
+
+// itemStrings returns the string field of each object of a list (items
+// that are not objects, or lack the field, give none).
+func itemStrings(items []any, field string) []string {
 	var out []string
 	for _, it := range items {
 		if m, ok := it.(map[string]any); ok {
-			if p, ok := m["mountPath"].(string); ok {
-				out = append(out, p)
+			if v, ok := m[field].(string); ok {
+				out = append(out, v)
 			}
 		}
 	}
@@ -832,11 +838,8 @@ func missingMounts(u *unstructured.Unstructured, want []string) []string {
 	if len(containers) > 0 {
 		c, _ := containers[0].(map[string]any)
 		mounts, _, _ := unstructured.NestedSlice(c, "volumeMounts")
-		for _, m := range mounts {
-			if mm, ok := m.(map[string]any); ok {
-				p, _ := mm["mountPath"].(string)
-				have[p] = true
-			}
+		for _, p := range itemStrings(mounts, "mountPath") {
+			have[p] = true
 		}
 	}
 	var out []string
@@ -869,11 +872,8 @@ func mergeVolumes(live, cr *unstructured.Unstructured) *unstructured.Unstructure
 	ours, _, _ := unstructured.NestedSlice(cr.Object, "spec", "volumes", "items")
 	theirs, _, _ := unstructured.NestedSlice(live.Object, "spec", "volumes", "items")
 	named := map[string]bool{}
-	for _, it := range ours {
-		if m, ok := it.(map[string]any); ok {
-			n, _ := m["name"].(string)
-			named[n] = true
-		}
+	for _, n := range itemStrings(ours, "name") {
+		named[n] = true
 	}
 	var items []any
 	for _, it := range theirs {
