@@ -480,7 +480,7 @@ func TestVerifyDoctorGather(t *testing.T) {
 			[]byte(`[{"op":"remove","path":"/spec/template/spec/containers/0/env"}]`), metav1.PatchOptions{FieldManager: "e2e-break"}); err != nil {
 			t.Fatalf("remove the Authorino Deployment's env: %v", err)
 		}
-		waitAuthorinoRestart(t, c, since)
+		waitAuthorinoRestart(t, c, p, since)
 		rep, r := verifyRun(t, c, p)
 		outputs = append(outputs, r)
 		// The live check names the cause; the data path shows it for real:
@@ -503,7 +503,7 @@ func TestVerifyDoctorGather(t *testing.T) {
 		if done := strings.Join(stepsWith(ir.events, "done"), " "); !strings.Contains(done, "platform/authorino-tls") {
 			t.Errorf("install did not redo platform/authorino-tls; done: %s", done)
 		}
-		waitAuthorinoRestart(t, c, since)
+		waitAuthorinoRestart(t, c, p, since)
 		rep, r = verifyRun(t, c, p)
 		outputs = append(outputs, r)
 		if r.exit != 0 || !rep.Passed {
@@ -683,22 +683,33 @@ func deleteObject(c *cluster, gvk schema.GroupVersionKind, ns, name string) erro
 }
 
 // waitAuthorinoRestart waits until the real Authorino server was started
-// for a new pod after since (its Deployment rolled out) and serves.
-func waitAuthorinoRestart(t *testing.T, c *cluster, since time.Time) {
+// for a new pod after since (its Deployment rolled out) and decides the
+// data path's calls again: a keyless GET /v1/models is refused with
+// Authorino's own reason, which it gives only once it has read the
+// AuthConfigs (before, the stand-in's check finds no AuthConfig).
+func waitAuthorinoRestart(t *testing.T, c *cluster, p *plane, since time.Time) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
+	last := "not started again"
 	for {
 		started := false
 		for _, st := range c.env.OperatorStarts() {
 			started = started || st.Component == testenv.AuthorinoServer && st.At.After(since)
 		}
 		if _, ok := c.env.ExposedAddr(testenv.AuthorinoServer); started && ok {
-			// Authorino reads the AuthConfigs before it answers.
-			time.Sleep(3 * time.Second)
-			return
+			resp, err := p.hc.Get(p.URL() + "/v1/models")
+			if err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusUnauthorized && resp.Header.Get("X-Ext-Auth-Reason") == "Authentication required" {
+					return
+				}
+				last = fmt.Sprintf("keyless GET /v1/models: HTTP %d, reason %q", resp.StatusCode, resp.Header.Get("X-Ext-Auth-Reason"))
+			} else {
+				last = err.Error()
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Authorino was not started again within 2m after %s: %v", since.Format(time.RFC3339), c.env.OperatorStarts())
+			t.Fatalf("Authorino did not decide calls again within 2m after %s (last: %s): %v", since.Format(time.RFC3339), last, c.env.OperatorStarts())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
