@@ -257,7 +257,12 @@ func (r *rhoaiCtl) reconcileDSC(ctx context.Context, k key) error {
 			"conditions": conditions(old["conditions"], cond("Ready", false, reason, msg).gen(gen)),
 		})
 	}
-	if all := m.list(gvrDSC, ""); all[0].GetUID() != dsc.GetUID() {
+	all := m.list(gvrDSC, "")
+	if len(all) == 0 {
+		// Deleted between the get and the list: the delete requeues it.
+		return nil
+	}
+	if all[0].GetUID() != dsc.GetUID() {
 		msg := fmt.Sprintf("only one instance of DataScienceCluster object is allowed: %s already exists", all[0].GetName())
 		return m.updateStatus(ctx, gvrDSC, dsc, map[string]any{
 			"phase": "Error", "errorMessage": msg, "observedGeneration": gen,
