@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,8 +78,27 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 		return &NotReadyError{BackupDir: b.Dir, Err: err}
 	}
 	fmt.Fprintf(out, "  waiting for %d generated Kuadrant policies to be Enforced...\n", len(generated))
+	deleting := deletedPolicies(p)
+	overridden := map[string]string{}
+	var mu sync.Mutex
+	for i := range generated {
+		name := generated[i].String()
+		generated[i].Cond = enforcedUnlessOverriddenBy(deleting)
+		generated[i].OnChange = func(r waiters.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.HasPrefix(r.Status, overriddenByOld) {
+				overridden[name] = r.Status
+			} else {
+				delete(overridden, name)
+			}
+		}
+	}
 	if err := waiters.All(wctx, c, generated...); err != nil {
 		return &NotReadyError{BackupDir: b.Dir, Err: err}
+	}
+	for _, k := range slices.Sorted(maps.Keys(overridden)) {
+		fmt.Fprintf(out, "  %s: %s\n", k, overridden[k])
 	}
 	fmt.Fprintln(out, "  every new object is ready; removing the old tier configuration")
 
@@ -102,6 +124,20 @@ func applyPlan(ctx context.Context, c *kube.Clients, b *Backup, p *Plan, timeout
 			return err
 		}
 		fmt.Fprintf(out, "  deleted %s\n", r)
+	}
+	if len(overridden) > 0 {
+		// Only now can Kuadrant enforce what the old policies overrode.
+		fmt.Fprintf(out, "  waiting for the %d generated Kuadrant policies the old ones overrode to be Enforced...\n", len(overridden))
+		var again []waiters.Target
+		for _, t := range generated {
+			if _, ok := overridden[t.String()]; ok {
+				t.Cond, t.OnChange = waiters.ConditionTrue("Enforced"), nil
+				again = append(again, t)
+			}
+		}
+		if err := waiters.All(wctx, c, again...); err != nil {
+			return &NotReadyError{BackupDir: b.Dir, Err: fmt.Errorf("the old policies are deleted but the new ones are not Enforced yet: %w", err)}
+		}
 	}
 	for _, u := range p.Unannotate {
 		if err := removeAnnotation(ctx, c, u); err != nil {
@@ -272,6 +308,83 @@ func generatedPolicies(ctx context.Context, c *kube.Clients, p *Plan) ([]waiters
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out, nil
+}
+
+// overriddenByOld starts the Status of enforcedUnlessOverriddenBy when it
+// lets a policy pass that only policies about to be deleted override.
+const overriddenByOld = "overridden only by old policies this migration deletes"
+
+// deletedPolicies returns "Kind namespace/name" of each Kuadrant policy in
+// p.Delete.
+func deletedPolicies(p *Plan) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range p.Delete {
+		if r.GroupKind().Group == gkAuthPolicy.Group {
+			out[r.Kind+" "+r.Namespace+"/"+r.Name] = true
+		}
+	}
+	return out
+}
+
+// enforcedUnlessOverriddenBy is done when the policy's Enforced condition is
+// True, or when it is False with reason Overridden and every policy that
+// overrides it is one of deleting ("Kind namespace/name"; a policy is only
+// overridden by policies of its own kind). That happens when the old
+// tier-based gateway-auth-policy is newer than maas-gateway-auth: a rollback
+// restores it while maas-gateway-auth, owned by the Gateway, stays, and the
+// real kuadrant-operator v1.5.2 then reports maas-gateway-auth Overridden
+// (internal/controller/auth_policy_status_updater.go; the message is
+// ErrOverridden's "<Kind> is overridden by [ns/name ...]",
+// internal/kuadrant/errors.go). Waiting for Enforced=True before deleting
+// would never end (e2e TestMigrateTiersResumes, second directory). Any
+// other overrider, reason or message shape keeps waiting.
+func enforcedUnlessOverriddenBy(deleting map[string]bool) waiters.Condition {
+	base := waiters.ConditionTrue("Enforced")
+	return func(live *unstructured.Unstructured) waiters.Result {
+		r := base(live)
+		if r.Done {
+			return r
+		}
+		c, ok := waiters.GetCondition(live, "Enforced")
+		if !ok || c.Status != "False" || c.Reason != "Overridden" {
+			return r
+		}
+		if c.HasObservedGeneration && c.ObservedGeneration < live.GetGeneration() {
+			return r
+		}
+		by := overriders(c.Message)
+		if len(by) == 0 {
+			return r
+		}
+		for _, nn := range by {
+			if !deleting[live.GetKind()+" "+nn] {
+				return r
+			}
+		}
+		return waiters.Result{Done: true, Status: overriddenByOld + " (" + strings.Join(by, ", ") + "); Enforced once they are gone"}
+	}
+}
+
+// overriders parses the namespace/name list out of Kuadrant's Overridden
+// message "<Kind> is overridden by [ns/name ns/name]"; nil when the message
+// has another shape.
+func overriders(msg string) []string {
+	_, list, ok := strings.Cut(msg, " is overridden by [")
+	if !ok {
+		return nil
+	}
+	list, ok = strings.CutSuffix(list, "]")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, f := range strings.Fields(list) {
+		if ns, name, ok := strings.Cut(f, "/"); !ok || ns == "" || name == "" {
+			return nil
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func phaseOf(u *unstructured.Unstructured) string {
