@@ -98,7 +98,7 @@ func WritePlan(w io.Writer, p *Plan) {
 	for _, r := range p.Reused {
 		fmt.Fprintf(w, "  %s (exists, reused)\n", r)
 	}
-	fmt.Fprintln(w, "Then, once every new object is Ready/Active and its Kuadrant policies are Enforced:")
+	fmt.Fprintln(w, "Then, once every new object is Ready/Active and its Kuadrant policies are Enforced (or overridden only by the old ones deleted here, then Enforced after):")
 	if len(p.Delete) == 0 && len(p.Unannotate) == 0 {
 		fmt.Fprintln(w, "  (nothing to remove)")
 	}
