@@ -366,6 +366,14 @@ func TestRules(t *testing.T) {
 					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"},
 				}, "status", "conditions"))
 			}},
+		{name: "gateway AuthPolicy overridden by the tier-based one", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
+			evidence: "Enforced=False (Overridden): AuthPolicy is overridden by [openshift-ingress/gateway-auth-policy]", fix: "finish the migration (maasctl migrate tiers",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", set([]any{
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Overridden", "message": "AuthPolicy is overridden by [openshift-ingress/gateway-auth-policy]"},
+				}, "status", "conditions"))
+			}},
 		{name: "gateway AuthPolicy missing", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
 			evidence: "not found; MaaSAuthPolicies: llama-coder-access (phase Active)", fix: "oc describe maasauthpolicy",
 			breakf: func(t *testing.T, r *verify.StaticReader) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/release"
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -333,11 +334,11 @@ func deletedPolicies(p *Plan) map[string]bool {
 // tier-based gateway-auth-policy is newer than maas-gateway-auth: a rollback
 // restores it while maas-gateway-auth, owned by the Gateway, stays, and the
 // real kuadrant-operator v1.5.2 then reports maas-gateway-auth Overridden
-// (internal/controller/auth_policy_status_updater.go; the message is
-// ErrOverridden's "<Kind> is overridden by [ns/name ...]",
-// internal/kuadrant/errors.go). Waiting for Enforced=True before deleting
-// would never end (e2e TestMigrateTiersResumes, second directory). Any
-// other overrider, reason or message shape keeps waiting.
+// (internal/controller/auth_policy_status_updater.go; the overriders are
+// read from its message by verify.KuadrantOverriders). Waiting for
+// Enforced=True before deleting would never end (e2e
+// TestMigrateTiersResumes, second directory). Any other overrider, reason
+// or message shape keeps waiting.
 func enforcedUnlessOverriddenBy(deleting map[string]bool) waiters.Condition {
 	base := waiters.ConditionTrue("Enforced")
 	return func(live *unstructured.Unstructured) waiters.Result {
@@ -352,7 +353,7 @@ func enforcedUnlessOverriddenBy(deleting map[string]bool) waiters.Condition {
 		if c.HasObservedGeneration && c.ObservedGeneration < live.GetGeneration() {
 			return r
 		}
-		by := overriders(c.Message)
+		by := verify.KuadrantOverriders(c.Message)
 		if len(by) == 0 {
 			return r
 		}
@@ -363,28 +364,6 @@ func enforcedUnlessOverriddenBy(deleting map[string]bool) waiters.Condition {
 		}
 		return waiters.Result{Done: true, Status: overriddenByOld + " (" + strings.Join(by, ", ") + "); Enforced once they are gone"}
 	}
-}
-
-// overriders parses the namespace/name list out of Kuadrant's Overridden
-// message "<Kind> is overridden by [ns/name ns/name]"; nil when the message
-// has another shape.
-func overriders(msg string) []string {
-	_, list, ok := strings.Cut(msg, " is overridden by [")
-	if !ok {
-		return nil
-	}
-	list, ok = strings.CutSuffix(list, "]")
-	if !ok {
-		return nil
-	}
-	var out []string
-	for _, f := range strings.Fields(list) {
-		if ns, name, ok := strings.Cut(f, "/"); !ok || ns == "" || name == "" {
-			return nil
-		}
-		out = append(out, f)
-	}
-	return out
 }
 
 func phaseOf(u *unstructured.Unstructured) string {

@@ -61,18 +61,3 @@ func TestEnforcedUnlessOverriddenBy(t *testing.T) {
 		})
 	}
 }
-
-func TestOverriders(t *testing.T) {
-	for msg, want := range map[string][]string{
-		"AuthPolicy is overridden by [openshift-ingress/gateway-auth-policy]": {"openshift-ingress/gateway-auth-policy"},
-		"AuthPolicy is overridden by [a/b c/d]":                               {"a/b", "c/d"},
-		"TokenRateLimitPolicy is overridden by [a/b]":                         {"a/b"},
-		"AuthPolicy is overridden by [a/b":                                    nil,
-		"AuthPolicy is overridden by [ab]":                                    nil,
-		"AuthPolicy has been successfully enforced":                           nil,
-	} {
-		if diff := cmp.Diff(want, overriders(msg)); diff != "" {
-			t.Errorf("overriders(%q) (-want +got):\n%s", msg, diff)
-		}
-	}
-}

@@ -177,6 +177,8 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			if ok && e.Status != "True" {
 				if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
 					cause, fix = c, f+"; "+describeCmd
+				} else if c, f, found := overriddenDiagnosis(genKind, e.Reason, e.Message); found {
+					cause, fix = c, f
 				}
 			}
 			out = append(out, ec.fail(detail, cause, fix))
@@ -243,6 +245,8 @@ func checkGatewayAuth(s *State) Check {
 //   - Enforced=False naming components waiting to sync (ErrOutOfSync,
 //     reason Unknown): policySyncDiagnosis, e.g. an AuthConfig Authorino has
 //     not loaded; a restart of the Kuadrant operator changes nothing;
+//   - Enforced=False, reason Overridden: another AuthPolicy on the Gateway
+//     wins (overriddenDiagnosis), e.g. the tier-based gateway-auth-policy;
 //   - otherwise Kuadrant or Authorino is not Ready, or the Gateway is not
 //     programmed.
 func GatewayAuthDiagnosis(p *unstructured.Unstructured, inv *inventory.Inventory, ns, name string) (cause, fix string) {
@@ -258,6 +262,9 @@ func GatewayAuthDiagnosis(p *unstructured.Unstructured, inv *inventory.Inventory
 	if c, ok := cond(p, "Enforced"); ok && c.Status != "True" {
 		if cause, fix, found := policySyncDiagnosis("AuthPolicy", c.Message, inv); found {
 			return cause, fix + "; " + describe
+		}
+		if cause, fix, found := overriddenDiagnosis("AuthPolicy", c.Reason, c.Message); found {
+			return cause, fix
 		}
 	}
 	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests",

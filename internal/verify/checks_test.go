@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -165,6 +166,25 @@ func TestLiveChecks(t *testing.T) {
 				// Authorino refused the AuthConfig (e2e TestMaaSControllerV021).
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"))
 			}},
+		{name: "gateway AuthPolicy overridden by the tier-based one", wantCode: CodeAuthEnforced,
+			wantCause:  "AuthPolicy openshift-ingress/gateway-auth-policy on the same target overrides it",
+			wantDetail: "Enforced=False (Overridden)",
+			wantFix:    "maasctl migrate tiers",
+			breakf: func(t *testing.T, r *StaticReader) {
+				// As kuadrant-operator v1.5.2 wrote it after a tier
+				// migration's rollback (e2e TestMigrateTiersResumes).
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Overridden", "message": "AuthPolicy is overridden by [openshift-ingress/gateway-auth-policy]"}))
+			}},
+		{name: "generated TokenRateLimitPolicy overridden", wantCode: CodeTokenLimitEnf,
+			wantCause: "TokenRateLimitPolicy llm-coding-assistant/old-limits on the same target overrides it",
+			wantFix:   "oc get tokenratelimitpolicy old-limits -n llm-coding-assistant -o yaml",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Overridden", "message": "TokenRateLimitPolicy is overridden by [llm-coding-assistant/old-limits]"}))
+			}},
 		{name: "gateway AuthPolicy judged for an older generation", wantCode: CodeAuthEnforced, wantDetail: "status is for generation 1, the policy is at 2",
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o *unstructured.Unstructured) {
@@ -288,4 +308,20 @@ func notEnforced(msg string) func(*unstructured.Unstructured) {
 	return setConditions(
 		map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
 		map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": msg})
+}
+
+func TestKuadrantOverriders(t *testing.T) {
+	for msg, want := range map[string][]string{
+		"AuthPolicy is overridden by [openshift-ingress/gateway-auth-policy]": {"openshift-ingress/gateway-auth-policy"},
+		"AuthPolicy is overridden by [a/b c/d]":                               {"a/b", "c/d"},
+		"TokenRateLimitPolicy is overridden by [a/b]":                         {"a/b"},
+		"AuthPolicy is overridden by [a/b":                                    nil,
+		"AuthPolicy is overridden by [ab]":                                    nil,
+		"AuthPolicy is overridden by []":                                      nil,
+		"AuthPolicy has been successfully enforced":                           nil,
+	} {
+		if diff := cmp.Diff(want, KuadrantOverriders(msg)); diff != "" {
+			t.Errorf("KuadrantOverriders(%q) (-want +got):\n%s", msg, diff)
+		}
+	}
 }
