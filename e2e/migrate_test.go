@@ -728,7 +728,6 @@ func TestMigrateTiersRefuses(t *testing.T) {
 // and is not empty") and the second directory's rollback removed nothing
 // without saying why.
 func TestMigrateTiersResumes(t *testing.T) {
-	fullOnly(t, "a tier migration re-run with the same --backup-dir resumes, and its rollback undoes both runs")
 	parallel(t)
 	// The MaaS controller reconciles the new objects 40 s after they are
 	// created: a run with a 10 s timeout stops waiting.
