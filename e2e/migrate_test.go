@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	"github.com/maasctl/maasctl/e2e/testenv"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/internal/migrate"
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/waiters"
 )
 
@@ -789,6 +791,35 @@ func TestMigrateTiersResumes(t *testing.T) {
 	t.Run("second directory", func(t *testing.T) {
 		a := filepath.Join(c.dir, "second-a")
 		mustExit(t, c.maasctl(t, "migrate", "tiers", "--backup-dir", a, "--timeout", "10s"), 4, "first run, stopped")
+		// Both gateway policies now exist and the restored old one is the
+		// newer: the real Kuadrant enforces it. verify must name it and
+		// the fix, not blame Kuadrant's readiness.
+		wctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		waitAll(t, wctx, c, waiters.Target{GVK: gvkAuthPolicy, Namespace: "openshift-ingress", Name: "maas-gateway-auth",
+			Cond: func(u *unstructured.Unstructured) waiters.Result {
+				e, ok := waiters.GetCondition(u, "Enforced")
+				return waiters.Result{Done: ok && e.Reason == "Overridden", Status: e.String()}
+			}})
+		v := c.maasctl(t, "verify", "--live-only", "-o", "json")
+		var rep verify.Report
+		if err := json.Unmarshal([]byte(v.stdout), &rep); err != nil {
+			t.Fatalf("verify -o json: %v\n%s\n%s", err, v.stdout, v.stderr)
+		}
+		found := false
+		for _, ch := range rep.Checks {
+			if ch.Code != verify.CodeAuthEnforced {
+				continue
+			}
+			found = true
+			if ch.Result != verify.Fail || !strings.Contains(ch.Cause, "AuthPolicy openshift-ingress/gateway-auth-policy on the same target overrides it") ||
+				!strings.Contains(ch.Fix, "maasctl migrate tiers") {
+				t.Errorf("%s: %s %q, cause %q, fix %q; want it to name gateway-auth-policy as the overrider and the migration as the fix", ch.Code, ch.Result, ch.Detail, ch.Cause, ch.Fix)
+			}
+		}
+		if !found {
+			t.Errorf("verify reported no %s:\n%s", verify.CodeAuthEnforced, v.stdout)
+		}
 		b := filepath.Join(c.dir, "second-b")
 		r := c.maasctl(t, "migrate", "tiers", "--backup-dir", b, "--timeout", "3m")
 		mustExit(t, r, 0, "the migration from another directory")
