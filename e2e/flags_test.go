@@ -49,11 +49,14 @@ func TestTimeoutFlagBoundsWaits(t *testing.T) {
 	took := time.Since(t0)
 	// 4.0s, or a tenth or more later on a loaded machine (a fresh-clone CI
 	// check printed 4.1s, 2026-12-05).
-	if r.exit == 0 || !regexp.MustCompile(`failed after 4\.\ds: timed out waiting for`).MatchString(r.stdout+r.stderr) {
-		t.Fatalf("install --timeout 4s: exit %d, want steps timed out after 4 s\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
+	if r.exit != 4 || !regexp.MustCompile(`failed after 4\.\ds: timed out waiting for`).MatchString(r.stdout+r.stderr) {
+		t.Fatalf("install --timeout 4s: exit %d, want 4 (a wait timed out) and steps timed out after 4 s\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
 	}
 	if took > 75*time.Second {
 		t.Errorf("install --timeout 4s took %s: the wait was not bounded by --timeout", took)
+	}
+	if show := c.maasctl(t, "inventory", "show"); show.exit != 0 || !strings.Contains(show.stdout, "waitTimeoutSeconds: 900") {
+		t.Errorf("inventory show: exit %d; the installed inventory must keep its own waitTimeoutSeconds (900), not --timeout's:\n%s%s", show.exit, show.stdout, show.stderr)
 	}
 	// A plain install is not refused as "installed from another
 	// inventory": --timeout is no part of what is installed.

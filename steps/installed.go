@@ -60,6 +60,18 @@ type InventorySource struct {
 	// setValues are the --set overrides with their values, for the
 	// guard of this run only (never stored).
 	setValues []string
+	// ownWaitTimeout, when not 0, is the inventory's own
+	// waitTimeoutSeconds before the run's --timeout replaced it: the
+	// installed inventory keeps it (--timeout bounds one run only).
+	ownWaitTimeout int
+}
+
+// WithOwnWaitTimeout returns s recording seconds, the inventory's
+// waitTimeoutSeconds before --timeout replaced it for this run, so that
+// the installed inventory stores that value and not the flag's.
+func (s InventorySource) WithOwnWaitTimeout(seconds int) InventorySource {
+	s.ownWaitTimeout = seconds
+	return s
 }
 
 // NewInventorySource is the source of an inventory loaded from files
@@ -176,9 +188,15 @@ type installedWriter struct {
 }
 
 // SetInstalled makes the record write inv as the installed inventory
+// (with the inventory's own waitTimeoutSeconds when --timeout replaced it,
+// InventorySource.WithOwnWaitTimeout)
 // (InstalledInventoryConfigMap) before the first step of the run applies,
 // unless the stored one has the same digest.
 func (r *Record) SetInstalled(src InventorySource, inv *inventory.Inventory, toolVersion string) {
+	if src.ownWaitTimeout > 0 && src.ownWaitTimeout != inv.WaitTimeoutSeconds {
+		inv = inv.Redacted() // a copy; vault.address is never stored
+		inv.WaitTimeoutSeconds = src.ownWaitTimeout
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	src.Digest = inventoryDigest(inv)
@@ -250,13 +268,22 @@ func (e *InventoryChangedError) Error() string {
 	if len(e.Steps) > 0 {
 		fmt.Fprintf(&b, "\nsteps whose objects would change: %s", strings.Join(e.Steps, ", "))
 	}
-	keep := "maasctl " + e.Command
-	if len(e.Installed.Source.Files) > 0 {
-		keep += " -f " + strings.Join(e.Installed.Source.Files, " -f ")
-	} else {
-		keep += " (with the same --set values)"
+	inst := e.Installed.Source
+	if len(inst.Files) > 0 && len(inst.Sets) == 0 {
+		fmt.Fprintf(&b, "\nnothing was changed; run 'maasctl %s -f %s' to keep the installed inventory, or 'maasctl %s --defaults' to go back to the default inventory ('maasctl inventory show' prints the installed one)",
+			e.Command, strings.Join(inst.Files, " -f "), e.Command)
+		return b.String()
 	}
-	fmt.Fprintf(&b, "\nnothing was changed; run '%s' to keep the installed inventory, or 'maasctl %s --defaults' to go back to the default inventory ('maasctl inventory show' prints the installed one)", keep, e.Command)
+	// Only the stored inventory holds the --set values it was installed
+	// with (the source keeps their paths only), and the default inventory
+	// of another maasctl version may differ: re-applying the files, or the
+	// defaults, would change what they set.
+	why := "the installed inventory is stored whole"
+	if len(inst.Sets) > 0 {
+		why = "it was installed with --set " + strings.Join(inst.Sets, ", ") + ", whose values only the stored inventory holds"
+	}
+	fmt.Fprintf(&b, "\nnothing was changed; to keep the installed inventory run 'maasctl inventory show > installed-inventory.yaml' and then 'maasctl %s -f installed-inventory.yaml' (%s), or run 'maasctl %s --defaults' to go back to the default inventory",
+		e.Command, why, e.Command)
 	return b.String()
 }
 

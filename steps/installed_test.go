@@ -128,6 +128,39 @@ nothing was changed; run 'maasctl install -f /x/site.yaml' to keep the installed
 	if !strings.Contains(e.Error(), "digest") || e.Unwrap() != ErrInventoryChanged {
 		t.Error("does not unwrap to ErrInventoryChanged")
 	}
+	// Installed with --set: re-applying the files alone would drop the
+	// set values, so the advice goes through the stored inventory.
+	e.Installed.Source.Sets = []string{"gateway.hostname"}
+	got := e.Error()
+	wantTail := `nothing was changed; to keep the installed inventory run 'maasctl inventory show > installed-inventory.yaml' and then 'maasctl install -f installed-inventory.yaml' (it was installed with --set gateway.hostname, whose values only the stored inventory holds), or run 'maasctl install --defaults' to go back to the default inventory`
+	if !strings.HasSuffix(got, wantTail) || strings.Contains(got, "'maasctl install -f /x/site.yaml'") {
+		t.Errorf("with --set, message:\n%s\nwant it to end:\n%s", got, wantTail)
+	}
+}
+
+// TestInstalledKeepsOwnWaitTimeout: --timeout bounds one run; the
+// installed inventory (and its digest) keeps the inventory's own
+// waitTimeoutSeconds.
+func TestInstalledKeepsOwnWaitTimeout(t *testing.T) {
+	own := inventory.Default()
+	run := inventory.Default()
+	run.WaitTimeoutSeconds = 180 // --timeout 3m
+	r := &Record{}
+	r.SetInstalled(NewInventorySource(nil, nil, true).WithOwnWaitTimeout(own.WaitTimeoutSeconds), run, "v1")
+	if got := r.installed.inv.WaitTimeoutSeconds; got != own.WaitTimeoutSeconds {
+		t.Errorf("stored waitTimeoutSeconds %d, want the inventory's own %d", got, own.WaitTimeoutSeconds)
+	}
+	if r.installed.src.Digest != inventoryDigest(own) {
+		t.Errorf("digest %s, want the one of the inventory without --timeout %s", r.installed.src.Digest, inventoryDigest(own))
+	}
+	if run.WaitTimeoutSeconds != 180 {
+		t.Errorf("the run's inventory changed to %d: its waits must keep --timeout", run.WaitTimeoutSeconds)
+	}
+	r2 := &Record{}
+	r2.SetInstalled(NewInventorySource(nil, nil, true), run, "v1")
+	if got := r2.installed.inv.WaitTimeoutSeconds; got != 180 {
+		t.Errorf("without --timeout the inventory's value is stored: got %d, want 180", got)
+	}
 }
 
 // TestChangedSteps: only the steps whose rendered objects differ.

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/gather"
 	"github.com/maasctl/maasctl/internal/migrate"
@@ -90,8 +92,25 @@ var (
 // IsLockHeld reports whether another run holds the run Lease.
 func IsLockHeld(err error) bool { return steps.IsLockHeld(err) }
 
-// IsTimeout reports whether a wait timed out.
-func IsTimeout(err error) bool { return waiters.IsTimeout(err) }
+// IsTimeout reports whether a wait timed out (exit code 4): err is or wraps
+// a waiters.TimeoutError, or it is a run's steps.RunError whose every
+// failed step failed so. A run where any step failed otherwise is not a
+// timeout (exit code 1): the other failure is the one to fix first.
+func IsTimeout(err error) bool {
+	var run *steps.RunError
+	if errors.As(err, &run) {
+		if len(run.Failed) == 0 {
+			return false
+		}
+		for _, f := range run.Failed {
+			if !waiters.IsTimeout(f) {
+				return false
+			}
+		}
+		return true
+	}
+	return waiters.IsTimeout(err)
+}
 
 // PreflightCheckNames are the names --ignore-preflight accepts.
 func PreflightCheckNames() []string { return steps.PreflightCheckNames() }

@@ -88,6 +88,9 @@ type Session struct {
 	against string
 	// clients are Connect's clients of cfg.
 	clients *kube.Clients
+	// ownWaitTimeout is the inventory's waitTimeoutSeconds before
+	// --timeout replaced it (applyTimeout); 0 without --timeout.
+	ownWaitTimeout int
 }
 
 // LoadInventory reads files (inventory YAML or Ansible vars) and sets,
@@ -283,7 +286,7 @@ func checkClusterToken(ctx context.Context, cfg *rest.Config, spec string) error
 // --set paths, --defaults), for install and uninstall to check against
 // and store as the installed inventory.
 func (s *Session) Source() steps.InventorySource {
-	return steps.NewInventorySource(s.opts.Files, s.opts.Sets, s.opts.Defaults)
+	return steps.NewInventorySource(s.opts.Files, s.opts.Sets, s.opts.Defaults).WithOwnWaitTimeout(s.ownWaitTimeout)
 }
 
 // Installed reads the inventory the cluster was installed from
@@ -367,9 +370,12 @@ func (s *Session) InstallCommand() string {
 	return cmd
 }
 
-// applyTimeout makes --timeout the inventory's waitTimeoutSeconds.
+// applyTimeout makes --timeout the inventory's waitTimeoutSeconds for this
+// run and remembers the inventory's own value for the installed inventory
+// (Source).
 func (s *Session) applyTimeout(inv *inventory.Inventory) {
 	if s.opts.Timeout > 0 {
+		s.ownWaitTimeout = inv.WaitTimeoutSeconds
 		inv.WaitTimeoutSeconds = int((s.opts.Timeout + time.Second - 1) / time.Second)
 	}
 }
