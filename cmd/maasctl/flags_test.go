@@ -73,3 +73,32 @@ func TestAsPlugin(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentMistakesAreUsageErrors: an unknown command or subcommand,
+// an argument a command takes none of, and a kubeconfig that is not there
+// exit 2 (invalid flags) before anything is sent; a command group alone
+// prints its help and exits 0.
+func TestArgumentMistakesAreUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		msg  string
+	}{
+		{[]string{"nosuchcmd"}, exitBadInput, `unknown command "nosuchcmd" for "maasctl"`},
+		{[]string{"instal"}, exitBadInput, "did you mean install?"},
+		{[]string{"install", "extra-arg"}, exitBadInput, `unknown command "extra-arg" for "maasctl install"`},
+		{[]string{"database", "nosuch"}, exitBadInput, `unknown command "nosuch" for "maasctl database"`},
+		{[]string{"status", "--kubeconfig", "/nonexistent"}, exitBadInput, "--kubeconfig: stat /nonexistent"},
+		{[]string{"database"}, exitOK, ""},
+	} {
+		root := newRootCmd()
+		var out, errb bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetArgs(tc.args)
+		err := root.ExecuteContext(t.Context())
+		if got := exitCode(t.Context(), err); got != tc.want || (tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg))) {
+			t.Errorf("%v: exit %d, error %v; want exit %d and an error holding %q", tc.args, got, err, tc.want, tc.msg)
+		}
+	}
+}

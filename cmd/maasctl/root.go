@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,7 +81,45 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 	for _, add := range commands {
 		root.AddCommand(add(g))
 	}
+	strictArgs(root)
 	return root
+}
+
+// strictArgs makes every argument mistake under c a usage error (exit code
+// 2, nothing changed): a command's own argument check, and an unknown
+// subcommand of a command group. cobra returns its "unknown command"
+// errors as plain errors (exit 1), and below the root a group given an
+// unknown subcommand prints its help and exits 0.
+func strictArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = unknownSubcommand
+		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		return
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		}
+	}
+}
+
+// unknownSubcommand is the argument check of a command group: any
+// argument names a subcommand it does not have.
+func unknownSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return &usageError{fmt.Errorf("%s; '%s --help' lists its commands", msg, c.CommandPath())}
 }
 
 func (g *globalOptions) logger() (*zap.Logger, func(), error) {

@@ -148,13 +148,23 @@ func Open(o Options) (*Session, error) {
 // namespace and token come from the environment like the vault CLI.
 func VaultClient(inv *inventory.Inventory) (*vault.Client, error) {
 	a := inv.Vault.Auth
-	return vault.NewClient(vault.Options{
+	c, err := vault.NewClient(vault.Options{
 		Address: inv.Vault.Address,
 		Auth: vault.AuthOptions{
 			Method: a.Method, MountPath: a.MountPath, Role: a.Role, JWTFile: a.ServiceAccountTokenPath,
 			RoleIDFile: a.RoleIDFile, SecretIDFile: a.SecretIDFile,
 		},
 	})
+	switch {
+	case errors.Is(err, vault.ErrNoAddress):
+		// The library's "or pass an address" is its Options.Address:
+		// name maasctl's ways to give one.
+		return nil, &FlagError{Flag: "--vault-addr", Err: errors.New("no Vault address: give --vault-addr, set VAULT_ADDR or the inventory's vault.address (for example https://vault.example.com:8200)")}
+	case errors.Is(err, vault.ErrNoToken):
+		detail := strings.TrimPrefix(err.Error(), vault.ErrNoToken.Error()) // e.g. " (~/.vault-token is empty)"
+		return nil, &FlagError{Flag: "vault.auth", Err: errors.New("no Vault token" + detail + ": set VAULT_TOKEN, run `vault login` (it writes ~/.vault-token), or set the inventory's vault.auth.method to kubernetes or approle; maasctl takes no token flag, as a flag would stay in the shell history")}
+	}
+	return c, err
 }
 
 func (s *Session) tokenSpec() string {
@@ -193,7 +203,9 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 	if spec == "" {
 		cfg, err := s.opts.Kube.RESTConfig()
 		if err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
+			// Loading the kubeconfig sends nothing: a file that is not
+			// there, a context it lacks or a malformed file (exit 2).
+			return nil, &FlagError{Flag: "--kubeconfig", Err: fmt.Errorf("%w; check the path (--kubeconfig, KUBECONFIG) and the --context name ('oc config get-contexts' lists them)", err)}
 		}
 		return cfg, nil
 	}
