@@ -155,7 +155,7 @@ func guessResource(gvk schema.GroupVersionKind) string {
 // uninstall).
 func RenderInCluster(inv *inventory.Inventory, f assets.Facts, o InClusterOptions) ([]ManifestFile, error) {
 	if err := inv.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+		return nil, InvalidInventory(err)
 	}
 	if o.Namespace == "" {
 		o.Namespace = StateNamespace

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,13 +54,31 @@ type InstallOptions struct {
 // ErrInvalidInventory wraps inventory validation errors (exit code 2).
 var ErrInvalidInventory = errors.New("invalid inventory")
 
+// InvalidInventory wraps err, an inventory's load or validation error, so
+// that errors.Is(err, ErrInvalidInventory) holds. Its message is err's,
+// prefixed with "invalid inventory: " only when err does not say so
+// already (inventory.ValidationError starts "invalid inventory (N
+// problems):").
+func InvalidInventory(err error) error { return &invalidInventoryError{err} }
+
+type invalidInventoryError struct{ err error }
+
+func (e *invalidInventoryError) Error() string {
+	if msg := e.err.Error(); strings.Contains(msg, ErrInvalidInventory.Error()) {
+		return msg
+	}
+	return ErrInvalidInventory.Error() + ": " + e.err.Error()
+}
+
+func (e *invalidInventoryError) Unwrap() []error { return []error{ErrInvalidInventory, e.err} }
+
 // Install validates the inventory, checks it against the installed one
 // (InstallOptions.Source), reads the facts it needs from the cluster,
 // takes the run Lease, and runs every step. Validation happens before any
 // request to the cluster.
 func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	if err := o.Inventory.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+		return nil, InvalidInventory(err)
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()

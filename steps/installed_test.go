@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -227,5 +228,24 @@ func TestInstalledChanges(t *testing.T) {
 				t.Errorf("changes (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestInvalidInventoryMessage: the prefix is said once, and the error
+// matches ErrInvalidInventory and its cause.
+func TestInvalidInventoryMessage(t *testing.T) {
+	inv := inventory.Default()
+	inv.WaitTimeoutSeconds = 0
+	verr := inv.Validate()
+	if verr == nil {
+		t.Fatal("an inventory with waitTimeoutSeconds 0 validated: the test proves nothing")
+	}
+	err := InvalidInventory(verr)
+	if strings.Count(err.Error(), "invalid inventory") != 1 || !errors.Is(err, ErrInvalidInventory) || !errors.Is(err, verr) {
+		t.Errorf("%q: want the prefix once, matching ErrInvalidInventory and the validation error", err)
+	}
+	load := errors.New("site.yaml: yaml: line 3: mapping values are not allowed in this context")
+	if got := InvalidInventory(load).Error(); got != "invalid inventory: "+load.Error() {
+		t.Errorf("load error: %q", got)
 	}
 }

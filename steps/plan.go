@@ -225,7 +225,7 @@ func Plan(ctx context.Context, o PlanOptions) (*PlanReport, error) {
 // only used to evaluate steps, never to run them.
 func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 	if err := o.Inventory.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+		return nil, InvalidInventory(err)
 	}
 	clients, err := kube.New(o.Config)
 	if err != nil {

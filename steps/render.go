@@ -78,7 +78,7 @@ func RenderManifestsWith(reg *Registry, inv *inventory.Inventory, f assets.Facts
 		return nil, err
 	}
 	if err := inv.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+		return nil, InvalidInventory(err)
 	}
 	reg, err := registryFor(reg, inv)
 	if err != nil {

@@ -148,7 +148,7 @@ type uninstaller struct {
 // With DryRun it returns the plan and changes nothing.
 func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error) {
 	if err := o.Inventory.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+		return nil, InvalidInventory(err)
 	}
 	o.setDefaults()
 	if o.DeleteData && o.Vault == nil && !o.DryRun {

@@ -55,8 +55,8 @@ JSON object a line: run-started, started, progress, done or failed, run-done
 with the summary), for step database/rotate-password.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if outFmt != "text" && outFmt != "json" {
-				return &usageError{fmt.Errorf("--output %q: want text or json", outFmt)}
+			if err := checkOutput(outFmt); err != nil {
+				return err
 			}
 			s, err := g.open(c)
 			if err != nil {

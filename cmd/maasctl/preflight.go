@@ -48,8 +48,8 @@ Checks: ` + fmt.Sprint(session.PreflightCheckNames()),
 }
 
 func runPreflight(c *cobra.Command, g *globalOptions, o *preflightOptions) error {
-	if o.output != "text" && o.output != "json" {
-		return &usageError{fmt.Errorf("--output %q: use text or json", o.output)}
+	if err := checkOutput(o.output); err != nil {
+		return err
 	}
 	if err := session.ValidateIgnore(o.ignore); err != nil {
 		return &usageError{err}

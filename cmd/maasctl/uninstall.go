@@ -75,12 +75,14 @@ with that inventory, or --defaults to uninstall with the default one.`,
 }
 
 func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error {
+	// Every run checks -o; a dry run prints its plan as text unless the
+	// format is json.
 	format := output.Format("")
-	if !o.dryRun || o.output == "json" {
-		f, err := output.ParseFormat(o.output)
-		if err != nil {
-			return &usageError{err}
-		}
+	f, err := output.ParseFormat(o.output)
+	if err != nil {
+		return &usageError{err}
+	}
+	if !o.dryRun || f == output.JSON {
 		format = f
 	}
 	if o.deleteData && !o.yes && !o.dryRun {

@@ -36,7 +36,7 @@ func checkOutput(o string) error {
 	case "text", "table", "json":
 		return nil
 	}
-	return &usageError{fmt.Errorf("--output %q: want text or json", o)}
+	return &usageError{fmt.Errorf("--output %q: want text (also spelled table) or json", o)}
 }
 
 // dataPathFlags configure requests to the MaaS endpoint (verify, doctor).

@@ -99,13 +99,13 @@ type Session struct {
 func LoadInventory(files, sets []string, vaultAddr string) (*inventory.Inventory, error) {
 	inv, err := inventory.LoadWithAnsible(files, sets)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+		return nil, steps.InvalidInventory(err)
 	}
 	if vaultAddr != "" {
 		inv.Vault.Address = vaultAddr
 	}
 	if err := inv.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", steps.ErrInvalidInventory, err)
+		return nil, steps.InvalidInventory(err)
 	}
 	return inv, nil
 }
@@ -346,7 +346,7 @@ func (s *Session) useInstalled(ctx context.Context) (string, error) {
 	inv.Vault.Address = s.Inventory.Vault.Address
 	s.applyTimeout(inv)
 	if err := inv.Validate(); err != nil {
-		return "", fmt.Errorf("%w: the installed inventory: %w", steps.ErrInvalidInventory, err)
+		return "", steps.InvalidInventory(fmt.Errorf("the installed inventory: %w", err))
 	}
 	s.Inventory = inv
 	s.installed = inst
