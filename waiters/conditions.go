@@ -48,13 +48,28 @@ func (c Cond) String() string {
 		s += " (" + c.Reason + ")"
 	}
 	if c.Message != "" {
-		msg := c.Message
-		if len(msg) > 160 {
-			msg = msg[:160] + "…"
-		}
-		s += ": " + msg
+		s += ": " + shorten(c.Message, maxMessageRunes)
 	}
 	return s
+}
+
+// maxMessageRunes bounds a condition message in String: long enough for
+// the messages operators write (a Gateway's AddressNotAssigned names the
+// address and why it is pending past 160 characters), short enough for a
+// progress line.
+const maxMessageRunes = 320
+
+// shorten returns msg cut to max runes, with "…" when cut; it never splits
+// a UTF-8 sequence.
+func shorten(msg string, max int) string {
+	n := 0
+	for i := range msg {
+		if n == max {
+			return msg[:i] + "…"
+		}
+		n++
+	}
+	return msg
 }
 
 // Exists is done as soon as the object exists.

@@ -3,6 +3,7 @@ package waiters
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -74,5 +75,19 @@ func TestMaaSPhaseStatus(t *testing.T) {
 		if got := MaaSPhase([]string{"Active"}, "Failed")(u).Status; !strings.Contains(got, tt.want) {
 			t.Errorf("status %q, want it to contain %q", got, tt.want)
 		}
+	}
+}
+
+// TestCondStringShortens: a long message is cut on a rune boundary after
+// maxMessageRunes runes, with "…"; a short one is whole.
+func TestCondStringShortens(t *testing.T) {
+	long := strings.Repeat("é", maxMessageRunes+5)
+	got := Cond{Type: "Programmed", Status: "False", Message: long}.String()
+	want := "Programmed=False: " + strings.Repeat("é", maxMessageRunes) + "…"
+	if got != want || !utf8.ValidString(got) {
+		t.Errorf("got %d bytes, valid UTF-8 %v; want the first %d runes and …", len(got), utf8.ValidString(got), maxMessageRunes)
+	}
+	if got := (Cond{Type: "Ready", Status: "True", Reason: "Ok", Message: "fine"}).String(); got != "Ready=True (Ok): fine" {
+		t.Errorf("short message: %q", got)
 	}
 }
