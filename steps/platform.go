@@ -47,6 +47,30 @@ const (
 	istiodDeployment = "istiod-openshift-gateway"
 )
 
+// gatewayReady is platform/gateway's wait rule: the readiness table's, and
+// while the Gateway is Programmed=False with reason AddressNotAssigned and
+// its Service is of type LoadBalancer, the status says that no load
+// balancer has assigned an address and names the fix, so that progress
+// and a timed-out wait carry it (doctor's MAAS-D003 says the same).
+func gatewayReady(serviceType string) func(*unstructured.Unstructured) waiters.Condition {
+	return func(obj *unstructured.Unstructured) waiters.Condition {
+		if obj.GetKind() != "Gateway" || serviceType != "LoadBalancer" {
+			return nil
+		}
+		base := waiters.Readiness(obj)
+		return func(live *unstructured.Unstructured) waiters.Result {
+			r := base(live)
+			if r.Done || r.Failed != nil {
+				return r
+			}
+			if c, ok := waiters.GetCondition(live, "Programmed"); ok && c.Status == "False" && c.Reason == "AddressNotAssigned" {
+				r.Status += "; no load balancer has assigned an address to the Gateway's Service (gateway.serviceType LoadBalancer): on a cluster without one use gateway.serviceType=ClusterIP (the passthrough Route serves the Gateway) and run maasctl install again"
+			}
+			return r
+		}
+	}
+}
+
 func platformSteps(inv *inventory.Inventory) []*Step {
 	g, k := inv.Gateway, inv.Kuadrant
 	steps := []*Step{
@@ -79,6 +103,7 @@ func platformSteps(inv *inventory.Inventory) []*Step {
 		{
 			ID: "platform/gateway", Title: "Gateway " + g.Namespace + "/" + g.Name,
 			After: []string{"platform/gatewayclass", "platform/certificate"},
+			Ready: gatewayReady(g.ServiceType),
 		},
 	}
 	if g.CreateRoute {

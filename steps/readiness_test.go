@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,5 +48,36 @@ func TestModelCheckNeedsExternalModelReady(t *testing.T) {
 				t.Fatal("no ExternalModel rendered")
 			}
 		})
+	}
+}
+
+// TestGatewayReadyNamesTheLoadBalancerFix: with gateway.serviceType
+// LoadBalancer, a Gateway whose address is not assigned is waited on with
+// the fix in its status; a programmed one is done; with ClusterIP the
+// table's rule applies unchanged.
+func TestGatewayReadyNamesTheLoadBalancerFix(t *testing.T) {
+	gw := func(status, reason string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+			"metadata": map[string]any{"name": "maas-default-gateway", "namespace": "openshift-ingress", "generation": int64(1)},
+			"status": map[string]any{"conditions": []any{
+				map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted", "observedGeneration": int64(1)},
+				map[string]any{"type": "Programmed", "status": status, "reason": reason, "observedGeneration": int64(1),
+					"message": "Failed to assign to any requested addresses: address pending for hostname \"maas-default-gateway-openshift-default.openshift-ingress.svc.cluster.local\""},
+			}},
+		}}
+	}
+	if gatewayReady("ClusterIP")(gw("False", "AddressNotAssigned")) != nil {
+		t.Error("ClusterIP: want the readiness table's rule (nil)")
+	}
+	cond := gatewayReady("LoadBalancer")(gw("False", "AddressNotAssigned"))
+	if cond == nil {
+		t.Fatal("LoadBalancer: no rule")
+	}
+	if r := cond(gw("False", "AddressNotAssigned")); r.Done || r.Failed != nil || !strings.Contains(r.Status, "use gateway.serviceType=ClusterIP") || !strings.Contains(r.Status, "address pending for hostname") {
+		t.Errorf("address not assigned: %+v, want a wait naming the fix and the operator's message", r)
+	}
+	if r := cond(gw("True", "Programmed")); !r.Done {
+		t.Errorf("programmed: %+v, want done", r)
 	}
 }
