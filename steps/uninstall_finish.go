@@ -215,7 +215,7 @@ func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)
 		kept[e.String()] = true
 	}
 	var out []string
-	controlled := 0
+	controlled, keptLeft := 0, 0
 	sel := assets.ManagedByLabel + "=" + assets.ManagedByValue
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
@@ -236,7 +236,11 @@ func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)
 				}
 				it.SetKind(r.Kind)
 				d := kube.Describe(&it)
-				if kept[d] || it.GetDeletionTimestamp() != nil {
+				if it.GetDeletionTimestamp() != nil {
+					continue
+				}
+				if kept[d] {
+					keptLeft++
 					continue
 				}
 				if metav1.GetControllerOf(&it) != nil {
@@ -251,7 +255,10 @@ func (u *uninstaller) orphans(ctx context.Context, progress func(string, ...any)
 	if controlled > 0 {
 		progress("orphan scan: %d object(s) labelled %s belong to a controller (a controller ownerReference; their label comes from their owner), not listed", controlled, sel)
 	}
-	if len(out) == 0 {
+	switch {
+	case len(out) == 0 && keptLeft > 0:
+		progress("orphan scan: no object labelled %s is left but the %d this run kept on purpose (named above)", sel, keptLeft)
+	case len(out) == 0:
 		progress("orphan scan: no object labelled %s is left", sel)
 	}
 	for _, o := range out {
