@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/maasctl/maasctl/internal/output"
 )
@@ -33,7 +34,9 @@ var errStdoutClosed = &interruption{"stdout closed (broken pipe)"}
 // epipecheck), without running deferred cleanup, leaving the run Lease
 // held. With it ignored the write returns EPIPE instead, the run stops as
 // an interruption, releases its Lease and exits 141. A second SIGINT or
-// SIGTERM exits at once (130) without cleanup.
+// SIGTERM exits at once (130) without cleanup, unless it comes within
+// sameSignalWindow of the first (one request sent twice, as GNU timeout
+// does).
 func interruptible(parent context.Context, stdout *os.File, stderr io.Writer) (context.Context, io.Writer, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	signal.Ignore(syscall.SIGPIPE)
@@ -41,26 +44,42 @@ func interruptible(parent context.Context, stdout *os.File, stderr io.Writer) (c
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
-		first := true
+		var first time.Time
 		for {
 			select {
 			case <-done:
 				return
 			case s := <-sigs:
-				if !first {
+				now := time.Now()
+				switch {
+				case first.IsZero():
+					first = now
+					fmt.Fprintf(stderr, "maasctl: %s received: stopping the running steps and releasing the run Lease (send it again to exit at once)\n", s)
+					cancel(&interruption{"received " + s.String()})
+				case sameRequest(first, now):
+					// GNU timeout, and a kill of the process group, send
+					// the child the signal twice at once: one request.
+				default:
 					output.Abandon() // a live view draws no more
-					fmt.Fprintf(stderr, "maasctl: %s again: exiting at once; the run Lease stays until it expires\n", s)
+					fmt.Fprintf(stderr, "maasctl: %s again: exiting at once, without cleanup; a run Lease not released yet stays until it expires\n", s)
 					os.Exit(exitInterrupt)
 				}
-				first = false
-				fmt.Fprintf(stderr, "maasctl: %s received: stopping the running steps and releasing the run Lease (send it again to exit at once)\n", s)
-				cancel(&interruption{"received " + s.String()})
 			}
 		}
 	}()
 	out := &pipeGuard{f: stdout, broken: func() { cancel(errStdoutClosed) }}
 	return ctx, out, func() { signal.Stop(sigs); close(done); cancel(nil) }
 }
+
+// sameSignalWindow is how soon after the first a signal counts as the same
+// stop request: GNU timeout sends SIGTERM to the command and then to its
+// whole process group, so the command gets it twice within microseconds;
+// a person repeating Ctrl-C takes far longer than this.
+const sameSignalWindow = 500 * time.Millisecond
+
+// sameRequest reports whether a signal at now repeats the first one, at
+// first, as part of the same stop request (sameSignalWindow).
+func sameRequest(first, now time.Time) bool { return now.Sub(first) < sameSignalWindow }
 
 // pipeGuard writes to f until a write fails with EPIPE; then it calls
 // broken once and discards what follows, so that a run whose stdout reader

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
 )
 
 // TestPipeGuardStopsTheRunOnABrokenStdout: once the reader of stdout is
@@ -43,5 +44,18 @@ func TestPipeGuardStopsTheRunOnABrokenStdout(t *testing.T) {
 	}
 	if code := exitCode(ctx, nil); code != exitBrokenPipe {
 		t.Errorf("exit %d, want %d", code, exitBrokenPipe)
+	}
+}
+
+// TestSameRequest: a second signal within the window is the same stop
+// request (GNU timeout signals the command and then its process group);
+// one later is a person asking to exit at once.
+func TestSameRequest(t *testing.T) {
+	t0 := time.Now()
+	if !sameRequest(t0, t0.Add(50*time.Microsecond)) {
+		t.Error("a signal 50 µs after the first should be the same request")
+	}
+	if sameRequest(t0, t0.Add(2*time.Second)) {
+		t.Error("a signal 2 s after the first should exit at once")
 	}
 }
