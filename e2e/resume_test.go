@@ -76,6 +76,15 @@ func TestInstallConcurrentKilledResumed(t *testing.T) {
 	if b.wall > 10*time.Second {
 		t.Errorf("concurrent run took %s to refuse; it must fail fast", b.wall)
 	}
+	// status says a run is going on (its states may change under it).
+	st := c.maasctl(t, "status", "-o", "json")
+	var rep steps.StatusReport
+	if err := json.Unmarshal([]byte(st.stdout), &rep); st.exit != 0 || err != nil {
+		t.Fatalf("status during the run: exit %d, %v\n%s\n%s", st.exit, err, st.stdout, st.stderr)
+	}
+	if rep.Running == nil || !strings.Contains(rep.Running.Holder, "pid ") {
+		t.Errorf("status during the run: running %+v, want the Lease holder named", rep.Running)
+	}
 
 	var doneBeforeKill []string
 	for len(doneBeforeKill) < 8 {
@@ -91,6 +100,10 @@ func TestInstallConcurrentKilledResumed(t *testing.T) {
 	_ = a.Wait()
 	_, _ = io.Copy(io.Discard, stdout)
 	t.Logf("killed after %d steps: %v", len(doneBeforeKill), doneBeforeKill)
+	// Its Lease has not expired, but its process is gone: no run is going on.
+	if st := c.maasctl(t, "status", "-o", "json"); st.exit != 0 || strings.Contains(st.stdout, `"running"`) {
+		t.Errorf("status after the kill: exit %d; it must not report the killed run as running:\n%s\n%s", st.exit, st.stdout, st.stderr)
+	}
 
 	// The killed run's Lease has not expired (60 s), but its holder was
 	// a process on this machine that is gone: the next run takes it over

@@ -60,6 +60,10 @@ func TestInterruptAndBrokenStdout(t *testing.T) {
 				break
 			}
 		}
+		// status names the run in progress (it holds the Lease).
+		if st := c.maasctl(t, "status", "-o", "json"); st.exit != 0 || !strings.Contains(st.stdout, `"running": {`) || !strings.Contains(st.stdout, "pid ") {
+			t.Errorf("status during the run: exit %d; want the run holding the Lease named:\n%s\n%s", st.exit, st.stdout, st.stderr)
+		}
 		// Twice at once, as GNU timeout sends it (to the command, then to
 		// its process group): one stop request, still a clean stop.
 		for range 2 {

@@ -205,6 +205,19 @@ type StatusReport struct {
 	// (the passthrough Route that publishes it is missing) and the fix.
 	EndpointProblem string    `json:"endpointProblem,omitempty"`
 	LastRun         *RunTimes `json:"lastRun,omitempty"`
+	// Running, when set, is the maasctl run that holds the run Lease now:
+	// its steps' states may change while it goes on.
+	Running *RunningRun `json:"running,omitempty"`
+}
+
+// RunningRun is the run that holds the run Lease (engine.Holder).
+type RunningRun struct {
+	// Holder is the run's identity: user@host, pid and start time.
+	Holder string `json:"holder"`
+	// RenewTime is the Lease's last renewal; Expires is when it lapses
+	// unless renewed again.
+	RenewTime time.Time `json:"renewTime"`
+	Expires   time.Time `json:"expires"`
 }
 
 // Status reports every step's state (done, pending, drifted, failed) from
@@ -221,6 +234,11 @@ func Status(ctx context.Context, o PlanOptions) (*StatusReport, error) {
 		return nil, err
 	}
 	rep := &StatusReport{Steps: sts, Against: o.Against, Endpoint: "https://" + r.Env.Facts.Host + "/v1"}
+	// A report without it is still right about what it read: the Lease
+	// only says whether the states may change under it.
+	if h, err := engine.Holder(ctx, r.Env.Clients.Kube, time.Now()); err == nil && h != nil {
+		rep.Running = &RunningRun{Holder: h.Holder, RenewTime: h.RenewTime, Expires: h.Expires}
+	}
 	if g := o.Inventory.Gateway; g.CreateRoute {
 		rep.EndpointProblem, err = routeProblem(ctx, r.Env, g.Namespace, g.RouteName)
 		if err != nil {

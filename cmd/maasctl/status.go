@@ -106,6 +106,10 @@ func shortDur(d time.Duration) string {
 // writeStatus prints the status report as tables.
 func writeStatus(w io.Writer, rep *session.StatusReport) error {
 	writeAgainst(w, rep.Against)
+	if r := rep.Running; r != nil {
+		fmt.Fprintf(w, "A maasctl run is in progress: %s (Lease last renewed %s): the states below may change as it goes on\n",
+			r.Holder, r.RenewTime.UTC().Format(time.RFC3339))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tSTATE\tLAST RUN\tTOOK\tDETAIL")
 	for _, s := range rep.Steps {

@@ -200,6 +200,36 @@ func mergeAnnotations(ann, self map[string]string) map[string]string {
 	return out
 }
 
+// Holder reads the run Lease without taking it: the run that holds it now
+// (its identity: user, host, pid, start; last renewal; expiry), or nil when
+// none does (no Lease, no holder, expired at now, or held by a process of
+// this machine that is gone: a killed run's Lease, which the next run
+// takes over). For status reports; errors are the
+// API's, NotFound aside.
+func Holder(ctx context.Context, kc kubernetes.Interface, now time.Time) (*LockHeldError, error) {
+	cur, err := kc.CoordinationV1().Leases(StateNamespace).Get(ctx, LeaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	holder := ptr.Deref(cur.Spec.HolderIdentity, "")
+	if holder == "" || cur.Spec.RenewTime == nil {
+		return nil, nil
+	}
+	exp := cur.Spec.RenewTime.Add(time.Duration(ptr.Deref(cur.Spec.LeaseDurationSeconds, 0)) * time.Second)
+	if !exp.After(now) {
+		return nil, nil
+	}
+	// A holder that was a process on this machine and is gone is not
+	// running either: the next run takes its Lease over at once.
+	if _, dead := deadHolder(cur.GetAnnotations(), processFacts(), processAlive); dead {
+		return nil, nil
+	}
+	return &LockHeldError{Holder: holder, RenewTime: cur.Spec.RenewTime.Time, Expires: exp}, nil
+}
+
 // heldBy re-reads the Lease after this run lost a race for it, so that the
 // error names the winner (user, host, pid, start time); fallback describes
 // the winner when the Lease cannot be read.
