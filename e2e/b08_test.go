@@ -207,6 +207,18 @@ func TestB08RotatePassword(t *testing.T) {
 	if dbAccepts(t, c, v1) {
 		t.Error("the database still accepts the old password")
 	}
+	// The rotation's first proof of the new password is refused on
+	// purpose (the database does not have it yet): a successful rotation
+	// leaves no failed Job behind to look like a failure until its TTL.
+	jobs, err := c.clients.Kube.BatchV1().Jobs(b08DBNS).List(context.Background(), metav1.ListOptions{LabelSelector: steps.DBJobLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp == nil && j.Status.Failed > 0 {
+			t.Errorf("a successful rotation left failed database Job %s", j.Name)
+		}
+	}
 	if st := b08Read(t, c); st.apiGeneration == before.apiGeneration {
 		t.Error("maas-api was not restarted")
 	}

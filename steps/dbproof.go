@@ -233,7 +233,16 @@ func proveDBPassword(ctx context.Context, e *Env, pw, old string, mayChange bool
 	var refused *DBRefusedError
 	if errors.As(err, &refused) && mayChange && old != "" && old != pw {
 		e.progress("database/secret", "the database does not accept the new password yet: setting it on role %s", e.Inv.Database.Owner)
+		first := refused.Job
 		err = dbJob(ctx, e, DBJobChange, old, pw)
+		if err == nil {
+			// That refusal was the expected one (a rotation proves the
+			// new password before setting it): its failed Job has no log
+			// worth keeping and would look like a failure until its TTL.
+			ns, name, _ := strings.Cut(first, "/")
+			bg := metav1.DeletePropagationBackground
+			_ = e.Clients.Kube.BatchV1().Jobs(ns).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{PropagationPolicy: &bg})
+		}
 	}
 	if errors.As(err, &refused) {
 		d := e.Inv.Database
