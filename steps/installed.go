@@ -188,10 +188,11 @@ type installedWriter struct {
 }
 
 // SetInstalled makes the record write inv as the installed inventory
-// (with the inventory's own waitTimeoutSeconds when --timeout replaced it,
-// InventorySource.WithOwnWaitTimeout)
 // (InstalledInventoryConfigMap) before the first step of the run applies,
-// unless the stored one has the same digest.
+// unless the stored one has the same digest. When --timeout replaced the
+// inventory's waitTimeoutSeconds for this run
+// (InventorySource.WithOwnWaitTimeout), the inventory's own value is
+// stored instead: --timeout changes no object.
 func (r *Record) SetInstalled(src InventorySource, inv *inventory.Inventory, toolVersion string) {
 	if src.ownWaitTimeout > 0 && src.ownWaitTimeout != inv.WaitTimeoutSeconds {
 		inv = inv.Redacted() // a copy; vault.address is never stored
