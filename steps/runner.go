@@ -248,17 +248,17 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		// checkpoint already says so, and a converged re-run writes
 		// nothing.
 		if err := r.saveRecord(ctx); err != nil {
-			return fail(fmt.Errorf("record objects: %w", err), d)
+			return fail(stateWriteErr(ctx, "record objects", err), d)
 		}
 		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
 		return EventUnchanged, nil
 	}
 	cp = Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "done", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()}
 	if err := r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), cp); err != nil {
-		return fail(err, d)
+		return fail(stateWriteErr(ctx, "checkpoint", err), d)
 	}
 	if err := r.saveRecord(ctx); err != nil {
-		return fail(fmt.Errorf("record objects: %w", err), d)
+		return fail(stateWriteErr(ctx, "record objects", err), d)
 	}
 	emit(Event{Type: EventDone, Step: s.ID, Title: s.Title, Index: idx, Duration: d})
 	return EventDone, nil
@@ -303,9 +303,21 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 	// Until this Apply is observed, the step is not done (see
 	// engine.ResultApplying); no record entry may outlive a kill here.
 	if err := r.Checkpoints.Put(ctx, Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: engine.ResultApplying, StartedAt: time.Now().UTC()}); err != nil {
-		return fail(fmt.Errorf("checkpoint: %w", err))
+		return fail(stateWriteErr(ctx, "checkpoint", err))
 	}
 	return "", false, nil
+}
+
+// stateWriteErr is the step's error when a write of maasctl's own state
+// (what, a checkpoint or the record of its objects) failed with err. When
+// the run was interrupted (a signal, stdout closed) it says only that: the
+// record store returns the joined errors of every pending shard write, so
+// each step would otherwise repeat every other step's "context canceled".
+func stateWriteErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted (%v) before its %s was written: run again to finish it", context.Cause(ctx), what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // saveRecord writes what Record.Note changed that no checkpoint carried

@@ -1,6 +1,9 @@
 package steps
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -197,5 +200,23 @@ func TestDSCReadyNeedsMaaS(t *testing.T) {
 				t.Errorf("dscReady = %v, want %v (%s)", got, tt.done, dscReady(u).Status)
 			}
 		})
+	}
+}
+
+// TestStateWriteErr: a state write that failed because the run was
+// interrupted says so alone; any other failure keeps its cause.
+func TestStateWriteErr(t *testing.T) {
+	joined := errors.Join(
+		fmt.Errorf("write record shard maasctl/maasctl-inventory.platform.route: %w", context.Canceled),
+		fmt.Errorf("write record shard maasctl/maasctl-inventory.models.model: %w", context.Canceled))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("stdout closed (broken pipe)"))
+	got := stateWriteErr(ctx, "checkpoint", joined).Error()
+	if got != "interrupted (stdout closed (broken pipe)) before its checkpoint was written: run again to finish it" {
+		t.Errorf("interrupted: %q", got)
+	}
+	other := errors.New("configmaps is forbidden")
+	if got := stateWriteErr(context.Background(), "checkpoint", other); !errors.Is(got, other) || got.Error() != "checkpoint: configmaps is forbidden" {
+		t.Errorf("not interrupted: %q", got)
 	}
 }
