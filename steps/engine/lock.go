@@ -204,8 +204,7 @@ func mergeAnnotations(ann, self map[string]string) map[string]string {
 // (its identity: user, host, pid, start; last renewal; expiry), or nil when
 // none does (no Lease, no holder, expired at now, or held by a process of
 // this machine that is gone: a killed run's Lease, which the next run
-// takes over). For status reports; errors are the
-// API's, NotFound aside.
+// takes over). For status reports; errors are the API's, NotFound aside.
 func Holder(ctx context.Context, kc kubernetes.Interface, now time.Time) (*LockHeldError, error) {
 	cur, err := kc.CoordinationV1().Leases(StateNamespace).Get(ctx, LeaseName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
