@@ -145,8 +145,17 @@ func (c *cluster) nameListWatch(g schema.GroupVersionResource, ns, name string) 
 
 // waitFor watches one object until ok accepts it, failing t after timeout
 // with the last state seen.
+// waitScale multiplies every waitFor timeout. The timeouts are bounds on
+// "this never happens", not speed targets (those are benchmarks): the real
+// OLM and the simulators share two cores with the e2e package's control
+// planes in make test, and a plan that completes in 5 s alone took over a
+// minute there (CI of stop 39: TestRHCLSubscription's InstallPlan still had
+// every step Unknown after 1m0s).
+const waitScale = 3
+
 func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
+	timeout *= waitScale
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	lw := c.nameListWatch(g, ns, name)
@@ -998,6 +1007,7 @@ func TestInstallContractFlow(t *testing.T) {
 // waitGone watches one object until it is deleted.
 func (c *cluster) waitGone(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration) {
 	t.Helper()
+	timeout *= waitScale
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	lw := c.nameListWatch(g, ns, name)
