@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -88,5 +89,47 @@ func TestStepFailingWithAProblem(t *testing.T) {
 	if f := runErr.Failed[0]; !errors.As(f, &got) || !errors.Is(f, cause) ||
 		!strings.Contains(f.Error(), "is paused: timed out: oc rollout resume deployment/app -n ns") {
 		t.Errorf("step error %v: want the Problem, its cause and \"message: fix\"", f)
+	}
+}
+
+// TestStepTimeoutDuringARequest: a step whose timeout runs out in a request
+// (not in a wait) fails with a StepTimeoutError naming the timeout and
+// keeping the request's error; a step failing before its timeout does not.
+func TestStepTimeoutDuringARequest(t *testing.T) {
+	cut := &Step{ID: "demo/cut", Title: "A request cut by the timeout", Timeout: 50 * time.Millisecond,
+		Apply: func(ctx context.Context, _ *Env, _ *Step) error {
+			<-ctx.Done()
+			return fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", ctx.Err())
+		}}
+	early := &Step{ID: "demo/early", Title: "A step that fails at once", Timeout: time.Minute,
+		Apply: func(context.Context, *Env, *Step) error { return errors.New("apply: forbidden") }}
+	reg, err := RegistryOf([]*Step{cut, early}, []string{"demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := notFoundServer(t)
+	cps, err := engine.LoadCheckpoints(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Registry: reg, Env: &Env{Clients: c, Inv: &inventory.Inventory{WaitTimeoutSeconds: 5}}, Checkpoints: cps}
+	_, err = r.Run(context.Background())
+	var runErr *engine.RunError
+	if !errors.As(err, &runErr) || len(runErr.Failed) != 2 {
+		t.Fatalf("run error %v, want a RunError of two steps", err)
+	}
+	for _, f := range runErr.Failed {
+		switch f.Step {
+		case cut.ID:
+			var st *StepTimeoutError
+			if !errors.As(f, &st) || st.Timeout != cut.Timeout || !errors.Is(f, context.DeadlineExceeded) ||
+				!strings.Contains(f.Error(), "step timeout (50ms) reached: unexpected error when reading response body") {
+				t.Errorf("%s: %v, want a StepTimeoutError of 50ms keeping the request's error", f.Step, f)
+			}
+		case early.ID:
+			if IsStepTimeout(f) {
+				t.Errorf("%s: %v counted as a step timeout", f.Step, f)
+			}
+		}
 	}
 }

@@ -330,6 +330,31 @@ func (r *Runner) saveRecord(ctx context.Context) error {
 	return r.Record.Save(kube.WithRequestTag(ctx, "record"))
 }
 
+// StepTimeoutError is a step's error when its timeout (the inventory's
+// waitTimeoutSeconds, or --timeout) ran out during an API request or other
+// work rather than inside a wait, which returns a waiters.TimeoutError
+// instead. Err is what the step got: client-go words a request cut by the
+// deadline as "unexpected error when reading response body. Please retry.
+// Original error: context deadline exceeded" (k8s.io/client-go/rest,
+// Request.transformResponse). It counts as a timeout, as a wait's does
+// (IsStepTimeout; maasctl's exit code 4).
+type StepTimeoutError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *StepTimeoutError) Error() string {
+	return fmt.Sprintf("step timeout (%s) reached: %v", e.Timeout, e.Err)
+}
+
+func (e *StepTimeoutError) Unwrap() error { return e.Err }
+
+// IsStepTimeout reports whether err is, or wraps, a StepTimeoutError.
+func IsStepTimeout(err error) bool {
+	var t *StepTimeoutError
+	return errors.As(err, &t)
+}
+
 // applyStep runs the step's Apply within its timeout and records the
 // objects it created (also after a failure). d is how long the Apply took
 // since t0.
@@ -341,6 +366,9 @@ func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied f
 		sctx = kube.ViewReads(sctx)
 	}
 	err = s.apply(sctx, r.Env)
+	if err != nil && !waiters.IsTimeout(err) && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		err = &StepTimeoutError{Timeout: stepTimeout(s, r.Env), Err: err}
+	}
 	cancel()
 	d = time.Since(t0)
 	if err == nil {

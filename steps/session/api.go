@@ -93,8 +93,9 @@ var (
 func IsLockHeld(err error) bool { return steps.IsLockHeld(err) }
 
 // IsTimeout reports whether a wait timed out (exit code 4): err is or wraps
-// a waiters.TimeoutError, or it is a run's steps.RunError whose every
-// failed step failed so. A run where any step failed otherwise is not a
+// a waiters.TimeoutError or a steps.StepTimeoutError (the step's timeout ran
+// out during a request), or it is a run's steps.RunError whose every failed
+// step failed so. A run where any step failed otherwise is not a
 // timeout (exit code 1): the other failure is the one to fix first.
 func IsTimeout(err error) bool {
 	var run *steps.RunError
@@ -103,13 +104,13 @@ func IsTimeout(err error) bool {
 			return false
 		}
 		for _, f := range run.Failed {
-			if !waiters.IsTimeout(f) {
+			if !waiters.IsTimeout(f) && !steps.IsStepTimeout(f) {
 				return false
 			}
 		}
 		return true
 	}
-	return waiters.IsTimeout(err)
+	return waiters.IsTimeout(err) || steps.IsStepTimeout(err)
 }
 
 // PreflightCheckNames are the names --ignore-preflight accepts.
