@@ -456,6 +456,7 @@ func TestDoctorNamesBreaks(t *testing.T) {
 // inventory is drift, an error fixed by maasctl install.
 func TestDoctorAccessJudgedByInventory(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "doctor judges group access against the installed inventory (TestDoctorNamesBreaks covers doctor on a live install)")
 	c := newCluster(t, clusterOptions{})
 	inv := inventory.Default()
 	for i := range inv.AuthPolicies {
@@ -525,6 +526,7 @@ func TestDoctorAccessJudgedByInventory(t *testing.T) {
 // install", and that fix, applied as printed, leaves doctor clean.
 func TestDoctorNamesStepDrift(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "doctor runs each step's live Check (MAAS-D030) and the printed fix leaves it clean (TestDoctorNamesBreaks covers doctor on a live install)")
 	c := newCluster(t, clusterOptions{})
 	mustSucceed(t, c.install(t))
 	runLlamaCoder(t, c, 1)

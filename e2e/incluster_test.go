@@ -86,6 +86,7 @@ func ptrTo[T any](v T) *T { return &v }
 // install stops at preflight, before any step writes).
 func TestLeastPrivilegeInCluster(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "the RBAC of 'render --in-cluster' is enough for install, re-run and verify, and each of its rules is needed (TestInstallLeastPrivilegeKubernetesAuth runs the least-privilege Vault login)")
 	c := newCluster(t, clusterOptions{})
 	dir := filepath.Join(c.dir, "in-cluster")
 	mustSucceed(t, c.maasctl(t, "render", "--in-cluster", "--dir", dir, "--set", "gateway.hostname="+appsHost))

@@ -512,6 +512,7 @@ func checkUninstallOrder(t *testing.T, evs []steps.Event) {
 // rendered fields).
 func TestRenderAppliedMatchesInstall(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "'maasctl render' applied with kubectl server-side apply gives the objects 'maasctl install' makes (assets TestRenderDefaultGolden pins what render prints)")
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl not found")

@@ -25,6 +25,7 @@ import (
 // a fourth in plain output, where the warning is a line of its own.
 func TestPreflightOnReRuns(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "preflight's warnings on every re-run after an inventory change, with no write on a converged re-run (TestInstallEndToEnd checks the converged re-run writes nothing)")
 	c := newCluster(t, clusterOptions{})
 	const low = "subscriptions[llama-coder-default].modelRefs[0].tokenRateLimits[0].limit=1000"
 	const warning = "allows 1000 tokens per"

@@ -23,6 +23,7 @@ import (
 // condition on both and the finding.
 func TestSubscriptionPriorityShared(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "a shared MaaSSubscription priority is named by doctor and its printed fix clears it (doctor TestRules covers the finding)")
 	c := newCluster(t, clusterOptions{})
 	mustSucceed(t, c.install(t))
 	inv := inventory.Default()

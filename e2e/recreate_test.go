@@ -63,12 +63,12 @@ func recreateKeys(evs []steps.Event) []recreateKey {
 // uninstall, then a fresh install for the next point.
 //
 // The kill points are the events of a reference re-creating run. By
-// default a sample that keeps the test near 3 minutes here: the Kuadrant
-// step's "applied Kuadrant" progress (between the apply and the step's
-// bookkeeping) and its done event, plus two events spread over the run
-// with MAASCTL_E2E_FULL=1 (four in every run until 2026-12-05, cut for
-// CI's time); with -maasctl.recreate-kills=all (or
-// E2E_RECREATE_KILLS=all) every event in turn. Red before the fix (at the
+// default a sample of four: the Kuadrant step's "applied Kuadrant"
+// progress (between the apply and the step's bookkeeping) and its done
+// event, and two events spread over the run; with
+// -maasctl.recreate-kills=all (or E2E_RECREATE_KILLS=all) every event in
+// turn. The test runs with MAASCTL_E2E_FULL=1 only (in make test, with two
+// kill points, until 2026-12-07; cut for CI's time). Red before the fix (at the
 // "applied" point): the killed run left the step's old "done" checkpoint,
 // the next run skipped the step as unchanged and the record kept the
 // deleted CR's UID. A kill after the step's new checkpoint was written
@@ -76,6 +76,7 @@ func recreateKeys(evs []steps.Event) []recreateKey {
 // record, written with it, holds the new UID.
 func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 	parallel(t)
+	fullOnly(t, "an object re-created by a run killed mid-way is recorded, so uninstall removes it (TestKillAnywhere kills at single points and checks the writes)")
 	c := newCluster(t, clusterOptions{})
 	kq := lobj{"kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant"}
 	hanging := []lobj{kq,
@@ -124,8 +125,8 @@ func TestRecreatedObjectRecordedAfterKill(t *testing.T) {
 		if len(points) != 2 {
 			t.Fatalf("the re-creating run's Kuadrant step emitted %v, want its applied Kuadrant and done events to kill at", points)
 		}
-		// And, with MAASCTL_E2E_FULL, two events spread over the whole run.
-		for k := 1; k <= 2 && envBool(envFull, false); k++ {
+		// And two events spread over the whole run.
+		for k := 1; k <= 2; k++ {
 			if pt := keys[len(keys)*k/3]; !slices.Contains(points, pt) {
 				points = append(points, pt)
 			}
