@@ -143,16 +143,15 @@ func (c *cluster) nameListWatch(g schema.GroupVersionResource, ns, name string) 
 	}
 }
 
-// waitFor watches one object until ok accepts it, failing t after timeout
-// with the last state seen.
 // waitScale multiplies every waitFor timeout. The timeouts are bounds on
 // "this never happens", not speed targets (those are benchmarks): the real
 // OLM and the simulators share two cores with the e2e package's control
-// planes in make test, and a plan that completes in 5 s alone took over a
-// minute there (CI of stop 39: TestRHCLSubscription's InstallPlan still had
-// every step Unknown after 1m0s).
+// planes in make test (CI of stop 39: a wait ran out while an InstallPlan
+// of rhcl-operator.v1.4.1 still had every step Unknown).
 const waitScale = 3
 
+// waitFor watches one object until ok accepts it, failing t after
+// timeout (times waitScale) with the last state seen.
 func (c *cluster) waitFor(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration, what string, ok func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	timeout *= waitScale
@@ -1004,7 +1003,8 @@ func TestInstallContractFlow(t *testing.T) {
 	})
 }
 
-// waitGone watches one object until it is deleted.
+// waitGone watches one object until it is deleted, failing t after
+// timeout (times waitScale).
 func (c *cluster) waitGone(t *testing.T, g schema.GroupVersionResource, ns, name string, timeout time.Duration) {
 	t.Helper()
 	timeout *= waitScale
