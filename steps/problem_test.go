@@ -47,6 +47,22 @@ func notFoundServer(t *testing.T) *kube.Clients {
 	return c
 }
 
+// demoRunner runs the steps (phase "demo") against notFoundServer, with
+// no checkpoints and a 5 s wait timeout; emit may be nil.
+func demoRunner(t *testing.T, emit func(Event), ss ...*Step) *Runner {
+	t.Helper()
+	reg, err := RegistryOf(ss, []string{"demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := notFoundServer(t)
+	cps, err := engine.LoadCheckpoints(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Runner{Registry: reg, Env: &Env{Clients: c, Inv: &inventory.Inventory{WaitTimeoutSeconds: 5}}, Checkpoints: cps, Emit: emit}
+}
+
 // TestStepFailingWithAProblem: a step whose Apply fails with a Problem
 // (wrapped as a wait wraps it) yields a failed event whose Message and Fix
 // are apart, while the run's error still reads "message: fix" and keeps
@@ -57,23 +73,13 @@ func TestStepFailingWithAProblem(t *testing.T) {
 	step := &Step{ID: "demo/paused", Title: "A paused Deployment", Apply: func(context.Context, *Env, *Step) error {
 		return &waiters.FailedError{Object: "Deployment ns/app", Err: p}
 	}}
-	reg, err := RegistryOf([]*Step{step}, []string{"demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := notFoundServer(t)
-	cps, err := engine.LoadCheckpoints(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var failed []Event
-	r := &Runner{Registry: reg, Env: &Env{Clients: c, Inv: &inventory.Inventory{WaitTimeoutSeconds: 5}}, Checkpoints: cps,
-		Emit: func(ev Event) {
-			if ev.Type == EventFailed {
-				failed = append(failed, ev)
-			}
-		}}
-	_, err = r.Run(context.Background())
+	r := demoRunner(t, func(ev Event) {
+		if ev.Type == EventFailed {
+			failed = append(failed, ev)
+		}
+	}, step)
+	_, err := r.Run(context.Background())
 	if len(failed) != 1 {
 		t.Fatalf("failed events %v (run error %v)", failed, err)
 	}
@@ -103,17 +109,7 @@ func TestStepTimeoutDuringARequest(t *testing.T) {
 		}}
 	early := &Step{ID: "demo/early", Title: "A step that fails at once", Timeout: time.Minute,
 		Apply: func(context.Context, *Env, *Step) error { return errors.New("apply: forbidden") }}
-	reg, err := RegistryOf([]*Step{cut, early}, []string{"demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := notFoundServer(t)
-	cps, err := engine.LoadCheckpoints(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Runner{Registry: reg, Env: &Env{Clients: c, Inv: &inventory.Inventory{WaitTimeoutSeconds: 5}}, Checkpoints: cps}
-	_, err = r.Run(context.Background())
+	_, err := demoRunner(t, nil, cut, early).Run(context.Background())
 	var runErr *engine.RunError
 	if !errors.As(err, &runErr) || len(runErr.Failed) != 2 {
 		t.Fatalf("run error %v, want a RunError of two steps", err)
