@@ -154,12 +154,12 @@ func deleteGone(t *testing.T, c *cluster, gvk schema.GroupVersionKind, ns, name 
 	if err := deleteObject(c, gvk, ns, name); err != nil {
 		t.Fatalf("delete %s %s/%s: %v", gvk.Kind, ns, name, err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		if _, err := ri.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s %s/%s still there a minute after its deletion", gvk.Kind, ns, name)
+			t.Fatalf("%s %s/%s still there 3 minutes after its deletion", gvk.Kind, ns, name)
 		}
 	}
 }

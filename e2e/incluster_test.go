@@ -150,7 +150,7 @@ func TestLeastPrivilegeInCluster(t *testing.T) {
 			}
 			where := role.GetKind() + " " + role.GetNamespace() + "/" + role.GetName()
 			var pr run
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
 				pr = c.maasctl(t, append([]string{"preflight"}, as...)...)
 				if pr.exit != 0 || time.Now().After(deadline) {
 					break

@@ -486,7 +486,7 @@ func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv
 	// Until Authorino has indexed the new AuthConfig a Check is NOT_FOUND.
 	// Without the trust an installer configures, Authorino's call fails
 	// its TLS handshake: no metadata, so the pattern denies.
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var untrusted rpccode.Code
 	var untrustedMsg string
@@ -506,7 +506,7 @@ func checkAuthorinoCallsServices(t *testing.T, ctx context.Context, env *testenv
 
 	trustServiceCA(t, ctx, env, dyn, kube)
 	authz = authorinoCheck(t, ctx, env) // the restarted process listens on another port
-	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	poll(t, pctx, "Check OK by the server's allowed answer", func() (bool, string) {
 		c, msg := check()

@@ -187,7 +187,7 @@ spec: {policyName: sim-ocp-gwapi-crd-owner, validationActions: ["Deny"]}
 	// The policy is in force (it takes effect asynchronously): an admin's
 	// write to a Gateway API CRD is denied, so any write of maasctl's
 	// would fail the install, not only show in the recording.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		_, err := crds.Patch(ctx, "httproutes.gateway.networking.k8s.io", types.MergePatchType, []byte(`{"metadata":{"labels":{"n01-probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil && strings.Contains(err.Error(), "belong to the cluster ingress operator") {
@@ -261,7 +261,7 @@ spec: {policyName: sim-ocp-gwapi-crd-owner, validationActions: ["Deny"]}
 
 // waitCRDGone waits (bounded) until a deleted CRD is gone.
 func waitCRDGone(ctx context.Context, crds dynamic.NamespaceableResourceInterface, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
 		if _, err := crds.Get(ctx, name, metav1.GetOptions{}); err != nil {
@@ -426,13 +426,13 @@ func TestN04RHCLVersionGate(t *testing.T) {
 	}
 	// The real OLM holds a CSV's deletion on its finalizer until it has
 	// cleaned up: wait until the CSV is gone.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		_, err := csvs.Get(ctx, "rhcl-operator.v1.4.0", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("CSV kuadrant-system/rhcl-operator.v1.4.0 still there a minute after its deletion (last error %v)", err)
+			t.Fatalf("CSV kuadrant-system/rhcl-operator.v1.4.0 still there 3 minutes after its deletion (last error %v)", err)
 		}
 	}
 	if err := testenv.ApplyObjects(ctx, c.restConfig(), csv("1.4.1")); err != nil {

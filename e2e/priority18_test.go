@@ -65,7 +65,7 @@ func TestSubscriptionPriorityShared(t *testing.T) {
 	}
 	waitDup := func(name, want string) string {
 		t.Helper()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(300 * time.Millisecond) {
 			st, msg := dup(name)
 			if st == want {
 				return msg
