@@ -379,13 +379,13 @@ func startOf(starts []testenv.OperatorStart, component string) time.Time {
 	return time.Time{}
 }
 
-// poll checks cond every 200 ms until it holds; it fails the test when ctx
-// ends first, with the last status cond gave.
 // kuadrantStall is how long TestRealKuadrantOperator lets the Kuadrant CR go
 // without a Ready condition before it sets the reconcile trigger, as
 // steps.waitKuadrant does after its own kuadrantStall (45 s).
 const kuadrantStall = 45 * time.Second
 
+// poll checks cond every 200 ms until it holds; it fails the test when ctx
+// ends first, with the last status cond gave.
 func poll(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
 	t.Helper()
 	t0 := time.Now()

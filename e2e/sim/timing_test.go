@@ -23,7 +23,8 @@ import (
 //   - DSCI: a spec change is a new trigger; Ready for the new generation
 //     waits the whole delay again.
 //   - DSC: OdhDashboardConfig and AIGateway are created inside the delay
-//     (created before the Ready condition's lastTransitionTime); phase Ready not before it.
+//     (before the Ready condition's lastTransitionTime); phase Ready not
+//     before it.
 func TestDelayIntermediateStates(t *testing.T) {
 	const (
 		olmDelay  = 8 * time.Second
