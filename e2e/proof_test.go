@@ -381,7 +381,7 @@ func restores(byRV map[string][]faultproxy.Request) map[string]int64 {
 		if err != nil {
 			return nil // not etcd's revision numbers: no order to judge by
 		}
-		v := version{rv: rv, n: n, gen: ws[0].Object.Generation, maasctl: producedByMaasctl(ws)}
+		v := version{rv: rv, n: n, gen: ws[0].Object.Generation, maasctl: producedBy(ws, certain)}
 		for _, w := range ws {
 			q, _ := url.ParseQuery(w.Query)
 			v.forced = v.forced || !isMaasctl(w) && w.Method == http.MethodPatch && q.Get("force") == "true"
@@ -506,15 +506,11 @@ const (
 	possible
 )
 
-// producedByMaasctl reports whether every write of ws (one object's writes
-// that answered with one resourceVersion) that could have produced that
-// version is maasctl's: a write X could when it started no later than each
-// other write of ws ended.
-func producedByMaasctl(ws []faultproxy.Request) bool { return producedBy(ws, certain) }
-
-// producedBy is producedByMaasctl with how: certain as it says, possible
-// when at least one write that could have produced the version is
-// maasctl's.
+// producedBy reports whether maasctl produced the version that the writes
+// ws (one object's writes that answered with one resourceVersion) answered
+// with: with how certain, every write of ws that could have produced it is
+// maasctl's; with possible, at least one is. A write X could when it
+// started no later than each other write of ws ended.
 func producedBy(ws []faultproxy.Request, how attribution) bool {
 	found := false
 	for i, x := range ws {
