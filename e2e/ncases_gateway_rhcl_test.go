@@ -468,7 +468,7 @@ func TestN04RHCLVersionGate(t *testing.T) {
 func TestN04InstallPlanForDeniedVersion(t *testing.T) {
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})
-	r := c.install(t, "--set", "operators[rhcl].approval=Manual", "--set", "operators[rhcl].startingCSV=rhcl-operator.v1.4.0",
+	r := c.install(t, "--only", "operators/rhcl", "--set", "operators[rhcl].approval=Manual", "--set", "operators[rhcl].startingCSV=rhcl-operator.v1.4.0",
 		"--set", "operators[rhcl].minVersion=1.3.0", "--ignore-preflight", "rhcl-version", "--approve-installplans", "--set", "waitTimeoutSeconds=90")
 	mustFail(t, r)
 	msg := failure(r, "operators/rhcl")
