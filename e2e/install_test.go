@@ -87,7 +87,8 @@ func managedObjects(t *testing.T, c *cluster) map[string]string {
 
 // TestInstallEndToEnd is the acceptance test of the install: the built
 // binary against the local control plane with simulated operators and the
-// Vault-API server. First run: every step done. Second run: every step
+// Vault-API server. First run: every step done, and the RHOAI 3.5 layout
+// as TestInstallRHOAIVersions checks each release's. Second run: every step
 // unchanged, no write, no resourceVersion changed. The Vault secret has one
 // version and the password is in no output, log, event or ConfigMap.
 func TestInstallEndToEnd(t *testing.T) {
@@ -123,6 +124,9 @@ func TestInstallEndToEnd(t *testing.T) {
 		}
 	}
 	assertLoopbackOnly(t, c)
+	// The default inventory's release, RHOAI 3.5: its layout as
+	// TestInstallRHOAIVersions checks the others'.
+	rhoai35.check(t, c, first)
 
 	// The end state the deployment README's "Verify" list names.
 	dsc := get(t, c, "datasciencecluster.opendatahub.io/v2", "DataScienceCluster", "", "default-dsc")
