@@ -164,17 +164,15 @@ func deleteGone(t *testing.T, c *cluster, gvk schema.GroupVersionKind, ns, name 
 	}
 }
 
-// TestDoctorNamesBreaks: on one live install, the Kuadrant CR deleted, the
-// passthrough Route deleted, the Kuadrant operator scaled to 0, an
-// auth policy changed outside the inventory, and an endpoint that does not
-// answer or answers 404: doctor names each (verify fails), and each fix
-// applied as printed makes verify pass again.
-func TestDoctorNamesBreaks(t *testing.T) {
-	parallel(t)
-	c := newCluster(t, clusterOptions{})
-	mustSucceed(t, c.install(t))
-	runLlamaCoder(t, c, 1)
-	p := startPlane(t, c)
+// doctorNamesBreaks: on the live install of c, with the model server
+// running and p its data plane, the Kuadrant CR deleted, the passthrough
+// Route deleted, the Kuadrant operator scaled to 0, an auth policy changed
+// outside the inventory, and an endpoint that does not answer or answers
+// 404: doctor names each (verify fails), and each fix applied as printed
+// makes verify pass again. It runs on TestVerifyDoctorGather's install
+// (until 2026-12-07 the test TestDoctorNamesBreaks, with an install of its
+// own: the same steps, one whole install more).
+func doctorNamesBreaks(t *testing.T, c *cluster, p *plane) {
 	expectVerifyPasses(t, c, p)
 	// restore returns a failed subtest's cluster to the healthy install
 	// so that the next break is judged on its own.
@@ -456,7 +454,7 @@ func TestDoctorNamesBreaks(t *testing.T) {
 // inventory is drift, an error fixed by maasctl install.
 func TestDoctorAccessJudgedByInventory(t *testing.T) {
 	parallel(t)
-	fullOnly(t, "doctor judges group access against the installed inventory (TestDoctorNamesBreaks covers doctor on a live install)")
+	fullOnly(t, "doctor judges group access against the installed inventory (TestVerifyDoctorGather's doctor subtests cover doctor on a live install)")
 	c := newCluster(t, clusterOptions{})
 	inv := inventory.Default()
 	for i := range inv.AuthPolicies {
@@ -526,7 +524,7 @@ func TestDoctorAccessJudgedByInventory(t *testing.T) {
 // install", and that fix, applied as printed, leaves doctor clean.
 func TestDoctorNamesStepDrift(t *testing.T) {
 	parallel(t)
-	fullOnly(t, "doctor runs each step's live Check (MAAS-D030) and the printed fix leaves it clean (TestDoctorNamesBreaks covers doctor on a live install)")
+	fullOnly(t, "doctor runs each step's live Check (MAAS-D030) and the printed fix leaves it clean (TestVerifyDoctorGather's doctor subtests cover doctor on a live install)")
 	c := newCluster(t, clusterOptions{})
 	mustSucceed(t, c.install(t))
 	runLlamaCoder(t, c, 1)

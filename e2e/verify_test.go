@@ -289,8 +289,9 @@ func phaseIs(phase string) func(l []*unstructured.Unstructured) bool {
 // install: verify passes on the healthy install (the probe subscription
 // gets 429 and is deleted, every key verify minted is revoked); then each
 // broken state makes verify fail with the right code and doctor name the
-// cause and the fix, and is repaired; finally gather's archive holds no
-// secret. No key or token appears in any output.
+// cause and the fix, and is repaired; then doctor names more breaks, each
+// fix as printed repairing it (doctorNamesBreaks); finally gather's archive
+// holds no secret. No key or token appears in any output.
 func TestVerifyDoctorGather(t *testing.T) {
 	parallel(t)
 	c := newCluster(t, clusterOptions{})
@@ -655,6 +656,8 @@ func TestVerifyDoctorGather(t *testing.T) {
 			t.Errorf("verify after the fix failed: %v\n%s", rep.FailedCodes(), r.stdout)
 		}
 	})
+
+	t.Run("doctor names breaks", func(t *testing.T) { doctorNamesBreaks(t, c, p) })
 
 	t.Run("gather", func(t *testing.T) {
 		outputs = append(outputs, checkGather(t, c, p, logFile))
