@@ -1040,8 +1040,8 @@ func TestB13CertificateNotReady(t *testing.T) {
 	})
 	t.Run("webhook not serving yet", func(t *testing.T) {
 		// The case's variant: cert-manager's admission webhook answers 500
-		// at first; the Certificate must still be created and the run go
-		// on. 8 failures outlast the client's own bounded retries of a 500
+		// at first; the Certificate must still be created and the step
+		// succeed. 8 failures outlast the client's own bounded retries of a 500
 		// (6 attempts, internal/kube), so the step's webhook retry
 		// (applyRetryingWebhook) is exercised as well.
 		const failures = 8

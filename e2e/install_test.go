@@ -88,7 +88,7 @@ func managedObjects(t *testing.T, c *cluster) map[string]string {
 // TestInstallEndToEnd is the acceptance test of the install: the built
 // binary against the local control plane with simulated operators and the
 // Vault-API server. First run: every step done, and the RHOAI 3.5 layout
-// as TestInstallRHOAIVersions checks each release's. Second run: every step
+// as TestInstallRHOAIVersions checks the other releases'. Second run: every step
 // unchanged, no write, no resourceVersion changed. The Vault secret has one
 // version and the password is in no output, log, event or ConfigMap.
 func TestInstallEndToEnd(t *testing.T) {

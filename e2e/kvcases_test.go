@@ -99,7 +99,7 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{vault: vaultserver.Options{Mounts: kvCaseMounts}})
 		vc := vaultAPI(t, c)
 		vaultWrite(t, vc, "secret/config", map[string]any{"cas_required": true})
-		r := c.install(t, vaultSteps("--set", "database.vaultPath=secret/maas/db", "--set", "waitTimeoutSeconds=120")...)
+		r := c.install(t, vaultSteps("--set", "database.vaultPath=secret/maas/db")...)
 		mustSucceed(t, r)
 		if n := c.vault.Versions("secret", "maas/db"); n != 1 {
 			t.Errorf("Vault holds %d versions of secret/maas/db, want 1", n)
@@ -134,7 +134,7 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 			}
 			return false
 		})
-		r := c.install(t, vaultSteps("--set", "database.vaultPath=secret/maas/db", "--set", "waitTimeoutSeconds=120")...)
+		r := c.install(t, vaultSteps("--set", "database.vaultPath=secret/maas/db")...)
 		mustSucceed(t, r)
 		mustContain(t, "database/secret progress", progress(r, "database/secret"), "lost a check-and-set race on secret/maas/db", "discarded the password it generated")
 		if n, d := c.vault.Versions("secret", "maas/db"), c.vault.Data("secret", "maas/db"); n != 1 || d["password"] != winner {
@@ -234,8 +234,9 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 }
 
 // TestN11DeletedLatestVersion: kv/cloudnativepg/maas-postgres at version 2,
-// version 2 soft-deleted, the cluster (and so the database) holding version
-// 1's value: a re-run writes nothing to Vault, the Secret or maas-db-config
+// version 2 soft-deleted, the basic-auth Secret and maas-db-config holding
+// version 1's value (the first run installs only the steps that read Vault,
+// vaultSteps): a re-run writes nothing to Vault, the Secret or maas-db-config
 // and exits non-zero naming the key, the version and the ways out.
 // Second variants of the trigger state on the same cluster: the latest
 // version destroyed (undelete impossible), and a version expired by the
@@ -247,7 +248,7 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 func TestN11DeletedLatestVersion(t *testing.T) {
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})
-	r := c.install(t, vaultSteps("--set", "waitTimeoutSeconds=120")...)
+	r := c.install(t, vaultSteps()...)
 	mustSucceed(t, r)
 	vc := vaultAPI(t, c)
 	v1 := c.vault.Data(vaultMount, vaultPath)["password"]

@@ -291,7 +291,9 @@ func phaseIs(phase string) func(l []*unstructured.Unstructured) bool {
 // broken state makes verify fail with the right code and doctor name the
 // cause and the fix, and is repaired; then doctor names more breaks, each
 // fix as printed repairing it (doctorNamesBreaks); finally gather's archive
-// holds no secret. No key or token appears in any output.
+// holds no secret. No key or token appears in the output of install,
+// verify, doctor and gather outside doctorNamesBreaks (whose runs are not
+// collected).
 func TestVerifyDoctorGather(t *testing.T) {
 	parallel(t)
 	c := newCluster(t, clusterOptions{})
