@@ -132,21 +132,18 @@ func newCaseCluster(t *testing.T, o caseOptions) *cluster {
 	return &cluster{env: env, clients: clients, vault: vs, vaultAddr: addr, vaultToken: token, dir: dir}
 }
 
-// kuadrantSteps returns "--only" with the RHCL operator and the platform
-// phase (the Gateway, the Kuadrant CR, Authorino TLS), then args: the
-// steps the real Kuadrant, Authorino and Limitador operators act in. A
-// case about them proves nothing more with the database, the other three
-// operators, the DSC and the models installed beside (about 60
-// CPU-seconds of the control plane for a whole install).
-func kuadrantSteps(args ...string) []string {
-	return append([]string{"--only", "operators/rhcl,platform"}, args...)
-}
-
-// olmSteps returns "--only" with the four steps that install an operator
-// through OLM (CNPG, RHCL, LWS, RHOAI) and the LWS instance, then args.
-func olmSteps(args ...string) []string {
-	return append([]string{"--only", "database/operator,operators"}, args...)
-}
+const (
+	// kuadrantSteps, for --only, are the RHCL operator and the platform
+	// phase (the Gateway, the Kuadrant CR, Authorino TLS): the steps the
+	// real Kuadrant, Authorino and Limitador operators act in. A case
+	// about them proves nothing more with the database, the other three
+	// operators, the DSC and the models installed beside (about 60
+	// CPU-seconds of the control plane for a whole install).
+	kuadrantSteps = "operators/rhcl,platform"
+	// olmSteps, for --only, are the four steps that install an operator
+	// through OLM (CNPG, RHCL, LWS, RHOAI) and the LWS instance.
+	olmSteps = "database/operator,operators"
+)
 
 // install runs maasctl install with JSON events.
 func (c *cluster) install(t *testing.T, args ...string) run {
@@ -498,7 +495,7 @@ func TestB01KuadrantMissingDependency(t *testing.T) {
 		})
 		pods := c.record(t, gvrPods, "openshift-operators", sel)
 		kuadrants := c.record(t, gvrKuadrants, "kuadrant-system", "")
-		r := c.install(t, kuadrantSteps("--set", "waitTimeoutSeconds=150")...)
+		r := c.install(t, "--only", kuadrantSteps, "--set", "waitTimeoutSeconds=150")
 		mustSucceed(t, r)
 		// The restart is owed only when the Kuadrant CR reported
 		// MissingDependency: under load OLM may roll the RHCL env out (a
@@ -576,7 +573,7 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 	parallel(t)
 	t.Run("csv created 20s after the subscription", func(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{delay: map[string]time.Duration{sim.OLM: 20 * time.Second}})
-		mustSucceed(t, c.install(t, olmSteps()...))
+		mustSucceed(t, c.install(t, "--only", olmSteps))
 	})
 	t.Run("installplan requires approval", func(t *testing.T) {
 		// Every Subscription is Manual, so the real OLM makes every
@@ -597,7 +594,7 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 		for _, id := range []string{"rhcl", "lws", "rhoai"} {
 			manual = append(manual, "--set", "operators["+id+"].approval=Manual")
 		}
-		r := c.install(t, olmSteps(append(manual, "--set", "waitTimeoutSeconds=60")...)...)
+		r := c.install(t, append(manual, "--only", olmSteps, "--set", "waitTimeoutSeconds=60")...)
 		mustFail(t, r)
 		msg := failure(r, "operators/rhoai")
 		mustContain(t, "operators/rhoai failure", msg, "InstallPlan redhat-ods-operator/install-", "rhods-operator.3.5.0", "--approve-installplans")
@@ -606,7 +603,7 @@ func TestB02OLMInstallsThatNeverFinish(t *testing.T) {
 				t.Errorf("InstallPlan %s/%s was approved without --approve-installplans", ip.GetNamespace(), ip.GetName())
 			}
 		}
-		r = c.install(t, olmSteps(append(manual, "--approve-installplans", "--set", "waitTimeoutSeconds=120")...)...)
+		r = c.install(t, append(manual, "--only", olmSteps, "--approve-installplans", "--set", "waitTimeoutSeconds=120")...)
 		mustSucceed(t, r)
 		extras := 0
 		for _, ip := range c.list(t, gvkIP, "") {
@@ -940,7 +937,7 @@ func TestB12AuthorinoTLS(t *testing.T) {
 		svcs := c.record(t, gvrServices, "kuadrant-system", "")
 		secrets := c.record(t, gvrSecrets, "kuadrant-system", "")
 		authorinos := c.record(t, gvrAuthorinos, "", "")
-		mustSucceed(t, c.install(t, kuadrantSteps()...))
+		mustSucceed(t, c.install(t, "--only", kuadrantSteps))
 		annotated := svcs.first(func(e recorded) bool {
 			return e.obj.GetName() == "authorino-authorino-authorization" && e.obj.GetAnnotations()["service.beta.openshift.io/serving-cert-secret-name"] == "authorino-server-cert"
 		})

@@ -32,7 +32,7 @@ func TestKuadrantNoStatusComponentReconciled(t *testing.T) {
 	denyAdmission(ctx, t, c, denyStatus, admissionv1.Update, "kuadrant.io", "kuadrants/status")
 
 	done := make(chan run, 1)
-	go func() { done <- c.maasctl(t, append([]string{"install", "-o", "json"}, kuadrantSteps()...)...) }()
+	go func() { done <- c.install(t, "--only", kuadrantSteps) }()
 
 	kq := lobj{"kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant"}
 	limitador := lobj{"limitador.kuadrant.io/v1alpha1", "Limitador", "kuadrant-system", "limitador"}

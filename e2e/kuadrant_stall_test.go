@@ -39,7 +39,7 @@ func TestKuadrantStalledComponentReconciled(t *testing.T) {
 	denyAdmission(ctx, t, c, name, admissionv1.Create, "limitador.kuadrant.io", "limitadors")
 
 	done := make(chan run, 1)
-	go func() { done <- c.maasctl(t, append([]string{"install", "-o", "json"}, kuadrantSteps()...)...) }()
+	go func() { done <- c.install(t, "--only", kuadrantSteps) }()
 
 	kq := lobj{"kuadrant.io/v1beta1", "Kuadrant", "kuadrant-system", "kuadrant"}
 	limitador := lobj{"limitador.kuadrant.io/v1alpha1", "Limitador", "kuadrant-system", "limitador"}
@@ -92,7 +92,7 @@ func TestKuadrantStalledComponentReconciled(t *testing.T) {
 		t.Errorf("Kuadrant CR without maasctl's reconcile trigger: %v", a)
 	}
 	// The trigger is no drift: a re-run changes nothing.
-	again := c.maasctl(t, append([]string{"install", "-o", "json"}, kuadrantSteps()...)...)
+	again := c.install(t, "--only", kuadrantSteps)
 	wantExit(t, again, 0, "re-run")
 	if sum := summary(t, again.events); len(sum.Done) != 0 || sum.Writes != 0 {
 		t.Errorf("re-run after the reconcile trigger applied %v and wrote %d times; want nothing", sum.Done, sum.Writes)

@@ -61,16 +61,13 @@ func frontVault(t *testing.T, c *cluster, intercept func(w http.ResponseWriter, 
 	c.vaultAddr = ts.URL
 }
 
-// vaultSteps returns "--only" with the steps that read or write the
-// database password in Vault and the two Secrets made from it
-// (database/secret, dbsecret/maas-db-config; preflight runs on every run),
-// then args. The Vault cases prove those steps; a full install (four
+// vaultSteps, for --only, are the steps that read or write the database
+// password in Vault and the two Secrets made from it (preflight runs on
+// every run). The Vault cases prove those steps; a full install (four
 // operators through the real OLM, the real Kuadrant, the DSC and the
 // models: about 60 CPU-seconds of the control plane) proves nothing more
 // about them. TestInstallEndToEnd and TestLifecycle run the whole install.
-func vaultSteps(args ...string) []string {
-	return append([]string{"--only", "database/secret,dbsecret/maas-db-config"}, args...)
-}
+const vaultSteps = "database/secret,dbsecret/maas-db-config"
 
 func secretPassword(t *testing.T, c *cluster, ns, name string) (string, string) {
 	t.Helper()
@@ -99,7 +96,7 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 		c := newCaseCluster(t, caseOptions{vault: vaultserver.Options{Mounts: kvCaseMounts}})
 		vc := vaultAPI(t, c)
 		vaultWrite(t, vc, "secret/config", map[string]any{"cas_required": true})
-		r := c.install(t, vaultSteps("--set", "database.vaultPath=secret/maas/db")...)
+		r := c.install(t, "--only", vaultSteps, "--set", "database.vaultPath=secret/maas/db")
 		mustSucceed(t, r)
 		if n := c.vault.Versions("secret", "maas/db"); n != 1 {
 			t.Errorf("Vault holds %d versions of secret/maas/db, want 1", n)
@@ -134,7 +131,7 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 			}
 			return false
 		})
-		r := c.install(t, vaultSteps("--set", "database.vaultPath=secret/maas/db")...)
+		r := c.install(t, "--only", vaultSteps, "--set", "database.vaultPath=secret/maas/db")
 		mustSucceed(t, r)
 		mustContain(t, "database/secret progress", progress(r, "database/secret"), "lost a check-and-set race on secret/maas/db", "discarded the password it generated")
 		if n, d := c.vault.Versions("secret", "maas/db"), c.vault.Data("secret", "maas/db"); n != 1 || d["password"] != winner {
@@ -248,7 +245,7 @@ func TestB10VaultKVVersionsAndCAS(t *testing.T) {
 func TestN11DeletedLatestVersion(t *testing.T) {
 	parallel(t)
 	c := newCaseCluster(t, caseOptions{})
-	r := c.install(t, vaultSteps()...)
+	r := c.install(t, "--only", vaultSteps)
 	mustSucceed(t, r)
 	vc := vaultAPI(t, c)
 	v1 := c.vault.Data(vaultMount, vaultPath)["password"]

@@ -64,7 +64,7 @@ spec:
 		}
 		pods := c.record(t, gvrPods, "openshift-operators", sel)
 		kuadrants := c.record(t, gvrKuadrants, "kuadrant-system", "")
-		r := c.install(t, kuadrantSteps("--set", "waitTimeoutSeconds=180")...)
+		r := c.install(t, "--only", kuadrantSteps, "--set", "waitTimeoutSeconds=180")
 		mustSucceed(t, r)
 
 		sub := get(t, c, "operators.coreos.com/v1alpha1", "Subscription", "openshift-operators", "rhcl-operator")
@@ -88,7 +88,7 @@ spec:
 		}
 		mustContain(t, "operators/rhcl progress", progress(r, "operators/rhcl"), "AUTH_SERVICE_TIMEOUT", "RATELIMIT_CHECK_SERVICE_FAILURE_MODE", "1 other entries kept")
 
-		again := c.install(t, kuadrantSteps()...)
+		again := c.install(t, "--only", kuadrantSteps)
 		mustSucceed(t, again)
 		if s := summary(t, again.events); s.Writes != 0 {
 			t.Errorf("the re-run wrote %d times, want 0", s.Writes)
