@@ -509,17 +509,13 @@ func TestVerifyDoctorGather(t *testing.T) {
 		waitAuthorinoRestart(t, c, p, since)
 		// The restarted Authorino loads the AuthConfigs anew and the
 		// Kuadrant operator then marks the AuthPolicies Enforced again: a
-		// verify in between sees MAAS-V010 "waiting for the following
-		// components to sync" (a CI check, 2026-12-07). So verify runs
-		// again until it passes, for up to two minutes.
-		for deadline := time.Now().Add(2 * time.Minute); ; {
-			rep, r = verifyRun(t, c, p)
-			outputs = append(outputs, r)
-			if r.exit == 0 && rep.Passed || time.Now().After(deadline) {
-				break
-			}
-			t.Logf("verify after install restored the trust: failed %v; again in 5 s", rep.FailedCodes())
-			time.Sleep(5 * time.Second)
+		// read in between sees MAAS-V010 "waiting for the following
+		// components to sync" (a CI check, 2026-12-07). verify waits that
+		// out itself (--settle), so one run must pass.
+		rep, r = verifyRun(t, c, p)
+		outputs = append(outputs, r)
+		if strings.Contains(r.stderr, "waiting for Kuadrant") {
+			t.Logf("verify after install restored the trust waited for Kuadrant:\n%s", r.stderr)
 		}
 		if r.exit != 0 || !rep.Passed {
 			t.Fatalf("verify exit %d after install restored the trust:\n%s", r.exit, r.stdout)

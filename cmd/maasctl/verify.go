@@ -72,6 +72,7 @@ type verifyOptions struct {
 	probeQuota bool
 	bodySize   string
 	database   bool
+	settle     time.Duration
 }
 
 func newVerifyCmd(g *globalOptions) *cobra.Command {
@@ -89,7 +90,11 @@ probe subscription that verify creates and deletes. Every key verify mints is
 revoked at the end. No key or token is ever printed.
 
 Each check has a stable code (MAAS-V001 ...); a failed check says the cause
-and the fix. Exit codes: 0 every check passed, 1 a check failed, 2 invalid
+and the fix. While the only failed checks are Kuadrant policies it reports
+still syncing (Enforced=False "waiting for the following components to
+sync" on an AuthConfig or Limitador, or a status for an older generation),
+verify reads the cluster again every 2s for up to --settle and says so on
+stderr, before the data path runs. Exit codes: 0 every check passed, 1 a check failed, 2 invalid
 flags or inventory, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runVerify(c, g, o) },
@@ -100,6 +105,7 @@ flags or inventory, 130 interrupted.`,
 	f.BoolVar(&o.liveOnly, "live-only", false, "run only the read-only cluster checks, not the data path")
 	f.BoolVar(&o.probeQuota, "probe-quota", false, "create a low-limit probe MaaSSubscription owned by you, expect 429, then delete it")
 	f.StringVar(&o.bodySize, "probe-body-size", "0", "also send a request of this size (e.g. 256Ki) to detect a gateway body cap; 0 = off")
+	f.DurationVar(&o.settle, "settle", time.Minute, "while the only failed checks are Kuadrant policies it reports still syncing (Enforced=False \"waiting for the following components to sync\" on an AuthConfig or Limitador, or a status for an older generation), read again every 2s for up to this long; 0 judges the first read")
 	f.BoolVar(&o.database, "database", false, "also ask the database about maas-api's schema (owner, dirty migration, INVALID index) with a short read-only Job in the database namespace (MAAS-V016)")
 	return c
 }
@@ -116,7 +122,12 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil {
 		return err
 	}
-	vr := session.VerifyRequest{Database: o.database}
+	if o.settle < 0 {
+		return &usageError{fmt.Errorf("--settle %s: want a duration of 0 or more, such as 1m", o.settle)}
+	}
+	vr := session.VerifyRequest{Database: o.database, Settle: o.settle, Waiting: func(pending string) {
+		fmt.Fprintf(c.ErrOrStderr(), "maasctl: waiting for Kuadrant (up to --settle %s): %s\n", o.settle, pending)
+	}}
 	if !o.liveOnly {
 		vr.DataPath = o.dp.options()
 		vr.DataPath.ProbeQuota, vr.DataPath.ProbeBodySize = o.probeQuota, int(size.Value())

@@ -35,6 +35,15 @@ type Check struct {
 	// Class is how a failed data-path response was classified (case B17),
 	// e.g. "forbidden" or "quota"; empty for control-plane checks.
 	Class string `json:"class,omitempty"`
+	// Pending is true on a failed check whose object's owner says it is
+	// still at work on it, so a later read may pass: a Kuadrant policy
+	// Enforced=False "waiting for the following components to sync"
+	// (kuadrant-operator v1.5.2 internal/kuadrant/errors.go ErrOutOfSync,
+	// written while Authorino or Limitador has not loaded what Kuadrant
+	// generated) or judged for an older generation than its spec. A
+	// component that never syncs (an AuthConfig Authorino refuses) looks
+	// the same: only time tells them apart (Options.Settle).
+	Pending bool `json:"pending,omitempty"`
 }
 
 // CodeInfo describes one check code of the catalogue.
@@ -139,6 +148,9 @@ func (c Check) failDiag(detail string, dg Diagnosis) Check {
 	c.Class = string(dg.Class)
 	return c
 }
+
+// pending marks a failed check as Pending.
+func (c Check) pending() Check { c.Pending = c.Result == Fail; return c }
 
 func (c Check) skip(detail string) Check { c.Result, c.Detail = Skip, detail; return c }
 

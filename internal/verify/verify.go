@@ -41,7 +41,22 @@ type Options struct {
 	// Schema, when set, asks the database about maas-api's schema (the
 	// check Job of dbschema.go, MAAS-V016); nil skips that check.
 	Schema SchemaProber
+	// Settle, when positive, reads the cluster again every settleInterval
+	// (2 s) while every failed live check is Pending (Kuadrant still
+	// loading what it generated), for at most this long, and judges the
+	// last read; the schema probe and the data path run after it, once.
+	// A verify right after an install or a policy change then does not
+	// fail on seconds of Kuadrant's work. 0 judges the first read.
+	Settle time.Duration
+	// Waiting, when set, is called during Settle each time the pending
+	// checks change, with them on one line ("MAAS-V010 AuthPolicy
+	// openshift-ingress/maas-gateway-auth: Enforced=False (Unknown): ...").
+	Waiting func(pending string)
 }
+
+// settleInterval is how often Options.Settle reads again (a variable for
+// the tests).
+var settleInterval = 2 * time.Second
 
 // Report is the outcome of one verify run.
 type Report struct {
@@ -84,6 +99,11 @@ func Run(ctx context.Context, o Options) (*Report, *State, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if o.Settle > 0 {
+		if s, err = settle(ctx, o, s); err != nil {
+			return nil, nil, err
+		}
+	}
 	if o.Schema != nil {
 		p := o.Schema.ProbeSchema(ctx, o.Inventory)
 		s.Schema = &p
@@ -102,6 +122,41 @@ func Run(ctx context.Context, o Options) (*Report, *State, error) {
 	}
 	rep.Passed = len(rep.Failed()) == 0
 	return rep, s, nil
+}
+
+// settle takes snapshots every settleInterval while every failed live
+// check of the last one is Pending, for at most o.Settle, and returns the
+// last snapshot; an error when a read fails or ctx ends.
+func settle(ctx context.Context, o Options, s *State) (*State, error) {
+	deadline := time.Now().Add(o.Settle)
+	last := ""
+	for {
+		failed := (&Report{Checks: LiveChecks(s)}).Failed()
+		if len(failed) == 0 || !time.Now().Before(deadline) {
+			return s, nil
+		}
+		var pending []string
+		for _, c := range failed {
+			if !c.Pending {
+				return s, nil
+			}
+			pending = append(pending, fmt.Sprintf("%s %s: %s", c.Code, c.Object, c.Detail))
+		}
+		if msg := strings.Join(pending, "; "); msg != last && o.Waiting != nil {
+			o.Waiting(msg)
+			last = msg
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(settleInterval, time.Until(deadline))):
+		}
+		next, err := Snapshot(ctx, o.Reader, o.Inventory, o.Release)
+		if err != nil {
+			return nil, err
+		}
+		s = next
+	}
 }
 
 // Summary is one line: how many checks passed, failed and were skipped.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/gather"
@@ -60,6 +61,11 @@ type VerifyRequest struct {
 	// DataPath, when set, also proves the request path; Token may be
 	// empty (the cluster configuration's token is used then).
 	DataPath *DataPathOptions
+	// Settle and Waiting are verify.Options': how long to read again
+	// while the only failures are Kuadrant still syncing, and who is told
+	// what is pending meanwhile.
+	Settle  time.Duration
+	Waiting func(pending string)
 }
 
 // Verify runs the read-only checks and, with DataPath, the request path.
@@ -68,7 +74,7 @@ func (s *Session) Verify(ctx context.Context, o VerifyRequest) (*VerifyReport, e
 	if err != nil {
 		return nil, err
 	}
-	vo := verify.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients)}
+	vo := verify.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), Settle: o.Settle, Waiting: o.Waiting}
 	if o.Database {
 		vo.Schema = verify.JobSchemaProber{Clients: clients}
 	}
