@@ -511,8 +511,9 @@ func TestVerifyDoctorGather(t *testing.T) {
 		// Kuadrant operator then marks the AuthPolicies Enforced again: a
 		// read in between sees MAAS-V010 "waiting for the following
 		// components to sync" (a CI check, 2026-12-07). verify waits that
-		// out itself (--settle), so one run must pass.
-		rep, r = verifyRun(t, c, p)
+		// out itself (--settle; 2m, the bound of this test's own retry
+		// before verify waited), so one run must pass.
+		rep, r = verifyRun(t, c, p, "--settle", "2m")
 		outputs = append(outputs, r)
 		if strings.Contains(r.stderr, "waiting for Kuadrant") {
 			t.Logf("verify after install restored the trust waited for Kuadrant:\n%s", r.stderr)

@@ -92,9 +92,9 @@ func (rel rhoaiRelease) check(t *testing.T, c *cluster, r run, set ...string) {
 	// AuthPolicy at Enforced=False ("waiting for the following components
 	// to sync") while Authorino loads an AuthConfig it generated anew (a
 	// CI check, 2026-12-07: MAAS-V010 a second after the install ended):
-	// verify itself reads again meanwhile (--settle, 1m by default), so
-	// one run must pass.
-	v := c.maasctl(t, append([]string{"verify", "--live-only"}, set...)...)
+	// verify itself reads again meanwhile (--settle; 2m, the bound this
+	// test's own retry had before verify waited), so one run must pass.
+	v := c.maasctl(t, append([]string{"verify", "--live-only", "--settle", "2m"}, set...)...)
 	if strings.Contains(v.stderr, "waiting for Kuadrant") {
 		t.Logf("verify --live-only on RHOAI %s waited for Kuadrant:\n%s", rel.version, v.stderr)
 	}

@@ -90,6 +90,8 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"database", "nosuch"}, exitBadInput, `unknown command "nosuch" for "maasctl database"`},
 		{[]string{"status", "--kubeconfig", "/nonexistent"}, exitBadInput, "--kubeconfig: stat /nonexistent"},
 		{[]string{"database"}, exitOK, ""},
+		// Before any connection: no kubeconfig is needed to be told.
+		{[]string{"verify", "--settle", "-1s", "--kubeconfig", "/nonexistent"}, exitBadInput, "--settle -1s: want a duration of 0 or more"},
 	} {
 		root := newRootCmd()
 		var out, errb bytes.Buffer

@@ -90,11 +90,11 @@ probe subscription that verify creates and deletes. Every key verify mints is
 revoked at the end. No key or token is ever printed.
 
 Each check has a stable code (MAAS-V001 ...); a failed check says the cause
-and the fix. While the only failed checks are Kuadrant policies it reports
-still syncing (Enforced=False "waiting for the following components to
-sync" on an AuthConfig or Limitador, or a status for an older generation),
-verify reads the cluster again every 2s for up to --settle and says so on
-stderr, before the data path runs. Exit codes: 0 every check passed, 1 a check failed, 2 invalid
+and the fix. While the only failed checks are Kuadrant policies still in
+Kuadrant's hands (Enforced=False "waiting for the following components to
+sync" on AuthConfigs or Limitador, no status yet, or a status for an older
+generation), verify reads them again every 2s for up to --settle and says
+so on stderr, before the data path runs. Exit codes: 0 every check passed, 1 a check failed, 2 invalid
 flags or inventory, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runVerify(c, g, o) },
@@ -105,7 +105,7 @@ flags or inventory, 130 interrupted.`,
 	f.BoolVar(&o.liveOnly, "live-only", false, "run only the read-only cluster checks, not the data path")
 	f.BoolVar(&o.probeQuota, "probe-quota", false, "create a low-limit probe MaaSSubscription owned by you, expect 429, then delete it")
 	f.StringVar(&o.bodySize, "probe-body-size", "0", "also send a request of this size (e.g. 256Ki) to detect a gateway body cap; 0 = off")
-	f.DurationVar(&o.settle, "settle", time.Minute, "while the only failed checks are Kuadrant policies it reports still syncing (Enforced=False \"waiting for the following components to sync\" on an AuthConfig or Limitador, or a status for an older generation), read again every 2s for up to this long; 0 judges the first read")
+	f.DurationVar(&o.settle, "settle", time.Minute, "while the only failed checks are Kuadrant policies still in Kuadrant's hands (Enforced=False \"waiting for the following components to sync\" on AuthConfigs or Limitador, no status yet, or a status for an older generation), read them again every 2s for up to this long; 0 judges the first read")
 	f.BoolVar(&o.database, "database", false, "also ask the database about maas-api's schema (owner, dirty migration, INVALID index) with a short read-only Job in the database namespace (MAAS-V016)")
 	return c
 }
@@ -118,12 +118,12 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil || size.Sign() < 0 {
 		return &usageError{fmt.Errorf("--probe-body-size %q: want a size such as 256Ki", o.bodySize)}
 	}
+	if o.settle < 0 {
+		return &usageError{fmt.Errorf("--settle %s: want a duration of 0 or more, such as 1m", o.settle)}
+	}
 	s, err := connect(c, g)
 	if err != nil {
 		return err
-	}
-	if o.settle < 0 {
-		return &usageError{fmt.Errorf("--settle %s: want a duration of 0 or more, such as 1m", o.settle)}
 	}
 	vr := session.VerifyRequest{Database: o.database, Settle: o.settle, Waiting: func(pending string) {
 		fmt.Fprintf(c.ErrOrStderr(), "maasctl: waiting for Kuadrant (up to --settle %s): %s\n", o.settle, pending)
@@ -134,8 +134,8 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	}
 	rep, err := s.Verify(c.Context(), vr)
 	if o.liveOnly {
-		// After the release layout's warning, as verify prints nothing
-		// else on stderr while it checks.
+		// After what verify printed on stderr while it checked (the
+		// release layout's warning, the settle wait).
 		for _, name := range []string{"endpoint", "token", "ca-file", "insecure-skip-tls-verify", "subscription", "probe-quota", "probe-body-size"} {
 			if c.Flags().Changed(name) {
 				fmt.Fprintf(c.ErrOrStderr(), "maasctl: --live-only checks no data path: --%s is ignored\n", name)
@@ -144,6 +144,9 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	}
 	if err != nil {
 		return err
+	}
+	if n := pendingFailures(rep); n > 0 && o.settle > 0 {
+		fmt.Fprintf(c.ErrOrStderr(), "maasctl: Kuadrant still reported %d failed check(s) as syncing when --settle %s ran out (\"pending\": true in -o json); the cause and fix of each say where to look if it never ends\n", n, o.settle)
 	}
 	out := c.OutOrStdout()
 	if o.output == "json" {
@@ -158,4 +161,16 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 		return fmt.Errorf("%s; run 'maasctl doctor' for the causes", rep.Summary())
 	}
 	return nil
+}
+
+// pendingFailures counts the failed checks of rep that were still Pending
+// when the settle wait ended.
+func pendingFailures(rep *session.VerifyReport) int {
+	n := 0
+	for _, ch := range rep.Failed() {
+		if ch.Pending {
+			n++
+		}
+	}
+	return n
 }

@@ -35,14 +35,15 @@ type Check struct {
 	// Class is how a failed data-path response was classified (case B17),
 	// e.g. "forbidden" or "quota"; empty for control-plane checks.
 	Class string `json:"class,omitempty"`
-	// Pending is true on a failed check whose object's owner says it is
-	// still at work on it, so a later read may pass: a Kuadrant policy
-	// Enforced=False "waiting for the following components to sync"
+	// Pending is true on a failed check (MAAS-V010, MAAS-V012) whose
+	// Kuadrant policy is still in Kuadrant's hands, so a later read may
+	// pass: no Accepted or Enforced condition written yet, a status for an
+	// older generation than its spec, or Enforced=False "waiting for the
+	// following components to sync" naming only AuthConfigs and Limitador
 	// (kuadrant-operator v1.5.2 internal/kuadrant/errors.go ErrOutOfSync,
 	// written while Authorino or Limitador has not loaded what Kuadrant
-	// generated) or judged for an older generation than its spec. A
-	// component that never syncs (an AuthConfig Authorino refuses) looks
-	// the same: only time tells them apart (Options.Settle).
+	// generated; kuadrantSyncing). An AuthConfig that Authorino refuses
+	// looks the same: only time tells them apart (Options.Settle).
 	Pending bool `json:"pending,omitempty"`
 }
 

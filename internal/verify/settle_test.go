@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -13,56 +14,81 @@ import (
 	"github.com/maasctl/maasctl/inventory"
 )
 
-// changingReader serves a StaticReader and, on the n-th Get of the
-// gateway AuthPolicy, runs then (the owner finishing its work between two
-// reads, as Kuadrant does seconds after an install).
+// changingReader serves a StaticReader and, on the n-th read (Get or
+// List) of kind gvk, runs then: the owner finishing its work between two
+// reads, as Kuadrant does seconds after an install.
 type changingReader struct {
 	*StaticReader
-	mu   sync.Mutex
-	gets int
-	n    int
-	then func()
+	gvk   schema.GroupVersionKind
+	mu    sync.Mutex
+	reads int
+	n     int
+	then  func()
+}
+
+func (r *changingReader) saw(gvk schema.GroupVersionKind) {
+	if gvk != r.gvk {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+	if r.reads == r.n && r.then != nil {
+		r.then()
+	}
 }
 
 func (r *changingReader) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	if gvk == AuthPolicyGVK && name == "maas-gateway-auth" {
-		r.mu.Lock()
-		r.gets++
-		if r.gets == r.n && r.then != nil {
-			r.then()
-		}
-		r.mu.Unlock()
-	}
+	r.saw(gvk)
 	return r.StaticReader.Get(ctx, gvk, ns, name)
+}
+
+func (r *changingReader) List(ctx context.Context, gvk schema.GroupVersionKind, ns, selector string) ([]*unstructured.Unstructured, error) {
+	r.saw(gvk)
+	return r.StaticReader.List(ctx, gvk, ns, selector)
 }
 
 func TestSettle(t *testing.T) {
 	defer func(d time.Duration) { settleInterval = d }(settleInterval)
 	settleInterval = 10 * time.Millisecond
-	const syncing = "AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"
+	const (
+		syncing = "AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"
+		mns     = "llm-coding-assistant"
+		trlp    = "maas-trlp-qwen35-9b-coder"
+	)
 	inv := inventory.Default()
+	// The object each case breaks, and which the owner fixes later.
+	type target struct {
+		gvk      schema.GroupVersionKind
+		ns, name string
+	}
+	gatewayAuth := target{AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth"}
+	limits := target{TokenRateLimitPolicyGVK, mns, trlp}
 
 	tests := []struct {
-		name string
+		name   string
+		target target
 		// breakf breaks the healthy deployment before the first read.
 		breakf func(t *testing.T, r *StaticReader)
-		// fixAt is the read of the gateway AuthPolicy that sees it
-		// fixed (0: never).
+		// fixAt is the read of the target's kind that sees it fixed
+		// (0: never).
 		fixAt  int
 		settle time.Duration
-		// wantPassed, wantReads (of the gateway AuthPolicy) and
+		// wantPassed, wantReads (of the target's kind; 0: not checked),
+		// wantPending (the target's check Pending when it failed) and
 		// wantWaiting (the messages given to Waiting).
 		wantPassed  bool
 		wantReads   int
+		wantPending bool
 		wantWaiting []string
 	}{
-		{name: "syncing, then enforced", fixAt: 3, settle: time.Minute,
+		{name: "syncing, then enforced", target: gatewayAuth, fixAt: 3, settle: time.Minute,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced(syncing))
 			},
 			wantPassed: true, wantReads: 3,
 			wantWaiting: []string{"MAAS-V010 AuthPolicy openshift-ingress/maas-gateway-auth: Accepted=True (Accepted); Enforced=False (Unknown): " + syncing}},
-		{name: "older generation, then judged", fixAt: 2, settle: time.Minute,
+		{name: "older generation, then judged", target: gatewayAuth, fixAt: 2, settle: time.Minute,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o *unstructured.Unstructured) {
 					o.SetGeneration(2)
@@ -71,38 +97,66 @@ func TestSettle(t *testing.T) {
 			},
 			wantPassed: true, wantReads: 2,
 			wantWaiting: []string{"status is for generation 1, the policy is at 2"}},
-		{name: "syncing past the bound", settle: 50 * time.Millisecond,
+		{name: "no status yet, then judged", target: gatewayAuth, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions())
+			},
+			wantPassed: true, wantReads: 2,
+			wantWaiting: []string{"no Accepted condition; no Enforced condition"}},
+		{name: "token limits waiting for Limitador, then enforced", target: limits, fixAt: 4, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, TokenRateLimitPolicyGVK, mns, trlp, notEnforced("TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"))
+			},
+			wantPassed: true, wantReads: 4,
+			wantWaiting: []string{"MAAS-V012 TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder: Enforced=False (Unknown)"}},
+		{name: "two AuthConfigs and Limitador in one message", target: gatewayAuth, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [AuthConfig (a1) AuthConfig (b2) Limitador]"))
+			},
+			wantPassed: true, wantReads: 2, wantWaiting: []string{"[AuthConfig (a1) AuthConfig (b2) Limitador]"}},
+		{name: "syncing past the bound", target: gatewayAuth, settle: 50 * time.Millisecond,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced(syncing))
 			},
-			wantPassed: false, wantWaiting: []string{"MAAS-V010"}},
-		{name: "settle 0 reads once", fixAt: 2, settle: 0,
+			wantPassed: false, wantPending: true, wantWaiting: []string{"MAAS-V010"}},
+		{name: "settle 0 reads once", target: gatewayAuth, fixAt: 2, settle: 0,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced(syncing))
 			},
-			wantPassed: false, wantReads: 1},
-		{name: "a class Kuadrant does not take is not waited for", fixAt: 2, settle: time.Minute,
+			wantPassed: false, wantReads: 1, wantPending: true},
+		{name: "a class Kuadrant does not take is not waited for", target: gatewayAuth, fixAt: 2, settle: time.Minute,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [Gateway (openshift-ingress/maas-default-gateway)]"))
 			},
 			wantPassed: false, wantReads: 1},
-		{name: "another failure beside it is reported at once", fixAt: 2, settle: time.Minute,
+		{name: "Authorino not Ready is not waited for", target: gatewayAuth, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [Authorino AuthConfig (a1)]"))
+			},
+			wantPassed: false, wantReads: 1},
+		{name: "not accepted is not waited for", target: gatewayAuth, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", setConditions(
+					map[string]any{"type": "Accepted", "status": "False", "reason": "Invalid", "message": syncing},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": syncing}))
+			},
+			wantPassed: false, wantReads: 1},
+		{name: "another failure beside it is reported at once", target: gatewayAuth, fixAt: 2, settle: time.Minute,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced(syncing))
 				edit(t, r, MaaSAuthPolicyGVK, "models-as-a-service", "llama-coder-access", setPhase("Pending"))
 			},
-			wantPassed: false, wantReads: 1},
+			wantPassed: false, wantReads: 1, wantPending: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			healthy := healthyReader(t)
-			fixed, err := healthy.Get(context.Background(), AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth")
+			fixed, err := healthyReader(t).Get(context.Background(), tc.target.gvk, tc.target.ns, tc.target.name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			s := healthyReader(t)
 			tc.breakf(t, s)
-			r := &changingReader{StaticReader: s, n: tc.fixAt, then: func() { s.Put(fixed.DeepCopy()) }}
+			r := &changingReader{StaticReader: s, gvk: tc.target.gvk, n: tc.fixAt, then: func() { s.Put(fixed.DeepCopy()) }}
 			var waiting []string
 			start := time.Now()
 			rep, _, err := Run(context.Background(), Options{Inventory: inv, Reader: r, Settle: tc.settle,
@@ -113,8 +167,8 @@ func TestSettle(t *testing.T) {
 			if rep.Passed != tc.wantPassed {
 				t.Errorf("passed %v, want %v; failed %v", rep.Passed, tc.wantPassed, rep.FailedCodes())
 			}
-			if tc.wantReads > 0 && r.gets != tc.wantReads {
-				t.Errorf("the gateway AuthPolicy was read %d times, want %d", r.gets, tc.wantReads)
+			if tc.wantReads > 0 && r.reads != tc.wantReads {
+				t.Errorf("%s was read %d times, want %d", tc.target.gvk.Kind, r.reads, tc.wantReads)
 			}
 			if len(waiting) != len(tc.wantWaiting) {
 				t.Fatalf("Waiting told %q, want %d messages like %q", waiting, len(tc.wantWaiting), tc.wantWaiting)
@@ -130,13 +184,51 @@ func TestSettle(t *testing.T) {
 				}
 			}
 			if !rep.Passed {
+				found := false
 				for _, c := range rep.Failed() {
-					if c.Code == CodeAuthEnforced && tc.name != "another failure beside it is reported at once" && c.Pending != strings.Contains(c.Detail, syncing) {
-						t.Errorf("MAAS-V010 Pending %v for detail %q", c.Pending, c.Detail)
+					if c.Object == describe(tc.target.gvk.Kind, tc.target.ns, tc.target.name) {
+						found = true
+						if c.Pending != tc.wantPending {
+							t.Errorf("%s %s Pending %v, want %v (detail %q)", c.Code, c.Object, c.Pending, tc.wantPending, c.Detail)
+						}
 					}
+				}
+				if !found {
+					t.Errorf("no failed check on %s %s/%s: %v", tc.target.gvk.Kind, tc.target.ns, tc.target.name, rep.FailedCodes())
 				}
 			}
 		})
+	}
+}
+
+// TestSettleReadsAgainOnlyWhatItWaitsFor: the retries of the settle wait
+// read again the Kuadrant policies and the MaaS objects, not the kinds of
+// the checks that passed on the first read.
+func TestSettleReadsAgainOnlyWhatItWaitsFor(t *testing.T) {
+	defer func(d time.Duration) { settleInterval = d }(settleInterval)
+	settleInterval = 10 * time.Millisecond
+	s := healthyReader(t)
+	edit(t, s, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [AuthConfig (a1)]"))
+	counts := &countingReader{Reader: s, n: map[string]int{}}
+	var first map[string]int
+	// Waiting is told once, after the first snapshot and before the
+	// first retry.
+	_, _, err := Run(context.Background(), Options{Inventory: inventory.Default(), Reader: counts, Settle: 55 * time.Millisecond,
+		Waiting: func(string) { first = counts.take() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retries := counts.take()
+	if first["core"] == 0 || first["apps"] == 0 {
+		t.Fatalf("first snapshot read %v: want the core and apps kinds too", first)
+	}
+	if retries["kuadrant.io"] < 3 {
+		t.Errorf("the retries read kuadrant.io %d times, want once per retry (at least 3)", retries["kuadrant.io"])
+	}
+	for g, n := range retries {
+		if g != "kuadrant.io" && g != "maas.opendatahub.io" {
+			t.Errorf("the retries read group %q %d times; only the Kuadrant policies and MaaS objects are read again", g, n)
+		}
 	}
 }
 
@@ -147,7 +239,7 @@ func TestSettleStopsWithTheContext(t *testing.T) {
 	edit(t, s, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced("AuthPolicy waiting for the following components to sync: [Limitador]"))
 	ctx, cancel := context.WithCancel(context.Background())
 	_, _, err := Run(ctx, Options{Inventory: inventory.Default(), Reader: s, Settle: time.Hour, Waiting: func(string) { cancel() }})
-	if err != context.Canceled {
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v, want context.Canceled", err)
 	}
 }

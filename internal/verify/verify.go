@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/maasctl/maasctl/internal/kube"
@@ -41,10 +42,12 @@ type Options struct {
 	// Schema, when set, asks the database about maas-api's schema (the
 	// check Job of dbschema.go, MAAS-V016); nil skips that check.
 	Schema SchemaProber
-	// Settle, when positive, reads the cluster again every settleInterval
-	// (2 s) while every failed live check is Pending (Kuadrant still
-	// loading what it generated), for at most this long, and judges the
-	// last read; the schema probe and the data path run after it, once.
+	// Settle, when positive, reads again every settleInterval (2 s) the
+	// objects of the checks that can be Pending (settleFresh) while every
+	// failed live check is Pending (Kuadrant still loading what it
+	// generated), for at most this long, and judges the last read (the
+	// other checks on the first); the schema probe and the data path run
+	// after it, once.
 	// A verify right after an install or a policy change then does not
 	// fail on seconds of Kuadrant's work. 0 judges the first read.
 	Settle time.Duration
@@ -95,12 +98,17 @@ func (r *Report) FailedCodes() []string {
 // data path. It returns an error only when the cluster cannot be read at
 // all; failed checks are reported in the Report.
 func Run(ctx context.Context, o Options) (*Report, *State, error) {
+	var replay *Replay
+	if o.Settle > 0 {
+		replay = &Replay{Reader: o.Reader, Fresh: settleFresh}
+		o.Reader = replay
+	}
 	s, err := Snapshot(ctx, o.Reader, o.Inventory, o.Release)
 	if err != nil {
 		return nil, nil, err
 	}
 	if o.Settle > 0 {
-		if s, err = settle(ctx, o, s); err != nil {
+		if s, err = settle(ctx, o, replay, s); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -126,9 +134,14 @@ func Run(ctx context.Context, o Options) (*Report, *State, error) {
 
 // settle takes snapshots every settleInterval while every failed live
 // check of the last one is Pending, for at most o.Settle, and returns the
-// last snapshot; an error when a read fails or ctx ends.
-func settle(ctx context.Context, o Options, s *State) (*State, error) {
+// last snapshot; an error when a read fails or ctx ends. After the first
+// snapshot, replay answers every kind outside settleFresh from that
+// snapshot's reads: the checks that passed are not judged again, and a
+// retry on 1,000 models reads only the Kuadrant policies and the MaaS
+// objects that list them (as the install's verify step does).
+func settle(ctx context.Context, o Options, replay *Replay, s *State) (*State, error) {
 	deadline := time.Now().Add(o.Settle)
+	replay.Freeze()
 	last := ""
 	for {
 		failed := (&Report{Checks: LiveChecks(s)}).Failed()
@@ -141,6 +154,9 @@ func settle(ctx context.Context, o Options, s *State) (*State, error) {
 				return s, nil
 			}
 			pending = append(pending, fmt.Sprintf("%s %s: %s", c.Code, c.Object, c.Detail))
+		}
+		if len(pending) > 3 {
+			pending = append(pending[:3], fmt.Sprintf("and %d more", len(pending)-3))
 		}
 		if msg := strings.Join(pending, "; "); msg != last && o.Waiting != nil {
 			o.Waiting(msg)
@@ -157,6 +173,15 @@ func settle(ctx context.Context, o Options, s *State) (*State, error) {
 		}
 		s = next
 	}
+}
+
+// settleFresh selects the kinds a settle retry reads again: those that
+// hold the state of the checks that can be Pending (kuadrant.io: the
+// gateway AuthPolicy and the generated TokenRateLimitPolicies) and the
+// MaaS objects whose status names the generated policies
+// (maas.opendatahub.io).
+func settleFresh(gvk schema.GroupVersionKind) bool {
+	return gvk.Group == "kuadrant.io" || gvk.Group == "maas.opendatahub.io"
 }
 
 // Summary is one line: how many checks passed, failed and were skipped.
