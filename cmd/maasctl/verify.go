@@ -94,8 +94,10 @@ and the fix. While the only failed checks are Kuadrant policies still in
 Kuadrant's hands (Enforced=False "waiting for the following components to
 sync" on AuthConfigs or Limitador, no status yet, or a status for an older
 generation), verify reads them again every 2s for up to --settle and says
-so on stderr, before the data path runs. Exit codes: 0 every check passed, 1 a check failed, 2 invalid
-flags or inventory, 130 interrupted.`,
+so on stderr, before the data path runs.
+
+Exit codes: 0 every check passed, 1 a check failed, 2 invalid flags or
+inventory, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runVerify(c, g, o) },
 	}

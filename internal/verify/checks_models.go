@@ -175,8 +175,13 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
 			cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
 			// Pending while Kuadrant has written no Enforced condition
-			// yet or reports it out of sync on what loads by itself.
+			// yet (and has not refused the policy: Kuadrant drops
+			// Enforced from a policy it does not accept) or reports it
+			// out of sync on what loads by itself.
 			syncing := !ok
+			if a, found := cond(gp, "Accepted"); found && a.Status != "True" {
+				syncing = false
+			}
 			if ok && e.Status != "True" {
 				if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
 					cause, fix, syncing = c, f+"; "+describeCmd, kuadrantSyncing(e.Message)

@@ -141,6 +141,12 @@ func TestSettle(t *testing.T) {
 					map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": syncing}))
 			},
 			wantPassed: false, wantReads: 1},
+		{name: "token limits not accepted (no Enforced condition) are not waited for", target: limits, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, TokenRateLimitPolicyGVK, mns, trlp, setConditions(
+					map[string]any{"type": "Accepted", "status": "False", "reason": "TargetNotFound", "message": "target not found"}))
+			},
+			wantPassed: false, wantReads: 1},
 		{name: "another failure beside it is reported at once", target: gatewayAuth, fixAt: 2, settle: time.Minute,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", notEnforced(syncing))

@@ -47,9 +47,9 @@ type Options struct {
 	// failed live check is Pending (Kuadrant still loading what it
 	// generated), for at most this long, and judges the last read (the
 	// other checks on the first); the schema probe and the data path run
-	// after it, once.
-	// A verify right after an install or a policy change then does not
-	// fail on seconds of Kuadrant's work. 0 judges the first read.
+	// after it, once. A verify right after an install or a policy change
+	// then does not fail on seconds of Kuadrant's work. 0 judges the
+	// first read.
 	Settle time.Duration
 	// Waiting, when set, is called during Settle each time the pending
 	// checks change, with them on one line ("MAAS-V010 AuthPolicy
