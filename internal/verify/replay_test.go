@@ -15,11 +15,13 @@ import (
 )
 
 // countingReader counts the reads that reach the Reader it wraps, by API
-// group ("core" for the core group).
+// group ("core" for the core group), and calls onRead, when set, before
+// each (one call at a time).
 type countingReader struct {
 	Reader
-	mu sync.Mutex
-	n  map[string]int
+	mu     sync.Mutex
+	n      map[string]int
+	onRead func(schema.GroupVersionKind)
 }
 
 func (c *countingReader) count(gvk schema.GroupVersionKind) {
@@ -29,6 +31,9 @@ func (c *countingReader) count(gvk schema.GroupVersionKind) {
 	}
 	c.mu.Lock()
 	c.n[g]++
+	if c.onRead != nil {
+		c.onRead(gvk)
+	}
 	c.mu.Unlock()
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,40 +12,6 @@ import (
 
 	"github.com/maasctl/maasctl/inventory"
 )
-
-// changingReader serves a StaticReader and, on the n-th read (Get or
-// List) of kind gvk, runs then: the owner finishing its work between two
-// reads, as Kuadrant does seconds after an install.
-type changingReader struct {
-	*StaticReader
-	gvk   schema.GroupVersionKind
-	mu    sync.Mutex
-	reads int
-	n     int
-	then  func()
-}
-
-func (r *changingReader) saw(gvk schema.GroupVersionKind) {
-	if gvk != r.gvk {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.reads++
-	if r.reads == r.n && r.then != nil {
-		r.then()
-	}
-}
-
-func (r *changingReader) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	r.saw(gvk)
-	return r.StaticReader.Get(ctx, gvk, ns, name)
-}
-
-func (r *changingReader) List(ctx context.Context, gvk schema.GroupVersionKind, ns, selector string) ([]*unstructured.Unstructured, error) {
-	r.saw(gvk)
-	return r.StaticReader.List(ctx, gvk, ns, selector)
-}
 
 func TestSettle(t *testing.T) {
 	defer func(d time.Duration) { settleInterval = d }(settleInterval)
@@ -162,7 +127,16 @@ func TestSettle(t *testing.T) {
 			}
 			s := healthyReader(t)
 			tc.breakf(t, s)
-			r := &changingReader{StaticReader: s, gvk: tc.target.gvk, n: tc.fixAt, then: func() { s.Put(fixed.DeepCopy()) }}
+			// The owner fixes the target on the fixAt-th read of its kind.
+			reads := 0
+			r := &countingReader{Reader: s, n: map[string]int{}, onRead: func(gvk schema.GroupVersionKind) {
+				if gvk != tc.target.gvk {
+					return
+				}
+				if reads++; reads == tc.fixAt {
+					s.Put(fixed.DeepCopy())
+				}
+			}}
 			var waiting []string
 			start := time.Now()
 			rep, _, err := Run(context.Background(), Options{Inventory: inv, Reader: r, Settle: tc.settle,
@@ -173,8 +147,8 @@ func TestSettle(t *testing.T) {
 			if rep.Passed != tc.wantPassed {
 				t.Errorf("passed %v, want %v; failed %v", rep.Passed, tc.wantPassed, rep.FailedCodes())
 			}
-			if tc.wantReads > 0 && r.reads != tc.wantReads {
-				t.Errorf("%s was read %d times, want %d", tc.target.gvk.Kind, r.reads, tc.wantReads)
+			if tc.wantReads > 0 && reads != tc.wantReads {
+				t.Errorf("%s was read %d times, want %d", tc.target.gvk.Kind, reads, tc.wantReads)
 			}
 			if len(waiting) != len(tc.wantWaiting) {
 				t.Fatalf("Waiting told %q, want %d messages like %q", waiting, len(tc.wantWaiting), tc.wantWaiting)
