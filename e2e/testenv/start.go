@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +26,49 @@ var ownedStateFiles = []string{
 	"etcd", "certs", "catalogs", "kubeconfig", "ca.crt", "sa.key", "sa.pub", "tokens.csv", "kwok-stages.yaml",
 	auditLogName, "audit-policy.yaml",
 	Postgres + ".json", Postgres + "-admin.conn", Postgres + ".log", Postgres + ".pid",
+}
+
+// kcmControllers are the kube-controller-manager controllers the local
+// control plane runs (its --controllers): those that act on what the tests
+// create. Deployments and ReplicaSets (every operator's Deployment, and
+// OLM waits for their availability); garbage collection (OLM's and the
+// simulators' owner references, uninstall's cascades); namespaces
+// (deletion, with their content); ServiceAccounts, their legacy token
+// Secrets and kube-root-ca.crt in every namespace; Endpoints and
+// EndpointSlices of Services (the data path reads them); PVC and PV
+// binding and protection (the CloudNativePG simulator's PVC); the nodes'
+// lifecycle, taint eviction and pod garbage collection (kwok's node).
+//
+// Not run, because nothing in the tests creates what they act on or reads
+// what they write: the Job controller (kwok runs no containers and its
+// pod-complete stage would complete every Job pod, so Jobs that must
+// really run, maasctl's database Jobs, are run by the simulators:
+// e2e/sim/dbjobs.go); CronJobs, StatefulSets, DaemonSets,
+// ReplicationControllers, HorizontalPodAutoscalers, PodDisruptionBudgets,
+// ResourceQuotas, CertificateSigningRequests, TTLs, volume attach, expand
+// and ephemeral volumes, DRA, storage versions, ValidatingAdmissionPolicy
+// status, Service CIDRs, node IPAM; and the ClusterRole aggregation
+// controller, which on every OLM install rewrites the aggregated admin,
+// edit and view ClusterRoles (about 150 patches of large objects per
+// install, measured with MAASCTL_TESTENV_AUDIT) that no test binds. The
+// names are kube-controller-manager's (--help lists them); an unknown one
+// makes it exit at start.
+var kcmControllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"garbage-collector-controller",
+	"namespace-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"root-ca-certificate-publisher-controller",
+	"endpoints-controller",
+	"endpointslice-controller",
+	"persistentvolume-binder-controller",
+	"persistentvolume-protection-controller",
+	"persistentvolumeclaim-protection-controller",
+	"node-lifecycle-controller",
+	"taint-eviction-controller",
+	"pod-garbage-collector-controller",
 }
 
 // resolved is Options with defaults filled in and paths made absolute.
@@ -354,11 +398,7 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			"--leader-elect=false",
 			"--service-account-private-key-file="+saKey,
 			"--root-ca-file="+caFile,
-			// No Job controller: kwok runs no containers and its
-			// pod-complete stage would complete every Job pod, so Jobs
-			// that must really run (maasctl's database Jobs) are run by
-			// the simulators (e2e/sim/dbjobs.go).
-			"--controllers=*,-job-controller",
+			"--controllers="+strings.Join(kcmControllers, ","),
 		); err != nil {
 			return nil, err
 		}
