@@ -212,6 +212,11 @@ spec: {policyName: sim-ocp-gwapi-crd-owner, validationActions: ["Deny"]}
 	for _, req := range p.Requests() {
 		if req.Method == "GET" && strings.HasSuffix(req.Path, "/customresourcedefinitions/gateways.gateway.networking.k8s.io") {
 			gets++
+			// Established and serving v1, as discovery shows: its
+			// annotations are all maasctl reads of it.
+			if !strings.Contains(req.Accept, "as=PartialObjectMetadata") {
+				t.Errorf("maasctl read the whole CRD gateways.gateway.networking.k8s.io (Accept %q); its metadata is all the check needs", req.Accept)
+			}
 		}
 	}
 	if gets == 0 {
@@ -238,6 +243,42 @@ spec: {policyName: sim-ocp-gwapi-crd-owner, validationActions: ["Deny"]}
 		if w := writes(p, "/apis/apiextensions.k8s.io/"); len(w) != 0 {
 			t.Errorf("CRD writes after the old CRD: %v", w)
 		}
+	})
+	t.Run("v1 not served", func(t *testing.T) {
+		// The ingress operator stops serving HTTPRoute v1 (the version
+		// maasctl writes): discovery no longer lists it, and the finding
+		// says which requirement the CRD misses.
+		ing := asIngressOperator(t, c)
+		setServed := func(served bool) {
+			t.Helper()
+			crd, err := ing.Get(ctx, "httproutes.gateway.networking.k8s.io", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+			for _, v := range versions {
+				if m := v.(map[string]any); m["name"] == "v1" {
+					m["served"] = served
+				}
+			}
+			if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ing.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+				t.Fatalf("set HTTPRoute v1 served=%v as the ingress operator: %v", served, err)
+			}
+		}
+		setServed(false)
+		defer setServed(true)
+		rep, r := preflightReport(t, c)
+		if r.exit == 0 {
+			t.Errorf("preflight exit 0 with HTTPRoute v1 not served")
+		}
+		var msgs []string
+		for _, f := range findings(rep, "gateway-api-crds") {
+			msgs = append(msgs, f.Message)
+		}
+		mustContain(t, "findings", strings.Join(msgs, "\n"), "httproutes.gateway.networking.k8s.io does not serve v1 (maasctl writes HTTPRoute v1)", "OpenShift 4.20.3")
 	})
 	t.Run("missing", func(t *testing.T) {
 		if err := asIngressOperator(t, c).Delete(ctx, "httproutes.gateway.networking.k8s.io", metav1.DeleteOptions{}); err != nil {

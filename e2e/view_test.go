@@ -166,8 +166,29 @@ func TestReadViewAnswersAsTheAPIServer(t *testing.T) {
 		t.Errorf("the view answered %d reads, want at least 15", view.Answered())
 	}
 
-	// Unmarked reads go to the server.
+	// A metadata-only read (kube.Clients.GetMetadata) is always sent,
+	// even of an object the view holds, and answers metadata only; the
+	// view's later whole answers stay whole.
 	r := c.Requests.Reads()
+	md, err := c.GetMetadata(vctx, deployGVK, "view-a", "d0")
+	if err != nil || md == nil {
+		t.Fatalf("GetMetadata of Deployment view-a/d0 through the view: %v %v", md, err)
+	}
+	if md.Name != "d0" || md.Labels["app"] != "a0" || md.UID == "" {
+		t.Errorf("GetMetadata answered name %q labels %v uid %q, want d0, app=a0 and a UID", md.Name, md.Labels, md.UID)
+	}
+	if absent, err := c.GetMetadata(vctx, deployGVK, "view-a", "absent"); absent != nil || err != nil {
+		t.Errorf("GetMetadata of an absent Deployment: %v %v, want nil and no error", absent, err)
+	}
+	if c.Requests.Reads() != r+2 {
+		t.Errorf("the two metadata reads sent %d requests, want 2 (the view must not answer them)", c.Requests.Reads()-r)
+	}
+	if d, err := c.Kube.AppsV1().Deployments("view-a").Get(vctx, "d0", metav1.GetOptions{}); err != nil || d.Spec.Selector == nil {
+		t.Errorf("whole GET through the view after a metadata read: %v (selector %v)", err, d.Spec.Selector)
+	}
+
+	// Unmarked reads go to the server.
+	r = c.Requests.Reads()
 	if _, err := c.Kube.CoreV1().ConfigMaps("view-a").Get(ctx, "cm", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/blang/semver/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -116,29 +117,29 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 	}
 	// The three reads side by side (a converged re-run's preflight spent
 	// about 30 ms on them one after the other), judged in order.
-	crds, errs := make([]*unstructured.Unstructured, len(GatewayAPICRDs)), make([]error, len(GatewayAPICRDs))
+	crds := make([]gatewayCRD, len(GatewayAPICRDs))
 	inParallel(len(GatewayAPICRDs), len(GatewayAPICRDs), func(i int) {
-		crds[i], errs[i] = getShared(ctx, e, waiters.CRDGVK, "", GatewayAPICRDs[i])
+		crds[i] = readGatewayCRD(ctx, e, GatewayAPICRDs[i])
 	})
 	for i, name := range GatewayAPICRDs {
-		crd, err := crds[i], errs[i]
-		if err != nil {
-			return nil, err
+		crd := crds[i]
+		if crd.err != nil {
+			return nil, crd.err
 		}
-		if crd == nil {
+		if crd.whole == nil && crd.meta == nil {
 			bad("CRD %s does not exist", name)
 			continue
 		}
-		if !waiters.ConditionTrue("Established")(crd).Done {
+		if crd.whole != nil && !waiters.ConditionTrue("Established")(crd.whole).Done {
 			bad("CRD %s is not Established", name)
 			continue
 		}
-		if !servesVersion(crd, "v1") {
-			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		if crd.whole != nil && !servesVersion(crd.whole, "v1") {
+			kind, _, _ := unstructured.NestedString(crd.whole.Object, "spec", "names", "kind")
 			bad("CRD %s does not serve v1 (maasctl writes %s v1)", name, kind)
 			continue
 		}
-		ann := crd.GetAnnotations()
+		ann := crd.annotations()
 		bundle, channel := ann[gatewayBundleVersionAnnotation], ann[gatewayChannelAnnotation]
 		var problems []string
 		if have, err := semver.ParseTolerant(bundle); err != nil {
@@ -159,6 +160,59 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 		bad("CRD %s: %s", name, strings.Join(problems, "; "))
 	}
 	return out, nil
+}
+
+// gatewayAPIKinds are the kinds of GatewayAPICRDs (their v1 REST
+// mappings tell whether the API server serves them).
+var gatewayAPIKinds = map[string]string{
+	"gatewayclasses.gateway.networking.k8s.io": "GatewayClass",
+	"gateways.gateway.networking.k8s.io":       "Gateway",
+	"httproutes.gateway.networking.k8s.io":     "HTTPRoute",
+}
+
+// gatewayCRD is what checkGatewayAPICRDs read of one Gateway API CRD: its
+// metadata when discovery shows it Established and serving v1, else the
+// whole CRD (nil when it does not exist), to say which of the two it is not.
+type gatewayCRD struct {
+	meta  *metav1.PartialObjectMetadata
+	whole *unstructured.Unstructured
+	err   error
+}
+
+func (c gatewayCRD) annotations() map[string]string {
+	if c.whole != nil {
+		return c.whole.GetAnnotations()
+	}
+	return c.meta.GetAnnotations()
+}
+
+// readGatewayCRD reads CRD name for checkGatewayAPICRDs. The CRDs are
+// large (the platform's HTTPRoute CRD, with its schemas and CEL rules,
+// is hundreds of kilobytes) and the check needs of them only their
+// annotations, whether they are Established and whether they serve v1.
+// The API server lists a CRD's versions in discovery only once it is
+// Established (kube.Clients.Served), so when discovery maps the CRD's
+// kind at v1 to its plural, its metadata (kube.Clients.GetMetadata) is
+// all that is read. Otherwise the whole CRD is read, so that the finding
+// can say whether it is missing, not Established or not serving v1.
+func readGatewayCRD(ctx context.Context, e *Env, name string) gatewayCRD {
+	plural, group, _ := strings.Cut(name, ".")
+	m, err := e.Clients.Mapping(schema.GroupVersionKind{Group: group, Version: "v1", Kind: gatewayAPIKinds[name]})
+	switch {
+	case err == nil && m.Resource.Resource == plural:
+		md, err := e.Clients.GetMetadata(ctx, waiters.CRDGVK, "", name)
+		if err != nil {
+			return gatewayCRD{err: fmt.Errorf("get CustomResourceDefinition %s: %w", name, err)}
+		}
+		if md != nil {
+			return gatewayCRD{meta: md}
+		}
+		// Gone since discovery was read: the whole read says so.
+	case err != nil && !kube.IsNotServed(err):
+		return gatewayCRD{err: err}
+	}
+	whole, err := getShared(ctx, e, waiters.CRDGVK, "", name)
+	return gatewayCRD{whole: whole, err: err}
 }
 
 // servesVersion reports whether a CRD serves version v.

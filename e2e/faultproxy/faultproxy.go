@@ -155,6 +155,9 @@ type Request struct {
 	Method    string `json:"method"`
 	Path      string `json:"path"`
 	Query     string `json:"query,omitempty"`
+	// Accept is the client's Accept header (a metadata-only read asks for
+	// ";as=PartialObjectMetadata").
+	Accept string `json:"accept,omitempty"`
 	// Watch is true for watch requests (watch=true or watch=1).
 	Watch bool `json:"watch,omitempty"`
 	// Status is the HTTP status sent (0 for a dropped connection).
@@ -440,7 +443,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.opts.Record {
 		rec = &Request{
 			Start: time.Now(), UserAgent: r.UserAgent(), Method: r.Method,
-			Path: r.URL.Path, Query: r.URL.RawQuery, Watch: isWatch(r), Fault: fault,
+			Path: r.URL.Path, Query: r.URL.RawQuery, Accept: r.Header.Get("Accept"), Watch: isWatch(r), Fault: fault,
 		}
 		p.recMu.Lock()
 		p.records = append(p.records, rec)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
@@ -39,9 +40,12 @@ const FieldManager = names.FieldManager
 
 // Clients bundles the clients one maasctl run uses. Create with New.
 type Clients struct {
-	Config    *rest.Config
-	Dynamic   dynamic.Interface
-	Kube      kubernetes.Interface
+	Config  *rest.Config
+	Dynamic dynamic.Interface
+	Kube    kubernetes.Interface
+	// Metadata reads objects as PartialObjectMetadata (metadata only):
+	// see GetMetadata.
+	Metadata  metadata.Interface
 	Discovery discovery.CachedDiscoveryInterface
 	Mapper    *restmapper.DeferredDiscoveryRESTMapper
 	// Requests counts the HTTP requests sent through these clients.
@@ -322,11 +326,16 @@ func NewWithOptions(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
 	disc := memory.NewMemCacheClient(kc.Discovery())
 	return &Clients{
 		Config:    cfg,
 		Dynamic:   dyn,
 		Kube:      kc,
+		Metadata:  md,
 		Discovery: disc,
 		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(disc),
 		Requests:  counter,
@@ -469,6 +478,32 @@ func (c *Clients) Resource(gvk schema.GroupVersionKind, namespace string) (dynam
 		return c.Dynamic.Resource(m.Resource).Namespace(namespace), m, nil
 	}
 	return c.Dynamic.Resource(m.Resource), m, nil
+}
+
+// GetMetadata reads only the metadata of the object gvk namespace/name
+// (labels, annotations, owners; no spec or status): a GET that asks for
+// PartialObjectMetadata (Accept application/json;as=PartialObjectMetadata;
+// g=meta.k8s.io;v=v1, client-go's metadata client), which the API server
+// answers without the object's body. For objects whose body is large and
+// not needed, a CustomResourceDefinition's schemas say. It returns nil and
+// no error when the object does not exist. A read view never answers it
+// (jsonAccepted: what a view keeps is whole objects), so it is always sent.
+func (c *Clients) GetMetadata(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*metav1.PartialObjectMetadata, error) {
+	m, err := c.Mapping(gvk)
+	if err != nil {
+		return nil, err
+	}
+	ri := c.Metadata.Resource(m.Resource)
+	var obj *metav1.PartialObjectMetadata
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		obj, err = ri.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	} else {
+		obj, err = ri.Get(ctx, name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return obj, err
 }
 
 // Get reads the live copy of obj (by kind, namespace and name).
