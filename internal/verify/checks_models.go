@@ -178,15 +178,22 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			// yet (and has not refused the policy: Kuadrant drops
 			// Enforced from a policy it does not accept) or reports it
 			// out of sync on what loads by itself.
-			syncing := !ok
-			if a, found := cond(gp, "Accepted"); found && a.Status != "True" {
-				syncing = false
-			}
+			a, found := cond(gp, "Accepted")
+			refused := found && a.Status != "True"
+			syncing := !ok && !refused
 			if ok && e.Status != "True" {
 				if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
-					cause, fix, syncing = c, f+"; "+describeCmd, kuadrantSyncing(e.Message)
+					cause, fix, syncing = c, f+"; "+describeCmd, !refused && kuadrantSyncing(e.Message)
 				} else if c, f, found := overriddenDiagnosis(genKind, e.Reason, e.Message); found {
 					cause, fix = c, f
+				} else if authUndeclared(e.Reason, e.Message) {
+					ns, name := s.Inv.Gateway.Namespace, s.Release.MaaSControllerFacts().GatewayAuthPolicy
+					cause = "its predicates read auth.identity, which Kuadrant declares on a route only where an AuthPolicy is in effect; the MaaS Gateway AuthPolicy " + ns + "/" + name + " is not (yet) in effect on the model's route"
+					fix = fmt.Sprintf("oc describe authpolicy %s -n %s; %s", name, ns, describeCmd)
+					// Kuadrant judged the policy before it took the
+					// gateway AuthPolicy, which exists: its next
+					// reconcile declares auth.
+					syncing = !refused && s.GatewayAuthPolicy != nil
 				}
 			}
 			ec = ec.fail(detail, cause, fix)
@@ -292,6 +299,21 @@ func GatewayAuthDiagnosis(p *unstructured.Unstructured, inv *inventory.Inventory
 	}
 	return "Kuadrant does not enforce the MaaS Gateway AuthPolicy (Kuadrant or Authorino not Ready, or the Gateway not programmed): no AuthConfig exists, so Authorino checks nothing on model requests",
 		restart + "; " + describe
+}
+
+// authUndeclared reports whether an Enforced=False condition is
+// kuadrant-operator v1.5.2's refusal of predicates that read `auth` on a
+// route where no AuthPolicy is in effect: reason InvalidCelExpression
+// (ErrCelValidation, internal/kuadrant/errors.go: "validation issues:
+// [...]"), with cel-go's "undeclared reference to 'auth'". The operator
+// declares the `auth` CEL variable for a route only when an effective
+// AuthPolicy covers it (internal/controller/istio_extension_reconciler.go,
+// PushPolicyBinding), so the MaaS controller's TokenRateLimitPolicies,
+// whose predicates key on auth.identity, are refused until Kuadrant takes
+// the Gateway AuthPolicy: for a moment after an install, or for good
+// while that AuthPolicy is missing.
+func authUndeclared(reason, msg string) bool {
+	return reason == "InvalidCelExpression" && strings.Contains(msg, "undeclared reference to 'auth'")
 }
 
 // syncMarker is the text of kuadrant-operator v1.5.2's ErrOutOfSync

@@ -20,6 +20,10 @@ func TestSettle(t *testing.T) {
 		syncing = "AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"
 		mns     = "llm-coding-assistant"
 		trlp    = "maas-trlp-qwen35-9b-coder"
+		// kuadrant-operator v1.5.2's refusal of a predicate on auth where
+		// no AuthPolicy is in effect yet (seen on the local control plane
+		// right after an install).
+		authUndeclaredMsg = "validation issues: [ERROR: <input>:1:1: undeclared reference to 'auth' (in container '')\n | auth.identity.selected_subscription_key == \"models-as-a-service/llama-coder-default@llm-coding-assistant/qwen35-9b-coder\"\n | ^]"
 	)
 	inv := inventory.Default()
 	// The object each case breaks, and which the owner fixes later.
@@ -110,6 +114,29 @@ func TestSettle(t *testing.T) {
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, TokenRateLimitPolicyGVK, mns, trlp, setConditions(
 					map[string]any{"type": "Accepted", "status": "False", "reason": "TargetNotFound", "message": "target not found"}))
+			},
+			wantPassed: false, wantReads: 1},
+		{name: "token limits judged before the gateway AuthPolicy (auth undeclared), then enforced", target: limits, fixAt: 3, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, TokenRateLimitPolicyGVK, mns, trlp, setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "InvalidCelExpression", "message": authUndeclaredMsg}))
+			},
+			wantPassed: true, wantReads: 3,
+			wantWaiting: []string{"MAAS-V012 TokenRateLimitPolicy llm-coding-assistant/maas-trlp-qwen35-9b-coder: Enforced=False (InvalidCelExpression)"}},
+		{name: "auth undeclared while the gateway AuthPolicy is missing is not waited for", target: limits, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, TokenRateLimitPolicyGVK, mns, trlp, setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "InvalidCelExpression", "message": authUndeclaredMsg}))
+				r.Remove(AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth")
+			},
+			wantPassed: false, wantReads: 1},
+		{name: "another CEL error is not waited for", target: limits, fixAt: 2, settle: time.Minute,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, TokenRateLimitPolicyGVK, mns, trlp, setConditions(
+					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+					map[string]any{"type": "Enforced", "status": "False", "reason": "InvalidCelExpression", "message": "validation issues: [ERROR: <input>:1:6: Syntax error: mismatched input]"}))
 			},
 			wantPassed: false, wantReads: 1},
 		{name: "another failure beside it is reported at once", target: gatewayAuth, fixAt: 2, settle: time.Minute,
@@ -222,4 +249,36 @@ func TestSettleStopsWithTheContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v, want context.Canceled", err)
 	}
+}
+
+// TestTokenLimitsAuthUndeclared: a generated TokenRateLimitPolicy that
+// Kuadrant refused because its predicates read auth where no AuthPolicy is
+// in effect is explained as such, and the fix names the Gateway AuthPolicy.
+func TestTokenLimitsAuthUndeclared(t *testing.T) {
+	r := healthyReader(t)
+	edit(t, r, TokenRateLimitPolicyGVK, "llm-coding-assistant", "maas-trlp-qwen35-9b-coder", setConditions(
+		map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+		map[string]any{"type": "Enforced", "status": "False", "reason": "InvalidCelExpression",
+			"message": "validation issues: [ERROR: <input>:1:1: undeclared reference to 'auth' (in container '')]"}))
+	rep, _, err := Run(context.Background(), Options{Inventory: inventory.Default(), Reader: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Failed() {
+		if c.Code != CodeTokenLimitEnf {
+			t.Errorf("unexpected failure %s %s: %s", c.Code, c.Object, c.Detail)
+			continue
+		}
+		if !strings.Contains(c.Cause, "auth.identity") || !strings.Contains(c.Cause, "openshift-ingress/maas-gateway-auth") {
+			t.Errorf("cause %q, want it to say auth.identity needs the Gateway AuthPolicy openshift-ingress/maas-gateway-auth", c.Cause)
+		}
+		if !strings.HasPrefix(c.Fix, "oc describe authpolicy maas-gateway-auth -n openshift-ingress; oc describe tokenratelimitpolicy maas-trlp-qwen35-9b-coder -n llm-coding-assistant") {
+			t.Errorf("fix %q", c.Fix)
+		}
+		if !c.Pending {
+			t.Error("not Pending although the Gateway AuthPolicy exists")
+		}
+		return
+	}
+	t.Fatalf("no %s failure: %v", CodeTokenLimitEnf, rep.FailedCodes())
 }
