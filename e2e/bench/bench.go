@@ -194,6 +194,9 @@ type NoOp struct {
 	ReadsPerObject float64       `json:"readsPerObject"`
 	Proxy          requestCounts `json:"proxyCounted"`
 	Unchanged      int           `json:"unchangedSteps"`
+	// CPUSeconds is the re-run's user plus system CPU time (its own
+	// process; what a converged re-run costs beside its requests).
+	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
 // Ansible is the playbook's first apply and no-op re-run, and maasctl's
@@ -447,7 +450,7 @@ func noOp(ctx context.Context, o Options, c *cluster, skip int, res *Results) er
 	if err != nil {
 		return err
 	}
-	n := &NoOp{Wall: toMS(r.Wall), ManagedObjects: managedObjects(ctx, c)}
+	n := &NoOp{Wall: toMS(r.Wall), ManagedObjects: managedObjects(ctx, c), CPUSeconds: r.CPU.Seconds()}
 	if r.Summary != nil {
 		n.Reads, n.Writes, n.LockWrites, n.Unchanged = r.Summary.Reads, r.Summary.Writes, r.Summary.LockWrites, len(r.Summary.Unchanged)
 	}

@@ -262,6 +262,9 @@ func TestBenchSmoke(t *testing.T) {
 	if res.NoOp.Writes != 0 {
 		t.Errorf("the no-op re-run wrote %d times", res.NoOp.Writes)
 	}
+	if res.NoOp.CPUSeconds <= 0 {
+		t.Errorf("no-op re-run CPU %v s, want the process's measured time", res.NoOp.CPUSeconds)
+	}
 	if len(res.Models) != 1 || res.Models[0].Reads == 0 {
 		t.Errorf("scale figure missing: %+v", res.Models)
 	}

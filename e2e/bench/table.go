@@ -53,6 +53,7 @@ func (r *Results) WriteTable(w io.Writer) error {
 	}
 	if n := r.NoOp; n != nil {
 		row("no-op re-run wall time", sec(n.Wall), "< 0.3 s", yes(n.Wall < 300))
+		row("no-op re-run CPU (user+system)", fmt.Sprintf("%.3f s", n.CPUSeconds), "", nil)
 		row("no-op re-run writes (managed objects)", fmt.Sprint(n.Writes), "0", yes(n.Writes == 0))
 		row("no-op re-run reads", fmt.Sprintf("%d for %d managed objects", n.Reads, n.ManagedObjects), "", nil)
 		row("no-op reads per managed object", fmt.Sprintf("%.2f", n.ReadsPerObject), "≤ 1.2", yes(n.ReadsPerObject <= 1.2))
