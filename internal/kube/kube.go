@@ -484,8 +484,8 @@ func (c *Clients) Resource(gvk schema.GroupVersionKind, namespace string) (dynam
 // (labels, annotations, owners; no spec or status): a GET that asks for
 // PartialObjectMetadata (Accept application/json;as=PartialObjectMetadata;
 // g=meta.k8s.io;v=v1, client-go's metadata client), which the API server
-// answers without the object's body. For objects whose body is large and
-// not needed, a CustomResourceDefinition's schemas say. It returns nil and
+// answers without the object's body: for objects whose body is large and
+// not needed (a CustomResourceDefinition's schemas, say). It returns nil and
 // no error when the object does not exist. A read view never answers it
 // (jsonAccepted: what a view keeps is whole objects), so it is always sent.
 func (c *Clients) GetMetadata(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*metav1.PartialObjectMetadata, error) {
