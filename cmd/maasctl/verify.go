@@ -92,9 +92,10 @@ revoked at the end. No key or token is ever printed.
 Each check has a stable code (MAAS-V001 ...); a failed check says the cause
 and the fix. While the only failed checks are Kuadrant policies still in
 Kuadrant's hands (Enforced=False "waiting for the following components to
-sync" on AuthConfigs or Limitador, no status yet, or a status for an older
-generation), verify reads them again every 2s for up to --settle and says
-so on stderr, before the data path runs.
+sync" on AuthConfigs or Limitador, token limits refused for an undeclared
+"auth" while the Gateway AuthPolicy exists, no status yet, or a status for
+an older generation), verify reads them again every 2s for up to --settle
+and says so on stderr, before the data path runs.
 
 Exit codes: 0 every check passed, 1 a check failed, 2 invalid flags or
 inventory, 130 interrupted.`,

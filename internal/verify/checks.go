@@ -42,8 +42,11 @@ type Check struct {
 	// following components to sync" naming only AuthConfigs and Limitador
 	// (kuadrant-operator v1.5.2 internal/kuadrant/errors.go ErrOutOfSync,
 	// written while Authorino or Limitador has not loaded what Kuadrant
-	// generated; kuadrantSyncing). An AuthConfig that Authorino refuses
-	// looks the same: only time tells them apart (Options.Settle).
+	// generated; kuadrantSyncing), or, for a generated
+	// TokenRateLimitPolicy, Enforced=False InvalidCelExpression on an
+	// undeclared `auth` while the Gateway AuthPolicy exists
+	// (authUndeclared). An AuthConfig that Authorino refuses looks the
+	// same: only time tells them apart (Options.Settle).
 	Pending bool `json:"pending,omitempty"`
 }
 
