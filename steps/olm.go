@@ -67,11 +67,12 @@ func olmInstall(ctx context.Context, e *Env, s *Step, op inventory.Operator) err
 			return err
 		}
 	}
-	if err := waitOperator(ctx, e, stepID, op, stale); err != nil {
+	csv, err := waitOperator(ctx, e, stepID, op, stale)
+	if err != nil {
 		return err
 	}
 	if len(want) > 0 {
-		return waitOperatorEnv(ctx, e, stepID, op, want)
+		return waitOperatorEnv(ctx, e, stepID, op, csv, want)
 	}
 	return nil
 }

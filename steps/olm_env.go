@@ -218,33 +218,52 @@ func deploymentSelector(d *unstructured.Unstructured) (string, error) {
 	return labels.SelectorFromSet(ml).String(), nil
 }
 
-// waitOperatorEnv waits until every Deployment of the installed CSV has
-// rolled out a template holding want and runs a Ready pod holding it. OLM
-// updates the Deployment, yet a pod that predates the env may keep running
-// (case B19: the pod was never replaced): then the pods without the env
-// are deleted once, and the wait goes on for a Ready pod with it. A paused
-// Deployment never rolls the env out: its wait fails at once naming
-// spec.paused (waiters.DeploymentRolledOut).
-func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Operator, want []inventory.EnvVar) error {
-	csv, err := installedCSV(ctx, e, op)
-	if err != nil {
-		return err
+// waitOperatorEnv waits until every Deployment of csv (the CSV the
+// Subscription installed, as waitOperator returns it) has rolled out a
+// template holding want and runs a Ready pod holding it. OLM updates the
+// Deployments, yet a pod that predates the env may keep running (case B19:
+// the pod was never replaced): then the pods without the env are deleted
+// once, and the wait goes on for a Ready pod with it. A paused Deployment
+// never rolls the env out: its wait fails at once naming spec.paused
+// (waiters.DeploymentRolledOut).
+//
+// The Deployments are waited for together, on one list-watch of the
+// namespace's Deployments (waiters.AllObjects), and their pods are read
+// in one LIST of the namespace's pods, each Deployment's selected from it
+// by its spec.selector.matchLabels: RHCL's three operators cost one watch
+// and one LIST, not three each (issue 16).
+func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Operator, csv *unstructured.Unstructured, want []inventory.EnvVar) error {
+	names := csvDeployments(csv)
+	if len(names) == 0 {
+		return nil
 	}
-	for _, name := range csvDeployments(csv) {
-		t := waiters.Target{GVK: deploymentGVK, Namespace: op.Namespace, Name: name, Cond: deploymentEnvRolledOut(want),
+	ts := make([]waiters.Target, len(names))
+	for i, name := range names {
+		ts[i] = waiters.Target{GVK: deploymentGVK, Namespace: op.Namespace, Name: name, Cond: deploymentEnvRolledOut(want),
 			OnChange: func(r waiters.Result) {
 				if !r.Done {
 					e.progress(stepID, "waiting for Deployment %s/%s to run the Subscription's env: %s", op.Namespace, name, r.Status)
 				}
 			}}
-		d, err := waiters.For(ctx, e.Clients, t)
-		if err != nil {
-			return &Problem{
-				Message: fmt.Sprintf("the operator's Deployment %s/%s never rolled out the env of Subscription %s/%s (%s): %v", op.Namespace, name, op.Namespace, op.Package, envNames(want), err),
-				Fix:     fmt.Sprintf("check 'oc get deployment %s -n %s -o yaml'", name, op.Namespace),
-				Err:     err}
+	}
+	ds, err := waiters.AllObjects(ctx, e.Clients, ts...)
+	if err != nil {
+		what := "Deployment " + op.Namespace + "/" + names[0]
+		if len(names) > 1 {
+			what = fmt.Sprintf("Deployments %s in %s", strings.Join(names, ", "), op.Namespace)
 		}
-		if err := ensurePodWithEnv(ctx, e, stepID, d, want); err != nil {
+		return &Problem{
+			Message: fmt.Sprintf("the operator's %s never rolled out the env of Subscription %s/%s (%s): %v", what, op.Namespace, op.Package, envNames(want), err),
+			Fix:     fmt.Sprintf("check 'oc get deployment %s -n %s -o yaml'", strings.Join(names, " "), op.Namespace),
+			Err:     err}
+	}
+	pods := e.Clients.Kube.CoreV1().Pods(op.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list the pods of namespace %s: %w", op.Namespace, err)
+	}
+	for _, d := range ds {
+		if err := ensurePodWithEnv(ctx, e, stepID, d, list.Items, want); err != nil {
 			return err
 		}
 	}
@@ -252,31 +271,37 @@ func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Op
 }
 
 // ensurePodWithEnv waits for a Ready pod of Deployment d whose containers
-// hold want. When no live pod of d has the env at all (the running pods
-// predate it and nothing replaces them), those pods are deleted once.
-func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructured.Unstructured, want []inventory.EnvVar) error {
+// hold want. all holds the pods of d's namespace as listed once the
+// Deployments rolled out; d's are those its selector matches. When no live
+// pod of d has the env at all (the running pods predate it and nothing
+// replaces them), those pods are deleted once.
+func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructured.Unstructured, all []corev1.Pod, want []inventory.EnvVar) error {
 	sel, err := deploymentSelector(d)
 	if err != nil {
 		return err
 	}
-	pods := e.Clients.Kube.CoreV1().Pods(d.GetNamespace())
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	match, err := labels.Parse(sel)
 	if err != nil {
-		return fmt.Errorf("list the pods of Deployment %s/%s: %w", d.GetNamespace(), d.GetName(), err)
+		return fmt.Errorf("Deployment %s/%s: selector %q: %w", d.GetNamespace(), d.GetName(), sel, err)
+	}
+	var own []*corev1.Pod
+	for i := range all {
+		if match.Matches(labels.Set(all[i].Labels)) {
+			own = append(own, &all[i])
+		}
 	}
 	// A pod with the env that is not Ready yet is a rollout under way:
 	// waited for. Only when no live pod has the env are the others
 	// restarted.
 	withEnv := false
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range own {
 		if podReady(p) && podHasEnv(p, want) {
 			return nil
 		}
 		withEnv = withEnv || (p.DeletionTimestamp == nil && podHasEnv(p, want))
 	}
-	for i := range list.Items {
-		p := &list.Items[i]
+	pods := e.Clients.Kube.CoreV1().Pods(d.GetNamespace())
+	for _, p := range own {
 		if withEnv || p.DeletionTimestamp != nil {
 			continue
 		}
@@ -296,31 +321,6 @@ func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructure
 		return fmt.Errorf("no Ready pod of Deployment %s/%s runs with %s: %w; check 'oc get pods -n %s -l %s'", d.GetNamespace(), d.GetName(), envNames(want), err, d.GetNamespace(), sel)
 	}
 	return nil
-}
-
-// installedCSV reads the CSV the op's Subscription installed.
-func installedCSV(ctx context.Context, e *Env, op inventory.Operator) (*unstructured.Unstructured, error) {
-	ri, _, err := e.Clients.Resource(subscriptionGVK, op.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	sub, err := ri.Get(ctx, op.Package, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("read Subscription %s/%s: %w", op.Namespace, op.Package, err)
-	}
-	name, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
-	if name == "" {
-		return nil, fmt.Errorf("Subscription %s/%s has no status.installedCSV", op.Namespace, op.Package)
-	}
-	cri, _, err := e.Clients.Resource(csvGVK, op.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	csv, err := cri.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("read CSV %s/%s: %w", op.Namespace, name, err)
-	}
-	return csv, nil
 }
 
 // checkOperatorEnv is the Check part of the env: "" when the Subscription

@@ -22,7 +22,8 @@ import (
 )
 
 // waitOperator waits for the Subscription to install its CSV, the CSV to
-// succeed, and the CSV's owned CRDs to be Established. "Not found yet" is
+// succeed, and the CSV's owned CRDs to be Established, and returns that CSV
+// as its wait last saw it (without metadata.managedFields). "Not found yet" is
 // progress, not an error (case B02 a). A Manual InstallPlan is approved only
 // under Policy.ApproveInstallPlans and only when it installs the expected
 // CSV; otherwise the step stops naming the plan and the command that
@@ -39,7 +40,7 @@ import (
 // (bindingPending, waitSubscription). Reason
 // ErrorPreventedResolution (a catalog that cannot be read right now) is
 // retried by OLM and only shown.
-func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string) error {
+func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Operator, stale string) (*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// As soon as the Subscription names the CSV it resolved
@@ -74,7 +75,7 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	}
 	sub, err := waitSubscription(ctx, e, stepID, op, stale, speculate)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	csvName, _, _ := unstructured.NestedString(sub.Object, "status", "installedCSV")
 	mu.Lock()
@@ -90,7 +91,7 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	}
 	<-w.done
 	if w.err != nil {
-		return w.err
+		return nil, w.err
 	}
 	// No discovery reset: the waits for the CSV's owned CRDs gave the
 	// Clients their REST mappings (waiters, kube.Clients.LearnCRD); a
@@ -98,7 +99,7 @@ func waitOperator(ctx context.Context, e *Env, stepID string, op inventory.Opera
 	// discovery read when it is first missed.
 	e.Clients.ForgetMisses()
 	e.progress(stepID, "%s installed", csvName)
-	return nil
+	return w.csv, nil
 }
 
 // csvWait is a wait, started by startCSVWait, for a CSV to succeed (at
@@ -107,6 +108,7 @@ type csvWait struct {
 	name   string
 	done   chan struct{}
 	err    error
+	csv    *unstructured.Unstructured // as the wait last saw it, once Succeeded (err nil)
 	cancel context.CancelFunc // of a speculative wait
 }
 
@@ -168,7 +170,9 @@ func startCSVWait(ctx context.Context, e *Env, stepID string, op inventory.Opera
 			return
 		}
 		once.Do(func() { crds(csv) })
-		w.err = <-crdErr
+		if w.err = <-crdErr; w.err == nil {
+			w.csv = csv
+		}
 	}()
 	return w
 }

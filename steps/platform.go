@@ -750,7 +750,7 @@ func watchCertificateRequests(ctx context.Context, e *Env, id string, cert *unst
 //
 // The same Authorino CR apply mounts OpenShift's service CA bundle
 // (spec.volumes, merged with the items others put there:
-// withLiveVolumes); once the authorino-operator has mounted it in the
+// mergeVolumes); once the authorino-operator has mounted it in the
 // Deployment, the step points SSL_CERT_FILE at it there and waits for the
 // rollout: Authorino's HTTPS calls to maas-api (API key validation) trust
 // the service CA only then (the upstream MaaS TLS guide's outbound flow,
@@ -778,13 +778,13 @@ func applyAuthorinoTLS(ctx context.Context, e *Env, s *Step) error {
 		}}); err != nil {
 		return err
 	}
-	if err := waiters.All(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName()}); err != nil {
-		return err
-	}
-	authorino, err := withLiveVolumes(ctx, e, authorino)
+	// The wait's last sight of the CR is the live CR whose volumes the
+	// apply keeps (mergeVolumes): no read after it.
+	live, err := waiters.For(ctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName()})
 	if err != nil {
 		return err
 	}
+	authorino = mergeVolumes(live, authorino)
 	for attempt := 1; ; attempt++ {
 		if err := applyObjects(ctx, e, id, []*unstructured.Unstructured{authorino}); err != nil {
 			return err
@@ -1016,14 +1016,17 @@ const kuadrantFieldManager = "kuadrant-operator"
 func waitTLSKept(ctx context.Context, e *Env, id string, authorino *unstructured.Unstructured) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, tlsKeptWait)
 	defer cancel()
-	_, err := waiters.For(wctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
+	live, err := waiters.For(wctx, e.Clients, waiters.Target{GVK: authorino.GroupVersionKind(), Namespace: authorino.GetNamespace(), Name: authorino.GetName(),
 		Cond: tlsKept, ManagedFields: true, OnChange: func(r waiters.Result) { e.progress(id, "%s", r.Status) }})
 	// A timeout with the operator's apply still missing counts as kept: it
 	// applies without force when the CR sets tracing, and cedes the field.
 	if err != nil && !(waiters.IsTimeout(err) && ctx.Err() == nil) {
 		return false, err
 	}
-	live, err := e.Clients.Get(ctx, authorino)
+	if err == nil {
+		return !tlsOff(live), nil // the object the condition judged done
+	}
+	live, err = e.Clients.Get(ctx, authorino)
 	if err != nil {
 		return false, err
 	}
