@@ -109,7 +109,7 @@ type csvWait struct {
 	done   chan struct{}
 	err    error
 	csv    *unstructured.Unstructured // as the wait last saw it, once Succeeded (err nil)
-	cancel context.CancelFunc // of a speculative wait
+	cancel context.CancelFunc         // of a speculative wait
 }
 
 // startCSVWait waits in the background for CSV name to succeed and for its
