@@ -163,7 +163,7 @@ func (c *cluster) kubeconfigPath() string {
 // that `make test` leaves out to keep CI within its 90 minutes (make
 // test-full sets it). On 2026-12-05 the e2e package alone reached the go
 // test timeout of 80 minutes in a fresh-clone CI check on this 2-core
-// machine (see README, "The full e2e run").
+// machine (see docs/measurements.md, "CI checks of make test").
 const envFull = "MAASCTL_E2E_FULL"
 
 // fullOnly skips t unless envFull is set. proves says what the test

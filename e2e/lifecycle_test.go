@@ -671,7 +671,7 @@ stringData: {DB_CONNECTION_URL: "%s"}`, ns, ns, url))
 // objects lacks a field the file sets, until every object has held its
 // fields at three checks 2 s apart (at most 2 minutes). The real
 // kuadrant-operator v1.5.2 turns Authorino's listener TLS off again when
-// its reconcile read the CR before the apply (README finding 8; install
+// its reconcile read the CR before the apply (docs/findings.md, finding 8; install
 // waits that out in platform/authorino-tls); a GitOps engine restores it
 // only by re-applying what drifted, as render's notes say.
 func selfHeal(t *testing.T, c *cluster, kubectl string, files []string) {

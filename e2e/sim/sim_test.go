@@ -729,7 +729,7 @@ func TestInstallContractFlow(t *testing.T) {
 		}
 		c.waitFor(t, gvrSecret, "kuadrant-system", "authorino-server-cert", time.Minute, "exists", exists)
 		// The real kuadrant-operator force-applies spec.listener.tls as its
-		// last read had it (README finding 8): a reconcile that read the CR
+		// last read had it (docs/findings.md, finding 8): a reconcile that read the CR
 		// before the patch turns TLS off again, and RHOAI then finds no
 		// Authorino with TLS (seen in a whole-package run). Like
 		// platform/authorino-tls, the flow waits until that operator's own

@@ -19,7 +19,7 @@ import (
 // other value, Start uses the seed (the default since 2026-12-05: per
 // test it was faster, and two of the three tests that failed in the one
 // whole-package run with it failed in the next CI run without it as well;
-// see README).
+// see docs/measurements.md, "The etcd seed").
 const EnvSeed = "MAASCTL_TESTENV_SEED"
 
 // seedFormat is part of every seed key; raise it when what a seed holds

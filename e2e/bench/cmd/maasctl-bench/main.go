@@ -24,7 +24,7 @@ func main() {
 	flag.StringVar(&o.Maasctl, "maasctl", "bin/maasctl", "maasctl binary to measure")
 	flag.StringVar(&o.Dir, "dir", "", "folder for control plane state, logs and Ansible files (default a new temporary folder)")
 	flag.Float64Var(&o.Scale, "scale", 100, "divide the realistic operator delays by this")
-	flag.StringVar(&models, "models", "1,10,100", "model counts of the scale figure (external models) and the migrate figure (tier-annotated models); 1000 runs long on the real Kuadrant (README, Benchmarks)")
+	flag.StringVar(&models, "models", "1,10,100", "model counts of the scale figure (external models) and the migrate figure (tier-annotated models); 1000 runs long on the real Kuadrant (docs/measurements.md, Benchmarks)")
 	flag.StringVar(&o.TierFixtures, "tier-fixtures", "", "the tier-based MaaS fixtures of the migrate figure (default e2e/testdata/tiers of the module the working directory is in)")
 	flag.BoolVar(&o.Ansible, "ansible", true, "compare with the Ansible playbook (e2e/bench/ansible)")
 	flag.BoolVar(&o.InstallAnsible, "install-ansible", true, "apt-get install ansible and python3-kubernetes when missing (root only)")
