@@ -180,7 +180,7 @@ func AcquireLock(ctx context.Context, kc kubernetes.Interface, identity string, 
 	l.rv.Store(&taken.ResourceVersion)
 	rctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
-	go l.renew(rctx)
+	go l.renew(rctx, taken)
 	return l, nil
 }
 
@@ -241,25 +241,40 @@ func heldBy(ctx context.Context, leases coordinationv1client.LeaseInterface, fal
 	return &LockHeldError{Holder: *cur.Spec.HolderIdentity, RenewTime: cur.Spec.RenewTime.Time, Expires: exp}
 }
 
-func (l *Lock) renew(ctx context.Context) {
+// renew renews the Lease every duration/3 from last, the Lease as this
+// run last wrote it: an Update with its resourceVersion, no read. A
+// Conflict means the Lease changed since (another run took it over once it
+// expired, or a renewal of ours was applied although its answer was
+// lost); only then is it read, and renewed if this run still holds it.
+// One request per renewal instead of a read and a write each (issue 16).
+func (l *Lock) renew(ctx context.Context, last *coordinationv1.Lease) {
 	defer close(l.done)
 	t := time.NewTicker(l.duration / 3)
 	defer t.Stop()
 	leases := l.kc.CoordinationV1().Leases(StateNamespace)
+	update := func(cur *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		next := cur.DeepCopy()
+		now := metav1.NewMicroTime(time.Now())
+		next.Spec.RenewTime = &now
+		return leases.Update(ctx, next, metav1.UpdateOptions{FieldManager: names.FieldManager})
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			cur, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
-			if err != nil || ptr.Deref(cur.Spec.HolderIdentity, "") != l.identity {
-				continue
+			updated, err := update(last)
+			if apierrors.IsConflict(err) {
+				cur, gerr := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+				if gerr != nil || ptr.Deref(cur.Spec.HolderIdentity, "") != l.identity {
+					continue
+				}
+				updated, err = update(cur)
 			}
-			now := metav1.NewMicroTime(time.Now())
-			cur.Spec.RenewTime = &now
-			if updated, err := leases.Update(ctx, cur, metav1.UpdateOptions{FieldManager: names.FieldManager}); err == nil {
+			if err == nil {
 				l.writes.Add(1)
 				l.rv.Store(&updated.ResourceVersion)
+				last = updated
 			}
 		}
 	}
