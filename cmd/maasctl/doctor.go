@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ type doctorOptions struct {
 	output   string
 	liveOnly bool
 	database bool
+	settle   time.Duration
 }
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
@@ -54,6 +56,12 @@ Unless --live-only is given, doctor also probes the endpoint (mint a key,
 list models, chat, no key; the key is revoked) so 401/403/429 are observed.
 Set MAAS_API_KEY to have your own key tested too (it is never printed).
 
+Like verify, doctor first reads again every 2s, for up to --settle, while
+the only failed checks are Kuadrant policies still in Kuadrant's hands
+(right after an install Kuadrant reports its policies Enforced=False
+"waiting for the following components to sync" for a few seconds), and
+says so on stderr: a policy Kuadrant is still syncing is not a finding.
+
 Exit codes: 0 no error finding, 1 at least one error finding, 2 invalid
 flags or inventory, 130 interrupted.`,
 		Args: cobra.NoArgs,
@@ -64,6 +72,7 @@ flags or inventory, 130 interrupted.`,
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.liveOnly, "live-only", false, "only read the cluster; send no request to the endpoint")
 	f.BoolVar(&o.database, "database", false, "also ask the database about maas-api's schema (owner, dirty migration, INVALID index) with a short read-only Job in the database namespace")
+	f.DurationVar(&o.settle, "settle", time.Minute, settleUsage)
 	return c
 }
 
@@ -71,11 +80,14 @@ func runDoctor(c *cobra.Command, g *globalOptions, o *doctorOptions) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
+	if err := checkSettle(o.settle); err != nil {
+		return err
+	}
 	s, err := connect(c, g)
 	if err != nil {
 		return err
 	}
-	dr := session.DoctorRequest{APIKey: os.Getenv("MAAS_API_KEY"), Database: o.database}
+	dr := session.DoctorRequest{APIKey: os.Getenv("MAAS_API_KEY"), Database: o.database, Settle: o.settle, Waiting: settleWaiting(c, o.settle)}
 	if !o.liveOnly {
 		dr.DataPath = o.dp.options()
 	}

@@ -92,6 +92,7 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"database"}, exitOK, ""},
 		// Before any connection: no kubeconfig is needed to be told.
 		{[]string{"verify", "--settle", "-1s", "--kubeconfig", "/nonexistent"}, exitBadInput, "--settle -1s: want a duration of 0 or more"},
+		{[]string{"doctor", "--settle", "-1s", "--kubeconfig", "/nonexistent"}, exitBadInput, "--settle -1s: want a duration of 0 or more"},
 	} {
 		root := newRootCmd()
 		var out, errb bytes.Buffer

@@ -108,7 +108,7 @@ inventory, 130 interrupted.`,
 	f.BoolVar(&o.liveOnly, "live-only", false, "run only the read-only cluster checks, not the data path")
 	f.BoolVar(&o.probeQuota, "probe-quota", false, "create a low-limit probe MaaSSubscription owned by you, expect 429, then delete it")
 	f.StringVar(&o.bodySize, "probe-body-size", "0", "also send a request of this size (e.g. 256Ki) to detect a gateway body cap; 0 = off")
-	f.DurationVar(&o.settle, "settle", time.Minute, "while the only failed checks are Kuadrant policies still in Kuadrant's hands (Enforced=False \"waiting for the following components to sync\" on AuthConfigs or Limitador, no status yet, or a status for an older generation), read them again every 2s for up to this long; 0 judges the first read")
+	f.DurationVar(&o.settle, "settle", time.Minute, settleUsage)
 	f.BoolVar(&o.database, "database", false, "also ask the database about maas-api's schema (owner, dirty migration, INVALID index) with a short read-only Job in the database namespace (MAAS-V016)")
 	return c
 }
@@ -121,16 +121,14 @@ func runVerify(c *cobra.Command, g *globalOptions, o *verifyOptions) error {
 	if err != nil || size.Sign() < 0 {
 		return &usageError{fmt.Errorf("--probe-body-size %q: want a size such as 256Ki", o.bodySize)}
 	}
-	if o.settle < 0 {
-		return &usageError{fmt.Errorf("--settle %s: want a duration of 0 or more, such as 1m", o.settle)}
+	if err := checkSettle(o.settle); err != nil {
+		return err
 	}
 	s, err := connect(c, g)
 	if err != nil {
 		return err
 	}
-	vr := session.VerifyRequest{Database: o.database, Settle: o.settle, Waiting: func(pending string) {
-		fmt.Fprintf(c.ErrOrStderr(), "maasctl: waiting for Kuadrant (up to --settle %s): %s\n", o.settle, pending)
-	}}
+	vr := session.VerifyRequest{Database: o.database, Settle: o.settle, Waiting: settleWaiting(c, o.settle)}
 	if !o.liveOnly {
 		vr.DataPath = o.dp.options()
 		vr.DataPath.ProbeQuota, vr.DataPath.ProbeBodySize = o.probeQuota, int(size.Value())
@@ -176,4 +174,23 @@ func pendingFailures(rep *session.VerifyReport) int {
 		}
 	}
 	return n
+}
+
+// settleUsage is the help of --settle, a flag of verify and doctor.
+const settleUsage = "while the only failed checks are Kuadrant policies still in Kuadrant's hands (Enforced=False \"waiting for the following components to sync\" on AuthConfigs or Limitador, token limits refused for an undeclared \"auth\" while the Gateway AuthPolicy exists, no status yet, or a status for an older generation), read them again every 2s for up to this long; 0 judges the first read"
+
+// checkSettle refuses a negative --settle before anything is read.
+func checkSettle(d time.Duration) error {
+	if d < 0 {
+		return &usageError{fmt.Errorf("--settle %s: want a duration of 0 or more, such as 1m", d)}
+	}
+	return nil
+}
+
+// settleWaiting tells on stderr, once per new set, which checks the
+// --settle wait is waiting for.
+func settleWaiting(c *cobra.Command, d time.Duration) func(string) {
+	return func(pending string) {
+		fmt.Fprintf(c.ErrOrStderr(), "maasctl: waiting for Kuadrant (up to --settle %s): %s\n", d, pending)
+	}
 }

@@ -164,6 +164,13 @@ type Options struct {
 	// states could not be read (a warning finding).
 	Steps    []StepState
 	StepsErr error
+	// Settle and Waiting are verify.Options': while every failed live
+	// check is Pending (a Kuadrant policy Kuadrant is still syncing, right
+	// after an install, say), the cluster is read again every 2 s for up
+	// to Settle before the findings are computed (verify.SettledSnapshot);
+	// 0 analyses the first read.
+	Settle  time.Duration
+	Waiting func(pending string)
 }
 
 // Report is the outcome of one doctor run.
@@ -195,10 +202,10 @@ func (r *Report) Codes() []string {
 	return out
 }
 
-// Run snapshots the cluster, probes the data path when asked and returns
-// the findings. It fails only when the cluster cannot be read at all.
+// Run snapshots the cluster (settled for up to o.Settle), probes the data
+// path when asked and returns the findings. It fails only when the cluster cannot be read at all.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	s, err := verify.Snapshot(ctx, o.Reader, o.Inventory, o.Release)
+	s, err := verify.SettledSnapshot(ctx, verify.Options{Inventory: o.Inventory, Reader: o.Reader, Release: o.Release, Settle: o.Settle, Waiting: o.Waiting})
 	if err != nil {
 		return nil, err
 	}

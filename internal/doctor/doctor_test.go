@@ -755,3 +755,79 @@ func modelServer(ns string, replicas, ready int64) *unstructured.Unstructured {
 		"status":   map[string]any{"readyReplicas": ready},
 	}}
 }
+
+// fixingReader is a verify.Reader over r that, on its fixAt-th read of an
+// AuthPolicy (Get or List), first gives the Gateway AuthPolicy the
+// conditions Kuadrant writes once it has synced (fixAt 0: never).
+type fixingReader struct {
+	*verify.StaticReader
+	t            *testing.T
+	fixAt, reads int
+}
+
+func (f *fixingReader) seen(gvk schema.GroupVersionKind) {
+	if gvk != verify.AuthPolicyGVK {
+		return
+	}
+	if f.reads++; f.reads == f.fixAt {
+		edit(f.t, f.StaticReader, verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", conds(
+			map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+			map[string]any{"type": "Enforced", "status": "True", "reason": "Enforced"}))
+	}
+}
+
+func (f *fixingReader) Get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	f.seen(gvk)
+	return f.StaticReader.Get(ctx, gvk, ns, name)
+}
+
+func (f *fixingReader) List(ctx context.Context, gvk schema.GroupVersionKind, ns, sel string) ([]*unstructured.Unstructured, error) {
+	f.seen(gvk)
+	return f.StaticReader.List(ctx, gvk, ns, sel)
+}
+
+// TestSettleBeforeFindings: right after an install Kuadrant reports the
+// Gateway AuthPolicy Enforced=False "waiting for the following components
+// to sync" for a few seconds; with Settle doctor reads again meanwhile and
+// finds nothing once Kuadrant has synced, as verify --settle passes.
+// Without Settle, or for a failure no later read can end, MAAS-D021 is
+// reported from the first read.
+func TestSettleBeforeFindings(t *testing.T) {
+	const syncing = "AuthPolicy waiting for the following components to sync: [AuthConfig (5f0e3a1c9b)]"
+	const notInstalled = "[Gateway API provider (istio / envoy gateway)] is not installed, please restart Kuadrant Operator pod once dependency has been installed"
+	for _, tc := range []struct {
+		name        string
+		message     string
+		settle      time.Duration
+		fixAt       int
+		wantD021    bool
+		wantReads   int
+		wantWaiting int
+	}{
+		{name: "syncing, settled", message: syncing, settle: time.Minute, fixAt: 2, wantReads: 2, wantWaiting: 1},
+		{name: "syncing, settle 0", message: syncing, fixAt: 2, wantD021: true, wantReads: 1},
+		{name: "not pending: judged at once", message: notInstalled, settle: time.Minute, fixAt: 2, wantD021: true, wantReads: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &fixingReader{StaticReader: healthy(t), t: t, fixAt: tc.fixAt}
+			edit(t, r.StaticReader, verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", conds(
+				map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+				map[string]any{"type": "Enforced", "status": "False", "reason": "Unknown", "message": tc.message}))
+			var waiting []string
+			rep, err := doctor.Run(context.Background(), doctor.Options{Inventory: inventory.Default(), Reader: r,
+				Settle: tc.settle, Waiting: func(p string) { waiting = append(waiting, p) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(rep.Codes(), doctor.CodeGatewayAuth); got != tc.wantD021 {
+				t.Errorf("MAAS-D021 reported: %v, want %v; findings %v", got, tc.wantD021, rep.Codes())
+			}
+			if r.reads != tc.wantReads {
+				t.Errorf("AuthPolicy read %d times, want %d", r.reads, tc.wantReads)
+			}
+			if len(waiting) != tc.wantWaiting || tc.wantWaiting > 0 && !strings.Contains(waiting[0], "MAAS-V010") {
+				t.Errorf("Waiting got %q, want %d message(s) naming MAAS-V010", waiting, tc.wantWaiting)
+			}
+		})
+	}
+}

@@ -98,19 +98,9 @@ func (r *Report) FailedCodes() []string {
 // data path. It returns an error only when the cluster cannot be read at
 // all; failed checks are reported in the Report.
 func Run(ctx context.Context, o Options) (*Report, *State, error) {
-	var replay *Replay
-	if o.Settle > 0 {
-		replay = &Replay{Reader: o.Reader, Fresh: settleFresh}
-		o.Reader = replay
-	}
-	s, err := Snapshot(ctx, o.Reader, o.Inventory, o.Release)
+	s, err := SettledSnapshot(ctx, o)
 	if err != nil {
 		return nil, nil, err
-	}
-	if o.Settle > 0 {
-		if s, err = settle(ctx, o, replay, s); err != nil {
-			return nil, nil, err
-		}
 	}
 	if o.Schema != nil {
 		p := o.Schema.ProbeSchema(ctx, o.Inventory)
@@ -130,6 +120,26 @@ func Run(ctx context.Context, o Options) (*Report, *State, error) {
 	}
 	rep.Passed = len(rep.Failed()) == 0
 	return rep, s, nil
+}
+
+// SettledSnapshot takes a Snapshot through o.Reader and, when o.Settle is
+// positive, more every settleInterval (2 s) while every failed live check
+// is Pending, for at most o.Settle (settle), reporting each new set of
+// pending checks to o.Waiting; it returns the last snapshot. Run judges
+// this snapshot; doctor (internal/doctor) analyses it, so that neither
+// reports a Kuadrant policy Kuadrant is still syncing. Errors: a read that
+// fails, or ctx's.
+func SettledSnapshot(ctx context.Context, o Options) (*State, error) {
+	var replay *Replay
+	if o.Settle > 0 {
+		replay = &Replay{Reader: o.Reader, Fresh: settleFresh}
+		o.Reader = replay
+	}
+	s, err := Snapshot(ctx, o.Reader, o.Inventory, o.Release)
+	if err != nil || o.Settle <= 0 {
+		return s, err
+	}
+	return settle(ctx, o, replay, s)
 }
 
 // settle takes snapshots every settleInterval while every failed live

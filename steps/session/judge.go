@@ -97,6 +97,10 @@ type DoctorRequest struct {
 	Database bool
 	// DataPath, when set, also probes the endpoint.
 	DataPath *DataPathOptions
+	// Settle and Waiting are doctor.Options': how long to read again
+	// while the only failed checks are Pending, and what to tell meanwhile.
+	Settle  time.Duration
+	Waiting func(pending string)
 }
 
 // Doctor computes the coded findings; its fixes name the install command
@@ -106,7 +110,8 @@ func (s *Session) Doctor(ctx context.Context, o DoctorRequest) (*DoctorReport, e
 	if err != nil {
 		return nil, err
 	}
-	do := doctor.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), APIKey: o.APIKey, InstallCommand: s.InstallCommand()}
+	do := doctor.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), APIKey: o.APIKey, InstallCommand: s.InstallCommand(),
+		Settle: o.Settle, Waiting: o.Waiting}
 	if o.Database {
 		do.Schema = verify.JobSchemaProber{Clients: clients}
 	}
