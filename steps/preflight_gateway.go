@@ -33,10 +33,21 @@ const (
 // lets only its service account create, update or delete CRDs of the
 // group (openshift/cluster-ingress-operator#1192; openshift-docs#93327):
 // maasctl only reads them, never writes them (kube.ErrPlatformOwnedCRD).
-var GatewayAPICRDs = []string{
-	"gatewayclasses.gateway.networking.k8s.io",
-	"gateways.gateway.networking.k8s.io",
-	"httproutes.gateway.networking.k8s.io",
+var GatewayAPICRDs = func() []string {
+	out := make([]string, len(gatewayAPIKinds))
+	for i, k := range gatewayAPIKinds {
+		out[i] = k.crd
+	}
+	return out
+}()
+
+// gatewayAPIKinds are the CRDs of GatewayAPICRDs, in that order, with
+// the kind each serves (its v1 REST mapping tells whether the API server
+// serves it).
+var gatewayAPIKinds = []struct{ crd, kind string }{
+	{"gatewayclasses.gateway.networking.k8s.io", "GatewayClass"},
+	{"gateways.gateway.networking.k8s.io", "Gateway"},
+	{"httproutes.gateway.networking.k8s.io", "HTTPRoute"},
 }
 
 // MinGatewayAPIBundle is the oldest Gateway API bundle the install
@@ -119,7 +130,7 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 	// about 30 ms on them one after the other), judged in order.
 	crds := make([]gatewayCRD, len(GatewayAPICRDs))
 	inParallel(len(GatewayAPICRDs), len(GatewayAPICRDs), func(i int) {
-		crds[i] = readGatewayCRD(ctx, e, GatewayAPICRDs[i])
+		crds[i] = readGatewayCRD(ctx, e, gatewayAPIKinds[i].crd, gatewayAPIKinds[i].kind)
 	})
 	for i, name := range GatewayAPICRDs {
 		crd := crds[i]
@@ -162,14 +173,6 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 	return out, nil
 }
 
-// gatewayAPIKinds are the kinds of GatewayAPICRDs (their v1 REST
-// mappings tell whether the API server serves them).
-var gatewayAPIKinds = map[string]string{
-	"gatewayclasses.gateway.networking.k8s.io": "GatewayClass",
-	"gateways.gateway.networking.k8s.io":       "Gateway",
-	"httproutes.gateway.networking.k8s.io":     "HTTPRoute",
-}
-
 // gatewayCRD is what checkGatewayAPICRDs read of one Gateway API CRD: its
 // metadata when discovery shows it Established and serving v1, else the
 // whole CRD (nil when it does not exist), to say which of the two it is not.
@@ -195,9 +198,9 @@ func (c gatewayCRD) annotations() map[string]string {
 // kind at v1 to its plural, its metadata (kube.Clients.GetMetadata) is
 // all that is read. Otherwise the whole CRD is read, so that the finding
 // can say whether it is missing, not Established or not serving v1.
-func readGatewayCRD(ctx context.Context, e *Env, name string) gatewayCRD {
+func readGatewayCRD(ctx context.Context, e *Env, name, kind string) gatewayCRD {
 	plural, group, _ := strings.Cut(name, ".")
-	m, err := e.Clients.Mapping(schema.GroupVersionKind{Group: group, Version: "v1", Kind: gatewayAPIKinds[name]})
+	m, err := e.Clients.Mapping(schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind})
 	switch {
 	case err == nil && m.Resource.Resource == plural:
 		md, err := e.Clients.GetMetadata(ctx, waiters.CRDGVK, "", name)
