@@ -275,7 +275,11 @@ func settleVerify(ctx context.Context, e *Env, id string, o verify.Options, rep 
 			if rep.Passed || !onlyKuadrantPending(rep) {
 				return false, ""
 			}
-			return true, failedChecks(rep, false)
+			var briefs []string
+			for _, c := range rep.Failed() {
+				briefs = append(briefs, c.Brief())
+			}
+			return true, strings.Join(briefs, "; ")
 		},
 		func() error {
 			// Each retry reads as of one moment, the kinds of viewWhole

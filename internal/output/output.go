@@ -191,7 +191,9 @@ func (t *text) render(ev event.Event) {
 		}
 		fmt.Fprintln(t.w, line)
 	case event.Progress:
-		fmt.Fprintf(t.w, "%s   %-26s %s\n", strings.Repeat(" ", len(pos)), ev.Step, t.paint("2", ev.Message))
+		// One line per progress message: a quoted condition message may
+		// hold line breaks (a CEL error), which would start at column 0.
+		fmt.Fprintf(t.w, "%s   %-26s %s\n", strings.Repeat(" ", len(pos)), ev.Step, t.paint("2", oneLine(ev.Message)))
 	case event.Unchanged:
 		fmt.Fprintf(t.w, "%s %s %-26s unchanged %s\n", pos, t.paint("32", "="), ev.Step, dur(ev.Duration))
 	case event.Done:
@@ -211,3 +213,7 @@ func (t *text) render(ev event.Event) {
 			len(s.Done), len(s.Unchanged), len(s.Failed), len(s.Blocked), dur(s.Duration), s.RequestsText())
 	}
 }
+
+// oneLine is s with each run of white space, line breaks included, made
+// one space: a progress message on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -47,3 +47,27 @@ func TestFailedStepFix(t *testing.T) {
 		t.Errorf("JSON of a failure without a fix has a fix field: %v", without)
 	}
 }
+
+// TestProgressOneLine: a progress message that quotes a condition message
+// with line breaks (Kuadrant's CEL error) is one plain line, indented
+// under its step; the JSON line keeps the message whole.
+func TestProgressOneLine(t *testing.T) {
+	msg := "waiting for: MAAS-V012 TokenRateLimitPolicy llm-coding-assistant/maas-trlp: Enforced=False (InvalidCelExpression): validation issues: [ERROR: <input>:1:1: undeclared reference to 'auth'\n | auth.identity.selected_subscription_key\n | ^]"
+	ev := event.Event{Type: event.Progress, Step: "verify/status", Index: 25, Total: 25, Message: msg}
+	var plain bytes.Buffer
+	emit, end := New(Plain, &plain)
+	emit(ev)
+	end()
+	out := strings.TrimSuffix(plain.String(), "\n")
+	if strings.Contains(out, "\n") || !strings.Contains(out, "'auth' | auth.identity.selected_subscription_key | ^]") || !strings.HasPrefix(strings.TrimSpace(out), "verify/status") {
+		t.Errorf("plain progress line:\n%s", plain.String())
+	}
+	var js bytes.Buffer
+	emit, end = New(JSON, &js)
+	emit(ev)
+	end()
+	var got map[string]any
+	if err := json.Unmarshal(js.Bytes(), &got); err != nil || got["message"] != msg {
+		t.Errorf("JSON progress (err %v): %v", err, got)
+	}
+}

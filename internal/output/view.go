@@ -136,9 +136,9 @@ func (m *viewModel) apply(ev event.Event) {
 	s.took = ev.Duration
 	switch ev.Type {
 	case event.Started:
-		s.state, s.waiting = running, ev.Message
+		s.state, s.waiting = running, oneLine(ev.Message)
 	case event.Progress:
-		s.waiting = ev.Message
+		s.waiting = oneLine(ev.Message)
 	case event.Done:
 		s.state = done
 	case event.Unchanged:

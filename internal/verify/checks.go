@@ -153,6 +153,22 @@ func (c Check) failDiag(detail string, dg Diagnosis) Check {
 	return c
 }
 
+// briefDetail is how many runes of a check's detail Brief keeps.
+const briefDetail = 200
+
+// Brief is c on one line, for progress messages: "<code> <object>:
+// <detail>", with the detail's runs of white space (the line breaks of a
+// CEL error Kuadrant quotes) made one space and the detail cut to
+// briefDetail runes, "…" marking the cut. The report keeps the detail
+// whole.
+func (c Check) Brief() string {
+	d := []rune(strings.Join(strings.Fields(c.Detail), " "))
+	if len(d) > briefDetail {
+		d = append(d[:briefDetail-1], '…')
+	}
+	return c.Code + " " + c.Object + ": " + string(d)
+}
+
 // pending marks a failed check as Pending.
 func (c Check) pending() Check { c.Pending = c.Result == Fail; return c }
 

@@ -282,3 +282,16 @@ func TestTokenLimitsAuthUndeclared(t *testing.T) {
 	}
 	t.Fatalf("no %s failure: %v", CodeTokenLimitEnf, rep.FailedCodes())
 }
+
+// TestCheckBrief: a check on one line for progress messages, its
+// detail's line breaks made spaces and a long detail cut.
+func TestCheckBrief(t *testing.T) {
+	c := Check{Code: CodeTokenLimitEnf, Object: "TokenRateLimitPolicy ns/p", Detail: "Enforced=False (InvalidCelExpression): [ERROR: <input>:1:1: undeclared reference to 'auth'\n | auth.identity\n | ^]"}
+	if got, want := c.Brief(), "MAAS-V012 TokenRateLimitPolicy ns/p: Enforced=False (InvalidCelExpression): [ERROR: <input>:1:1: undeclared reference to 'auth' | auth.identity | ^]"; got != want {
+		t.Errorf("Brief() = %q, want %q", got, want)
+	}
+	c.Detail = strings.Repeat("x", 500)
+	if got := []rune(c.Brief()); len(got) != len("MAAS-V012 TokenRateLimitPolicy ns/p: ")+briefDetail || got[len(got)-1] != '…' {
+		t.Errorf("Brief() of a 500-rune detail: %d runes, ends %q; want the detail cut to %d runes ending in …", len(got), string(got[len(got)-1]), briefDetail)
+	}
+}

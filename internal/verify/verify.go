@@ -163,7 +163,7 @@ func settle(ctx context.Context, o Options, replay *Replay, s *State) (*State, e
 			if !c.Pending {
 				return s, nil
 			}
-			pending = append(pending, fmt.Sprintf("%s %s: %s", c.Code, c.Object, c.Detail))
+			pending = append(pending, c.Brief())
 		}
 		if len(pending) > 3 {
 			pending = append(pending[:3], fmt.Sprintf("and %d more", len(pending)-3))
