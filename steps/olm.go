@@ -207,7 +207,13 @@ func csvSucceeded(obj *unstructured.Unstructured) waiters.Result {
 	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
 	reason, _, _ := unstructured.NestedString(obj.Object, "status", "reason")
 	msg, _, _ := unstructured.NestedString(obj.Object, "status", "message")
-	st := fmt.Sprintf("phase %s (%s)", phase, reason)
+	st := "phase " + phase
+	switch {
+	case phase == "":
+		st = "no phase yet (OLM has not judged the CSV)"
+	case reason != "":
+		st += " (" + reason + ")"
+	}
 	if msg != "" {
 		st += ": " + msg
 	}

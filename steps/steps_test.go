@@ -220,3 +220,18 @@ func TestStateWriteErr(t *testing.T) {
 		t.Errorf("not interrupted: %q", got)
 	}
 }
+
+// TestCSVStatusText: the CSV wait's progress names the phase, the reason
+// only when OLM wrote one, and a CSV OLM has not judged yet in words (not
+// "phase  ()").
+func TestCSVStatusText(t *testing.T) {
+	for js, want := range map[string]string{
+		`{"apiVersion":"v1","kind":"C","status":{"phase":"Succeeded","reason":"InstallSucceeded","message":"install strategy completed with no errors"}}`: "phase Succeeded (InstallSucceeded): install strategy completed with no errors",
+		`{"apiVersion":"v1","kind":"C","status":{"phase":"Installing"}}`:                                                                                  "phase Installing",
+		`{"apiVersion":"v1","kind":"C"}`: "no phase yet (OLM has not judged the CSV)",
+	} {
+		if got := csvSucceeded(obj(t, js)).Status; got != want {
+			t.Errorf("status of %s: %q, want %q", js, got, want)
+		}
+	}
+}
