@@ -105,3 +105,16 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionFlag: --version prints what the version command prints.
+func TestVersionFlag(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.ExecuteContext(t.Context()); err != nil || out.String() != "maasctl "+version+"\n" {
+			t.Errorf("%v: error %v, output %q; want %q", args, err, out.String(), "maasctl "+version+"\n")
+		}
+	}
+}

@@ -65,7 +65,10 @@ publishes an OpenAI-compatible model server behind one authenticated,
 rate-limited endpoint. Runs are idempotent and resumable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what the version command prints.
+		Version: version,
 	}
+	root.SetVersionTemplate("maasctl {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{err} })
 	fs := root.PersistentFlags()
 	fs.StringVar(&g.kube.KubeConfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
