@@ -109,7 +109,7 @@ STATE/*.log. Returns 0 once ready and prints: export KUBECONFIG=STATE/kubeconfig
 	f.BoolVar(&o.NoFixture, "no-fixture", false, "install the platform CRDs only, not the fresh-OpenShift fixture")
 	f.BoolVar(&controllers, "controllers", true, "also run kube-controller-manager, kube-scheduler and kwok (one fake node)")
 	f.DurationVar(&o.StartTimeout, "timeout", testenv.DefaultStartTimeout, "give up if not ready within this time")
-	f.BoolVar(&o.RealKuadrant, "real-kuadrant", false, "prepare for the real Kuadrant, Authorino and Limitador operators (GRPCRoute CRD, their binaries); `testenv operators` runs them")
+	f.BoolVar(&o.RealKuadrant, "real-kuadrant", false, "prepare for the real Kuadrant, Authorino and Limitador operators (GRPCRoute CRD, their binaries); 'testenv-ctl operators' runs them")
 	f.BoolVar(&modelServer, "model-server", false, "also run the model server the fixture's Service llm-coding-assistant/llama-coder selects (a Deployment whose kwok pod becomes its ready endpoint), as on a cluster where llama.cpp already serves")
 	return cmd
 }
@@ -180,7 +180,7 @@ that no longer runs the recorded binary is skipped. The state folder is kept.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to `testenv up`")
+	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to 'testenv-ctl up'")
 	return cmd
 }
 
@@ -209,7 +209,7 @@ STATE/<operator>.log.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to `testenv up --real-kuadrant`")
+	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to 'testenv-ctl up --real-kuadrant'")
 	cmd.Flags().StringVar(&bin, "bin", "", "folder with the binaries (default $"+testenv.EnvBinDir+", else <repo>/bin/testenv)")
 	return cmd
 }
@@ -264,6 +264,6 @@ func newStatusCommand(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to `testenv up`")
+	cmd.Flags().StringVar(&state, "state", defaultStateDir(), "state folder given to 'testenv-ctl up'")
 	return cmd
 }
