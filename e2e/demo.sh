@@ -32,6 +32,8 @@ cleanup() {
   "$BIN/testenv-ctl" down --state "$STATE" >/dev/null 2>&1 || true
   if [ $rc -ne 0 ]; then
     echo "demo failed (exit $rc); logs are in $STATE/*.log" >&2
+  else
+    echo "demo passed: install, verify --endpoint and a no-op re-run; everything it started is stopped (logs in $STATE)"
   fi
   exit $rc
 }
