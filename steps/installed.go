@@ -270,9 +270,14 @@ func (e *InventoryChangedError) Error() string {
 		fmt.Fprintf(&b, "\nsteps whose objects would change: %s", strings.Join(e.Steps, ", "))
 	}
 	inst := e.Installed.Source
+	// What each way out does, said for the command it is given to.
+	keep, defaults := "to keep the installed inventory", "to go back to the default inventory"
+	if e.Command == "uninstall" {
+		keep, defaults = "to remove what the installed inventory deployed", "to remove what the default inventory deploys"
+	}
 	if len(inst.Files) > 0 && len(inst.Sets) == 0 {
-		fmt.Fprintf(&b, "\nnothing was changed; run 'maasctl %s -f %s' to keep the installed inventory, or 'maasctl %s --defaults' to go back to the default inventory ('maasctl inventory show' prints the installed one)",
-			e.Command, strings.Join(inst.Files, " -f "), e.Command)
+		fmt.Fprintf(&b, "\nnothing was changed; run 'maasctl %s -f %s' %s, or 'maasctl %s --defaults' %s ('maasctl inventory show' prints the installed one)",
+			e.Command, strings.Join(inst.Files, " -f "), keep, e.Command, defaults)
 		return b.String()
 	}
 	// Only the stored inventory holds the --set values it was installed
@@ -283,8 +288,8 @@ func (e *InventoryChangedError) Error() string {
 	if len(inst.Sets) > 0 {
 		why = "it was installed with --set " + strings.Join(inst.Sets, ", ") + ", whose values only the stored inventory holds"
 	}
-	fmt.Fprintf(&b, "\nnothing was changed; to keep the installed inventory run 'maasctl inventory show > installed-inventory.yaml' and then 'maasctl %s -f installed-inventory.yaml' (%s), or run 'maasctl %s --defaults' to go back to the default inventory",
-		e.Command, why, e.Command)
+	fmt.Fprintf(&b, "\nnothing was changed; %s run 'maasctl inventory show > installed-inventory.yaml' and then 'maasctl %s -f installed-inventory.yaml' (%s), or run 'maasctl %s --defaults' %s",
+		keep, e.Command, why, e.Command, defaults)
 	return b.String()
 }
 

@@ -137,6 +137,12 @@ nothing was changed; run 'maasctl install -f /x/site.yaml' to keep the installed
 	if !strings.HasSuffix(got, wantTail) || strings.Contains(got, "'maasctl install -f /x/site.yaml'") {
 		t.Errorf("with --set, message:\n%s\nwant it to end:\n%s", got, wantTail)
 	}
+	// Said to an uninstall, each way out says what it removes.
+	e.Command, e.Installed.Source.Sets = "uninstall", nil
+	wantTail = `nothing was changed; run 'maasctl uninstall -f /x/site.yaml' to remove what the installed inventory deployed, or 'maasctl uninstall --defaults' to remove what the default inventory deploys ('maasctl inventory show' prints the installed one)`
+	if got := e.Error(); !strings.HasSuffix(got, wantTail) {
+		t.Errorf("uninstall message:\n%s\nwant it to end:\n%s", got, wantTail)
+	}
 }
 
 // TestInstalledKeepsOwnWaitTimeout: --timeout bounds one run; the
