@@ -14,7 +14,7 @@ TOOLS        := $(BIN)/maasctl $(BIN)/maasctl-sim $(BIN)/vault-test-server $(BIN
 TOOLS_MODS   := etcd k8s olm opm kuadrant limitador authorino cnpg
 GO_SOURCES   := $(shell find . -name '*.go' -not -path './bin/*' $(foreach m,$(TOOLS_MODS),-not -path './e2e/testenv/$(m)/*')) go.mod go.sum $(shell find assets/manifests e2e/testenv/fixture -type f 2>/dev/null)
 
-.PHONY: all build install testenv demo test test-full unit bench vet clean
+.PHONY: all build install testenv demo demo-keep demo-stop test test-full unit bench vet clean
 
 all: build
 
@@ -128,6 +128,12 @@ $(TESTENV)/kwok: Makefile
 ## prove the endpoint (verify --endpoint: key, models, chat, 401, 429); install again (no change); stop all
 demo: build testenv
 	./e2e/demo.sh
+
+## demo-keep: make demo, then leave everything running to try maasctl by hand (it prints how); demo-stop stops it
+demo-keep: build testenv
+	KEEP=1 ./e2e/demo.sh
+demo-stop:
+	./e2e/demo.sh stop
 
 ## test: unit, integration and end-to-end tests (builds what they need first); a few
 ## e2e tests and variants are left out for CI's time (README, "The full e2e run")

@@ -7,10 +7,26 @@
 # run `maasctl install` with the embedded default inventory, prove the endpoint with
 # `maasctl verify --endpoint` (API key minted, /v1/models, a chat completion, 401 without a
 # key, 429 over quota), run the install again (it must change nothing); then stop everything.
+#
+# KEEP=1 (make demo-keep) leaves it all running after a passed demo, for trying maasctl by
+# hand: it writes STATE/env.sh (KUBECONFIG, VAULT_ADDR, VAULT_TOKEN, MAAS_ENDPOINT; mode 0600,
+# never printed) and STATE/demo.pids; `e2e/demo.sh stop` (make demo-stop) stops it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-$PWD/bin}
 STATE=${STATE:-$PWD/.state/demo}
+KEEP=${KEEP:-0}
+
+if [ "${1:-}" = stop ]; then
+  if [ -s "$STATE/demo.pids" ]; then
+    # shellcheck disable=SC2046
+    kill $(cat "$STATE/demo.pids") 2>/dev/null || true
+    rm -f "$STATE/demo.pids"
+  fi
+  "$BIN/testenv-ctl" down --state "$STATE" >/dev/null 2>&1 || true
+  echo "demo stopped (logs kept in $STATE)"
+  exit 0
+fi
 # Simulated operator delays (scaled-down real ones); override with SIM_DELAYS.
 # OLM is real (testenv runs its olm and catalog operators), so it has no delay here.
 SIM_DELAYS=${SIM_DELAYS:---delay cnpg=500ms --delay dsc=800ms}
@@ -27,6 +43,20 @@ plane_flags=(--testenv-state "$STATE" --service-ca-file "$STATE/sim-service-ca.c
 pids=()
 cleanup() {
   rc=$?
+  if [ $rc -eq 0 ] && [ "$KEEP" = 1 ]; then
+    echo "${pids[*]}" >"$STATE/demo.pids"
+    (umask 077; {
+      echo "export KUBECONFIG='$KUBECONFIG'"
+      echo "export VAULT_ADDR='$VAULT_ADDR'"
+      echo "export VAULT_TOKEN='$VAULT_TOKEN'"
+      echo "export MAAS_ENDPOINT='$ENDPOINT'"
+    } >"$STATE/env.sh")
+    echo "demo passed; left running for you (KEEP=1):"
+    echo "  source $STATE/env.sh    # KUBECONFIG, VAULT_ADDR, VAULT_TOKEN, MAAS_ENDPOINT"
+    echo "  bin/maasctl status; bin/maasctl verify --endpoint \$MAAS_ENDPOINT --ca-file $STATE/endpoint-ca.crt; bin/maasctl doctor --live-only"
+    echo "  make demo-stop           # stops it all"
+    exit 0
+  fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   "$BIN/testenv-ctl" down --state "$STATE" >/dev/null 2>&1 || true
