@@ -111,7 +111,7 @@ func (r *Runner) Run(ctx context.Context) (*Summary, error) {
 	r.Env.Progress = func(id, msg string) {
 		emit(Event{Type: EventProgress, Step: id, Title: title[id], Index: index[id], Message: msg})
 	}
-	emit(Event{Type: EventRunStarted, Message: fmt.Sprintf("%d steps", len(selected))})
+	emit(Event{Type: EventRunStarted, Message: runStartedMessage(len(selected), r.Env)})
 	reads0, writes0, shared0 := r.Env.Clients.Requests.Reads(), r.Env.Clients.Requests.Writes(), r.Env.Clients.ViewAnswered()
 
 	sc := r.forward(ctx, selected, emit, index)
@@ -387,4 +387,20 @@ func (r *Runner) applyStep(ctx context.Context, s *Step, t0 time.Time, applied f
 		err = fmt.Errorf("record objects: %w", ctx.Err())
 	}
 	return d, err
+}
+
+// runStartedMessage says how many steps run and for which Gateway host,
+// and where that host came from when the inventory leaves it unset (an
+// empty gateway.hostname, --set gateway.hostname= included, means
+// maas.<the cluster's apps domain>, GatewayHost).
+func runStartedMessage(n int, e *Env) string {
+	msg := fmt.Sprintf("%d steps", n)
+	if e == nil || e.Facts.Host == "" {
+		return msg
+	}
+	msg += " for Gateway host " + e.Facts.Host
+	if e.Inv != nil && e.Inv.Gateway.Hostname == "" {
+		msg += " (maas.<the cluster's apps domain>; set gateway.hostname to choose another)"
+	}
+	return msg
 }

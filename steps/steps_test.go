@@ -235,3 +235,23 @@ func TestCSVStatusText(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStartedMessage: the run's first line names the Gateway host, and
+// where it came from when the inventory leaves it unset.
+func TestRunStartedMessage(t *testing.T) {
+	inv := inventory.Default()
+	inv.Gateway.Hostname = ""
+	e := &Env{Inv: inv}
+	e.Facts.Host = "maas.apps.example.com"
+	if got, want := runStartedMessage(25, e), "25 steps for Gateway host maas.apps.example.com (maas.<the cluster's apps domain>; set gateway.hostname to choose another)"; got != want {
+		t.Errorf("unset hostname: %q, want %q", got, want)
+	}
+	inv.Gateway.Hostname = "maas.example.org"
+	e.Facts.Host = inv.Gateway.Hostname
+	if got, want := runStartedMessage(3, e), "3 steps for Gateway host maas.example.org"; got != want {
+		t.Errorf("set hostname: %q, want %q", got, want)
+	}
+	if got := runStartedMessage(1, &Env{}); got != "1 steps" {
+		t.Errorf("no host known: %q", got)
+	}
+}
