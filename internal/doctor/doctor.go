@@ -203,7 +203,8 @@ func (r *Report) Codes() []string {
 }
 
 // Run snapshots the cluster (settled for up to o.Settle), probes the data
-// path when asked and returns the findings. It fails only when the cluster cannot be read at all.
+// path when asked and returns the findings. It fails only when the
+// cluster cannot be read at all.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	s, err := verify.SettledSnapshot(ctx, verify.Options{Inventory: o.Inventory, Reader: o.Reader, Release: o.Release, Settle: o.Settle, Waiting: o.Waiting})
 	if err != nil {
