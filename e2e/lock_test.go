@@ -71,19 +71,6 @@ func TestLockReleaseAfterLeaseChanged(t *testing.T) {
 	}
 }
 
-// leaseReads counts the GETs of the run Lease sent through a client.
-type leaseReads struct {
-	rt http.RoundTripper
-	n  atomic.Int64
-}
-
-func (c *leaseReads) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/leases/"+engine.LeaseName) {
-		c.n.Add(1)
-	}
-	return c.rt.RoundTrip(r)
-}
-
 // TestLockRenewal: on a real kube-apiserver, the run Lease is renewed every
 // duration/3 from the Lease as the run last wrote it, without a read; a
 // Lease changed since by this run's identity is read once and renewed
@@ -94,8 +81,15 @@ func TestLockRenewal(t *testing.T) {
 	defer cancel()
 	env, c := bareAPIServer(t, ctx)
 	cfg := rest.CopyConfig(env.RESTConfig())
-	reads := &leaseReads{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { reads.rt = rt; return reads })
+	var reads atomic.Int64 // GETs of the run Lease through kc
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/leases/"+engine.LeaseName) {
+				reads.Add(1)
+			}
+			return next.RoundTrip(r)
+		})
+	})
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,9 +110,9 @@ func TestLockRenewal(t *testing.T) {
 			}
 		}
 	}
-	before := reads.n.Load()  // AcquireLock's own read
+	before := reads.Load()    // AcquireLock's own read
 	waitWrites(4, "renewals") // the take and three renewals
-	if got := reads.n.Load() - before; got != 0 {
+	if got := reads.Load() - before; got != 0 {
 		t.Errorf("three renewals read the Lease %d times, want 0 (each renews the Lease it last wrote)", got)
 	}
 	l, err := leases.Get(ctx, engine.LeaseName, metav1.GetOptions{})
@@ -135,9 +129,9 @@ func TestLockRenewal(t *testing.T) {
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	before, w := reads.n.Load(), lock.Writes()
+	before, w := reads.Load(), lock.Writes()
 	waitWrites(w+2, "renewals after a change by this run")
-	if got := reads.n.Load() - before; got != 1 {
+	if got := reads.Load() - before; got != 1 {
 		t.Errorf("renewals after a change by this run read the Lease %d times, want 1", got)
 	}
 
