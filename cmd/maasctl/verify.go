@@ -93,8 +93,10 @@ Each check has a stable code (MAAS-V001 ...); a failed check says the cause
 and the fix. While the only failed checks are Kuadrant policies still in
 Kuadrant's hands (Enforced=False "waiting for the following components to
 sync" on AuthConfigs or Limitador, token limits refused for an undeclared
-"auth" while the Gateway AuthPolicy exists, no status yet, or a status for
-an older generation), verify reads them again every 2s for up to --settle
+"auth" while the Gateway AuthPolicy exists, the gateway's Wasm failure
+modes not yet rewritten by an operator that already runs with their env,
+no status yet, or a status for an older generation), verify reads them
+again every 2s for up to --settle
 and says so on stderr, before the data path runs.
 
 Exit codes: 0 every check passed, 1 a check failed, 2 invalid flags or
@@ -177,7 +179,7 @@ func pendingFailures(rep *session.VerifyReport) int {
 }
 
 // settleUsage is the help of --settle, a flag of verify and doctor.
-const settleUsage = "while the only failed checks are Kuadrant policies still in Kuadrant's hands (Enforced=False \"waiting for the following components to sync\" on AuthConfigs or Limitador, token limits refused for an undeclared \"auth\" while the Gateway AuthPolicy exists, no status yet, or a status for an older generation), read them again every 2s for up to this long; 0 judges the first read"
+const settleUsage = "while the only failed checks are Kuadrant policies still in Kuadrant's hands (Enforced=False \"waiting for the following components to sync\" on AuthConfigs or Limitador, token limits refused for an undeclared \"auth\" while the Gateway AuthPolicy exists, the gateway's Wasm failure modes not yet rewritten by an operator that already runs with their env, no status yet, or a status for an older generation), read them again every 2s for up to this long; 0 judges the first read"
 
 // checkSettle refuses a negative --settle before anything is read.
 func checkSettle(d time.Duration) error {

@@ -35,10 +35,12 @@ type Check struct {
 	// Class is how a failed data-path response was classified (case B17),
 	// e.g. "forbidden" or "quota"; empty for control-plane checks.
 	Class string `json:"class,omitempty"`
-	// Pending is true on a failed check (MAAS-V010, MAAS-V012) whose
-	// Kuadrant policy is still in Kuadrant's hands, so a later read may
-	// pass: no Accepted or Enforced condition written yet, a status for an
-	// older generation than its spec, or Enforced=False "waiting for the
+	// Pending is true on a failed check whose state is still in
+	// Kuadrant's hands, so a later read may pass: MAAS-V017 while the
+	// operator already runs with the failure-mode env (MAAS-V013 passes),
+	// and MAAS-V010 and MAAS-V012 on a Kuadrant policy with no Accepted
+	// or Enforced condition written yet, a status for an older generation
+	// than its spec, or Enforced=False "waiting for the
 	// following components to sync" naming only AuthConfigs and Limitador
 	// (kuadrant-operator v1.5.2 internal/kuadrant/errors.go ErrOutOfSync,
 	// written while Authorino or Limitador has not loaded what Kuadrant
@@ -196,7 +198,16 @@ func LiveChecks(s *State) []Check {
 		out = append(out, checkGatewayAuth(s))
 	}
 	out = append(out, checkPolicies(s, s.Subscriptions, CodeSubscriptionAct, CodeTokenLimitEnf, "MaaSSubscription", "TokenRateLimitPolicy", "tokenRateLimitStatuses")...)
-	return append(out, checkOperatorEnv(s), checkRoute(s), checkMigrations(s), checkDBSchema(s), checkFailureModes(s), checkAuthorinoTrust(s))
+	env, modes := checkOperatorEnv(s), checkFailureModes(s)
+	if env.Result == Pass {
+		// The operator runs with the env (MAAS-V013): it rewrites the
+		// gateway's Wasm failure modes on its next reconcile, seconds
+		// after its new pod is Ready (kuadrant-operator v1.5.2 internal/wasm
+		// utils.go reads the env; istio_extension_reconciler.go rewrites
+		// the EnvoyFilter). A mismatch meanwhile may pass on a later read.
+		modes = modes.pending()
+	}
+	return append(out, env, checkRoute(s), checkMigrations(s), checkDBSchema(s), modes, checkAuthorinoTrust(s))
 }
 
 // checkRoute (MAAS-V014): the passthrough Route that publishes the

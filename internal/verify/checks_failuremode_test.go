@@ -115,3 +115,42 @@ func TestFailureModeCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureModesPendingWhileEnvHeld: a fail-open EnvoyFilter is Pending
+// (a later read may pass: the operator rewrites it on its next reconcile)
+// only while the operator already runs with the failure-mode env
+// (MAAS-V013 passes); with the env missing it is not, and a settle wait
+// ends at once.
+func TestFailureModesPendingWhileEnvHeld(t *testing.T) {
+	inv := inventory.Default()
+	open := map[string][2]string{"ratelimit-check-service": {"ratelimit-check", "allow"}, "auth-service": {"auth", "deny"}}
+	checks := func(r Reader) map[string]Check {
+		t.Helper()
+		rep, _, err := Run(context.Background(), Options{Inventory: inv, Reader: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Check{}
+		for _, c := range rep.Checks {
+			out[c.Code] = c
+		}
+		return out
+	}
+	r := healthyReader(t)
+	r.Put(wasmFilter(t, open))
+	c := checks(r)
+	if env, fm := c[CodeOperatorEnv], c[CodeFailureModes]; env.Result != Pass || fm.Result != Fail || !fm.Pending {
+		t.Errorf("env held: MAAS-V013 %s, MAAS-V017 %s pending %v (%s); want pass, and a pending failure", env.Result, fm.Result, fm.Pending, fm.Detail)
+	}
+	edit(t, r, SubscriptionGVK, "openshift-operators", "rhcl-operator", func(o *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(o.Object, "spec", "config", "env")
+	})
+	c = checks(r)
+	if env, fm := c[CodeOperatorEnv], c[CodeFailureModes]; env.Result != Fail || fm.Result != Fail || fm.Pending {
+		t.Errorf("env missing: MAAS-V013 %s, MAAS-V017 %s pending %v; want both failed, V017 not pending", env.Result, fm.Result, fm.Pending)
+	}
+	r.Put(wasmFilter(t, map[string][2]string{"ratelimit-check-service": {"ratelimit-check", "deny"}, "auth-service": {"auth", "deny"}}))
+	if fm := checks(r)[CodeFailureModes]; fm.Result != Pass || fm.Pending {
+		t.Errorf("closed filter: MAAS-V017 %s pending %v, want a pass", fm.Result, fm.Pending)
+	}
+}
