@@ -19,8 +19,11 @@ KEEP=${KEEP:-0}
 
 if [ "${1:-}" = stop ]; then
   if [ -s "$STATE/demo.pids" ]; then
-    # shellcheck disable=SC2046
-    kill $(cat "$STATE/demo.pids") 2>/dev/null || true
+    # Only a process that still runs one of the demo's binaries: a pid
+    # may have been reused since (a reboot, a long pause).
+    for p in $(cat "$STATE/demo.pids"); do
+      if grep -qaF "$BIN/" "/proc/$p/cmdline" 2>/dev/null; then kill "$p" 2>/dev/null || true; fi
+    done
     rm -f "$STATE/demo.pids"
   fi
   "$BIN/testenv-ctl" down --state "$STATE" >/dev/null 2>&1 || true
