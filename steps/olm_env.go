@@ -210,12 +210,12 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // deploymentSelector is the label selector of a Deployment's pods.
-func deploymentSelector(d *unstructured.Unstructured) (string, error) {
+func deploymentSelector(d *unstructured.Unstructured) (labels.Selector, error) {
 	ml, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
 	if len(ml) == 0 {
-		return "", fmt.Errorf("Deployment %s/%s has no spec.selector.matchLabels", d.GetNamespace(), d.GetName())
+		return nil, fmt.Errorf("Deployment %s/%s has no spec.selector.matchLabels", d.GetNamespace(), d.GetName())
 	}
-	return labels.SelectorFromSet(ml).String(), nil
+	return labels.SelectorFromSet(ml), nil
 }
 
 // waitOperatorEnv waits until every Deployment of csv (the CSV the
@@ -276,14 +276,11 @@ func waitOperatorEnv(ctx context.Context, e *Env, stepID string, op inventory.Op
 // pod of d has the env at all (the running pods predate it and nothing
 // replaces them), those pods are deleted once.
 func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructured.Unstructured, all []corev1.Pod, want []inventory.EnvVar) error {
-	sel, err := deploymentSelector(d)
+	match, err := deploymentSelector(d)
 	if err != nil {
 		return err
 	}
-	match, err := labels.Parse(sel)
-	if err != nil {
-		return fmt.Errorf("Deployment %s/%s: selector %q: %w", d.GetNamespace(), d.GetName(), sel, err)
-	}
+	sel := match.String()
 	var own []*corev1.Pod
 	for i := range all {
 		if match.Matches(labels.Set(all[i].Labels)) {
@@ -350,7 +347,7 @@ func checkOperatorEnv(ctx context.Context, e *Env, op inventory.Operator, sub, c
 		if err != nil {
 			return err.Error(), nil
 		}
-		list, err := e.Clients.Kube.CoreV1().Pods(op.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		list, err := e.Clients.Kube.CoreV1().Pods(op.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
 			return "", err
 		}

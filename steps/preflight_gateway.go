@@ -128,12 +128,12 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 	}
 	// The three reads side by side (a converged re-run's preflight spent
 	// about 30 ms on them one after the other), judged in order.
-	crds := make([]gatewayCRD, len(GatewayAPICRDs))
-	inParallel(len(GatewayAPICRDs), len(GatewayAPICRDs), func(i int) {
+	crds := make([]gatewayCRD, len(gatewayAPIKinds))
+	inParallel(len(gatewayAPIKinds), len(gatewayAPIKinds), func(i int) {
 		crds[i] = readGatewayCRD(ctx, e, gatewayAPIKinds[i].crd, gatewayAPIKinds[i].kind)
 	})
-	for i, name := range GatewayAPICRDs {
-		crd := crds[i]
+	for i, k := range gatewayAPIKinds {
+		name, crd := k.crd, crds[i]
 		if crd.err != nil {
 			return nil, crd.err
 		}
@@ -146,8 +146,7 @@ func checkGatewayAPICRDs(ctx context.Context, e *Env) ([]Finding, error) {
 			continue
 		}
 		if crd.whole != nil && !servesVersion(crd.whole, "v1") {
-			kind, _, _ := unstructured.NestedString(crd.whole.Object, "spec", "names", "kind")
-			bad("CRD %s does not serve v1 (maasctl writes %s v1)", name, kind)
+			bad("CRD %s does not serve v1 (maasctl writes %s v1)", name, k.kind)
 			continue
 		}
 		ann := crd.annotations()
