@@ -137,7 +137,15 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			continue
 		}
 		phase := str(p, "status", "phase")
-		if phase == "Active" {
+		if stale := maasStale(p); stale != "" && (phase == "Active" || phase == "Failed" || phase == "Invalid") {
+			// A verdict for an older spec says nothing about this one:
+			// maasctl (or someone) has just changed it, and the MaaS
+			// controller re-renders its Kuadrant policy before it writes
+			// the new verdict (waiters.MaaSPhase waits on the same).
+			out = append(out, c.fail("phase "+phase+" "+stale,
+				"the MaaS controller has not reconciled the changed "+kind+" yet; its generated Kuadrant policy may still hold the old spec",
+				"oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns).pending())
+		} else if phase == "Active" {
 			out = append(out, c.pass("phase Active"))
 		} else {
 			detail := "phase " + orNone(phase)
@@ -163,6 +171,14 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 				out = append(out, ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
 				continue
 			}
+			describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
+			if stale := policyStale(gp); stale != "" {
+				// Enforced from before the MaaS controller re-rendered the
+				// policy (a changed token limit or subject) says nothing
+				// about the limits now in its spec.
+				out = append(out, ec.fail(stale, "Kuadrant has not judged the policy's new spec yet (the MaaS controller has just re-rendered it)", describeCmd).pending())
+				continue
+			}
 			e, ok := cond(gp, "Enforced")
 			if ok && e.Status == "True" {
 				out = append(out, ec.pass(e.String()))
@@ -172,7 +188,6 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			if ok {
 				detail = e.String()
 			}
-			describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
 			cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
 			// Pending while Kuadrant has written no Enforced condition
 			// yet (and has not refused the policy: Kuadrant drops
@@ -235,8 +250,8 @@ func checkGatewayAuth(s *State) Check {
 	pending := true
 	// Kuadrant's verdict for an older spec (the MaaS controller has just
 	// rendered changed subjects into it) says nothing about this one.
-	if og, found, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration"); found && og < p.GetGeneration() {
-		parts, ok = append(parts, fmt.Sprintf("status is for generation %d, the policy is at %d (Kuadrant has not judged the new spec yet)", og, p.GetGeneration())), false
+	if stale := policyStale(p); stale != "" {
+		parts, ok = append(parts, stale), false
 	}
 	for _, typ := range []string{"Accepted", "Enforced"} {
 		k, found := cond(p, typ)
@@ -385,3 +400,29 @@ var (
 	syncAuthConfig = regexp.MustCompile(`AuthConfig \(([^)\s]+)\)`)
 	syncGateway    = regexp.MustCompile(`Gateway \(([^)\s]+)\)`)
 )
+
+// policyStale says why a Kuadrant policy's status judges an older spec:
+// status.observedGeneration below metadata.generation (Kuadrant's policy
+// conditions carry no observedGeneration of their own, kuadrant-operator
+// v1.5.2 internal/kuadrant/conditions.go; the status updaters set the
+// status's). "" when the status is for the current spec, or has no
+// observedGeneration yet (its conditions then say what is missing).
+func policyStale(p *unstructured.Unstructured) string {
+	og, found, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
+	if !found || og >= p.GetGeneration() {
+		return ""
+	}
+	return fmt.Sprintf("status is for generation %d, the policy is at %d (Kuadrant has not judged the new spec yet)", og, p.GetGeneration())
+}
+
+// maasStale says why a MaaS object's verdict (MaaSAuthPolicy,
+// MaaSSubscription; maas-controller v0.2.1 writes the Ready condition's
+// observedGeneration with each phase) is for an older spec: "(for
+// generation N, object is at M)", else "".
+func maasStale(o *unstructured.Unstructured) string {
+	c, ok := cond(o, "Ready")
+	if !ok || !c.HasObservedGeneration || c.ObservedGeneration >= o.GetGeneration() {
+		return ""
+	}
+	return fmt.Sprintf("(for generation %d, object is at %d)", c.ObservedGeneration, o.GetGeneration())
+}

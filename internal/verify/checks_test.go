@@ -65,6 +65,8 @@ func TestLiveChecks(t *testing.T) {
 		wantFix   string
 		// wantDetail, when set, must be in the failed check's detail.
 		wantDetail string
+		// wantPending: the failure is one a settle waits out (Check.Pending).
+		wantPending bool
 	}{
 		{name: "healthy"},
 		{name: "DSC not ready: maas-db-config missing", wantCode: CodeDSCReady, wantCause: "maas-db-config", wantFix: "maasctl install",
@@ -192,6 +194,35 @@ func TestLiveChecks(t *testing.T) {
 					_ = unstructured.SetNestedField(o.Object, int64(1), "status", "observedGeneration")
 				})
 			}},
+		{name: "generated TokenRateLimitPolicy Enforced for an older generation", wantCode: CodeTokenLimitEnf,
+			wantDetail: "status is for generation 2, the policy is at 3", wantCause: "not judged the policy's new spec", wantPending: true,
+			breakf: func(t *testing.T, r *StaticReader) {
+				// The MaaS controller re-rendered the policy for a changed
+				// token limit; Kuadrant's Enforced=True is the old spec's.
+				edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", func(o *unstructured.Unstructured) {
+					o.SetGeneration(3)
+					_ = unstructured.SetNestedField(o.Object, int64(2), "status", "observedGeneration")
+					setConditions(map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
+						map[string]any{"type": "Enforced", "status": "True", "reason": "Enforced"})(o)
+				})
+			}},
+		{name: "subscription Active for an older generation", wantCode: CodeSubscriptionAct,
+			wantDetail: "phase Active (for generation 1, object is at 2)", wantCause: "has not reconciled the changed MaaSSubscription", wantPending: true,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, MaaSSubscriptionGVK, ins, "llama-coder-default", func(o *unstructured.Unstructured) {
+					o.SetGeneration(2)
+					setPhase("Active")(o)
+					setConditions(map[string]any{"type": "Ready", "status": "True", "reason": "Reconciled", "observedGeneration": int64(1)})(o)
+				})
+			}},
+		{name: "auth policy Active for an older generation", wantCode: CodeAuthPolicyActive,
+			wantDetail: "phase Active (for generation 4, object is at 5)", wantPending: true,
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, MaaSAuthPolicyGVK, ins, "llama-coder-access", func(o *unstructured.Unstructured) {
+					o.SetGeneration(5)
+					setConditions(map[string]any{"type": "Ready", "status": "True", "reason": "Reconciled", "observedGeneration": int64(4)})(o)
+				})
+			}},
 		{name: "gateway AuthPolicy missing", wantCode: CodeAuthEnforced, wantCause: "has not created its Gateway-level AuthPolicy",
 			breakf: func(t *testing.T, r *StaticReader) { r.Remove(AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth") }},
 		{name: "subscription degraded names the policy not accepted", wantCode: CodeSubscriptionAct, wantDetail: "maas-trlp-qwen35-9b-coder NotAccepted: target is invalid",
@@ -267,6 +298,9 @@ func TestLiveChecks(t *testing.T) {
 			}
 			if !strings.Contains(hit.Detail, tc.wantDetail) {
 				t.Errorf("%s: detail %q, want it to contain %q", hit.Code, hit.Detail, tc.wantDetail)
+			}
+			if tc.wantPending && !hit.Pending {
+				t.Errorf("%s: not Pending, want a failure a settle waits out", hit.Code)
 			}
 		})
 	}
