@@ -102,6 +102,9 @@ type dataPath struct {
 	base   string
 	minted []mintedKey
 	secret []string // values to scrub from every message
+	// unreachable is set when the health request got no HTTP answer at
+	// all (DNS, connection, TLS handshake, timeout).
+	unreachable bool
 }
 
 type mintedKey struct {
@@ -127,7 +130,13 @@ func DataPath(ctx context.Context, s *State, o DataPathOptions) []Check {
 	}
 	d := &dataPath{s: s, o: o, c: c, base: strings.TrimRight(o.Endpoint, "/"), secret: []string{o.Token}}
 	var out []Check
-	out = append(out, d.health(ctx))
+	health := d.health(ctx)
+	out = append(out, health)
+	if d.unreachable {
+		// One cause, one failure: every later request would fail the
+		// same way (and the negative probes prove nothing unanswered).
+		return append(out, unreachableSkips(d.base)...)
+	}
 	sub := o.Subscription
 	if sub == "" {
 		sub = DefaultSubscription(s)
@@ -163,6 +172,19 @@ func DataPath(ctx context.Context, s *State, o DataPathOptions) []Check {
 	}
 	out = append(out, body)
 	out = append(out, d.revokeAll(ctx))
+	return out
+}
+
+// unreachableSkips are the data-path checks after MAAS-V020 (in the
+// order DataPath runs them), each skipped because the endpoint gave no
+// HTTP answer: no key was minted, so none is left to revoke.
+func unreachableSkips(base string) []Check {
+	why := "not run: the endpoint did not answer (see " + CodeHealth + ")"
+	codes := []string{CodeMintKey, CodeListModels, CodeChat, CodeNoKey401, CodeBogusKey, CodeQuota429, CodeBodySize, CodeKeysRevoked}
+	out := make([]Check, 0, len(codes))
+	for _, code := range codes {
+		out = append(out, newCheck(code, base).skip(why))
+	}
 	return out
 }
 
@@ -252,6 +274,7 @@ func (d *dataPath) health(ctx context.Context) Check {
 	c := newCheck(CodeHealth, d.base+"/maas-api/health")
 	r, err := d.do(ctx, http.MethodGet, "/maas-api/health", "", nil)
 	if err != nil {
+		d.unreachable = true
 		return c.fail(d.scrub(err.Error()), "the MaaS endpoint is unreachable (DNS, Route, TLS or network)", "check --endpoint, --ca-file; oc get route -n "+d.s.Inv.Gateway.Namespace)
 	}
 	if r.Status == http.StatusOK {

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -439,3 +441,59 @@ func TestN04NegativeProbes(t *testing.T) {
 }
 
 const mintedKey = "sk-oai-n04MintedKEY0123456789"
+
+// TestDataPathUnreachableFailsOnce: an endpoint that gives no HTTP answer
+// (nothing listens on its port) fails MAAS-V020 alone, naming the cause;
+// every later data-path check is skipped, pointing at it, and no probe
+// subscription is created. Before, one cause failed four checks.
+func TestDataPathUnreachableFailsOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "https://" + l.Addr().String()
+	l.Close()
+	r := healthy(t)
+	probes := &staticProbes{r: r}
+	rep, _, err := verify.Run(context.Background(), verify.Options{
+		Inventory: inventory.Default(), Reader: r,
+		DataPath: &verify.DataPathOptions{Endpoint: endpoint, Token: adminToken, ProbeQuota: true, ProbeBodySize: 1 << 10, Probes: probes},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataPath := map[string]bool{}
+	for _, ci := range verify.Catalogue {
+		dataPath[ci.Code] = ci.DataPath
+	}
+	var failed, skipped []string
+	for _, c := range rep.Checks {
+		if !dataPath[c.Code] {
+			continue
+		}
+		switch c.Result {
+		case verify.Fail:
+			failed = append(failed, c.Code)
+			if !strings.Contains(c.Cause, "unreachable") || !strings.Contains(c.Detail, "connection refused") {
+				t.Errorf("%s: detail %q cause %q, want the refused connection and the unreachable endpoint", c.Code, c.Detail, c.Cause)
+			}
+		case verify.Skip:
+			skipped = append(skipped, c.Code)
+			if !strings.Contains(c.Detail, verify.CodeHealth) {
+				t.Errorf("%s skipped with %q, want it to name %s", c.Code, c.Detail, verify.CodeHealth)
+			}
+		default:
+			t.Errorf("%s: %s on an endpoint that does not answer", c.Code, c.Result)
+		}
+	}
+	wantSkipped := []string{verify.CodeMintKey, verify.CodeListModels, verify.CodeChat, verify.CodeNoKey401, verify.CodeBogusKey, verify.CodeQuota429, verify.CodeBodySize, verify.CodeKeysRevoked}
+	if !slices.Equal(failed, []string{verify.CodeHealth}) || !slices.Equal(skipped, wantSkipped) {
+		t.Errorf("failed %v, skipped %v; want failed [%s], skipped %v", failed, skipped, verify.CodeHealth, wantSkipped)
+	}
+	if rep.Passed {
+		t.Error("report passed with an unreachable endpoint")
+	}
+	if len(probes.created) != 0 {
+		t.Errorf("probe subscriptions created for an unreachable endpoint: %v", probes.created)
+	}
+}
