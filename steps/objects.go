@@ -161,7 +161,7 @@ func firstLiveProblem(ctx context.Context, e *Env, s *Step, objs []*unstructured
 		case o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && !namespaceFields:
 		default:
 			if path, ok := Contains(live.Object, o.Object); !ok {
-				verdicts[i].problem = fmt.Sprintf("%s drifted at %s", kube.Describe(o), path)
+				verdicts[i].problem = differsAt(kube.Describe(o), path)
 			} else if r := s.readiness(o)(live); !r.Done {
 				verdicts[i].problem = fmt.Sprintf("%s not ready: %s", kube.Describe(o), r.Status)
 				verdicts[i].pending = r.Failed == nil
@@ -177,6 +177,15 @@ func firstLiveProblem(ctx context.Context, e *Env, s *Step, objs []*unstructured
 		}
 	}
 	return liveVerdict{}, nil
+}
+
+// differsAt is a Check's message for a live object (described by desc)
+// whose field at path is not what the step applies. It says "differs", not
+// "drifted": the object may never have been applied by maasctl (one the
+// platform or an earlier hand install made); status calls a step
+// "drifted" only when its done checkpoint says maasctl applied it.
+func differsAt(desc, path string) string {
+	return fmt.Sprintf("%s differs at %s from what maasctl applies", desc, path)
 }
 
 // Contains reports whether every field of want is present with an equal

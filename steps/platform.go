@@ -939,7 +939,7 @@ func checkAuthorinoTLS(ctx context.Context, e *Env, s *Step) (bool, string, erro
 		return false, "", err
 	}
 	if path := envDrift(live, deploy); path != "" {
-		return false, fmt.Sprintf("%s drifted at %s", kube.Describe(deploy), path), nil
+		return false, differsAt(kube.Describe(deploy), path), nil
 	}
 	if r := s.readiness(deploy)(live); !r.Done {
 		return false, fmt.Sprintf("%s not ready: %s", kube.Describe(deploy), r.Status), nil

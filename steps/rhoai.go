@@ -435,7 +435,7 @@ func dscCheck(ctx context.Context, e *Env, want *unstructured.Unstructured) (boo
 		return false, "", err
 	}
 	if p, ok := Contains(live.Object, map[string]any{"spec": obj.Object["spec"]}); !ok {
-		return false, "DataScienceCluster drifted at " + p, nil
+		return false, differsAt("DataScienceCluster "+obj.GetName(), p), nil
 	}
 	if r := dscReadyFor(l)(live); !r.Done {
 		return false, "DataScienceCluster " + r.Status, nil
