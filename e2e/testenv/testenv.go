@@ -293,7 +293,9 @@ func (e *Env) Components() []ComponentStatus {
 	for _, name := range allComponents {
 		s := ComponentStatus{Name: name, Log: e.LogFile(name)}
 		if e.proc(name) == nil && (name == OLMOperator || name == CatalogOperator) {
-			continue // started only with OLM
+			if _, err := os.Stat(s.Log); err != nil {
+				continue // started only with OLM; its log says it ran (a stopped one is listed)
+			}
 		}
 		if p := e.proc(name); p != nil {
 			s.PID = p.pid

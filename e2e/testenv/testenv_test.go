@@ -683,3 +683,36 @@ func TestComponentEnvGOGC(t *testing.T) {
 		}
 	}
 }
+
+// TestComponentsListStoppedOLM: after `testenv-ctl down` removed the pid
+// files, status still lists OLM's two operators when their logs show they
+// ran (stopped, like every other component), and leaves them out of a
+// control plane that never started OLM.
+func TestComponentsListStoppedOLM(t *testing.T) {
+	names := func(dir string) map[string]string {
+		env, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, c := range env.Components() {
+			out[c.Name] = fmt.Sprintf("pid %d running %v", c.PID, c.Running)
+		}
+		return out
+	}
+	dir := t.TempDir()
+	if got := names(dir); got[OLMOperator] != "" || got[CatalogOperator] != "" || got[KubeAPIServer] == "" {
+		t.Errorf("a state folder without OLM's logs: components %v, want kube-apiserver and no OLM rows", got)
+	}
+	for _, c := range []string{OLMOperator, CatalogOperator} {
+		if err := os.WriteFile(filepath.Join(dir, c+".log"), []byte("stopped\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := names(dir)
+	for _, c := range []string{OLMOperator, CatalogOperator} {
+		if got[c] != "pid 0 running false" {
+			t.Errorf("%s after down: %q, want listed and not running; components %v", c, got[c], got)
+		}
+	}
+}
