@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -100,5 +101,33 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	case session.IsLockHeld(err) || errors.Is(err, session.ErrInventoryChanged):
 		return err // its message already says what to run
 	}
-	return fmt.Errorf("%w\nfix the cause above and run 'maasctl install' again: finished steps are not repeated", err)
+	return fmt.Errorf("%w\nfix the cause above and run '%s' again: finished steps are not repeated", err, rerunCommand("install", g.in.files, g.in.sets, g.in.defaults))
+}
+
+// rerunCommand is the command line that runs cmd again on the same
+// inventory: its -f files, --set values and --defaults as given (a plain
+// 'maasctl install' refuses on a cluster installed from another
+// inventory), then extra (the command's own flags that change what it
+// does). Values with spaces or shell characters are single-quoted.
+// Inventory values never hold a secret (the password lives in Vault).
+func rerunCommand(cmd string, files, sets []string, defaults bool, extra ...string) string {
+	parts := append([]string{"maasctl", cmd}, extra...)
+	for _, f := range files {
+		parts = append(parts, "-f", shellQuote(f))
+	}
+	if defaults {
+		parts = append(parts, "--defaults")
+	}
+	for _, s := range sets {
+		parts = append(parts, "--set", shellQuote(s))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote single-quotes s when a POSIX shell would split or expand it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

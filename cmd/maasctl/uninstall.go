@@ -120,7 +120,14 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 		if rep == nil {
 			return err
 		}
-		return fmt.Errorf("%w\nfix the cause above and run 'maasctl uninstall' again: what is gone stays gone", err)
+		var extra []string
+		if o.deleteData {
+			extra = append(extra, "--delete-data")
+		}
+		if o.purgeCRDs {
+			extra = append(extra, "--purge-crds")
+		}
+		return fmt.Errorf("%w\nfix the cause above and run '%s' again: what is gone stays gone", err, rerunCommand("uninstall", g.in.files, g.in.sets, g.in.defaults, extra...))
 	}
 	if o.dryRun {
 		if format == output.JSON {

@@ -40,3 +40,27 @@ func TestNoInternalCaseIDsInUserText(t *testing.T) {
 		}
 	}
 }
+
+// TestRerunCommand: the re-run advice after a failed install names the
+// inventory the run used (a plain 'maasctl install' refuses on a cluster
+// installed from -f site.yaml), quoted for a shell where needed.
+func TestRerunCommand(t *testing.T) {
+	for _, tc := range []struct {
+		files, sets []string
+		defaults    bool
+		want        string
+	}{
+		{want: "maasctl install"},
+		{files: []string{"site.yaml"}, want: "maasctl install -f site.yaml"},
+		{files: []string{"a.yaml", "my site.yaml"}, sets: []string{"gateway.hostname=maas.apps.example.com"},
+			want: "maasctl install -f a.yaml -f 'my site.yaml' --set gateway.hostname=maas.apps.example.com"},
+		{defaults: true, sets: []string{"subscriptions[0].groups=[it's]"}, want: `maasctl install --defaults --set 'subscriptions[0].groups=[it'\''s]'`},
+	} {
+		if got := rerunCommand("install", tc.files, tc.sets, tc.defaults); got != tc.want {
+			t.Errorf("rerunCommand(%v, %v, %v) = %q, want %q", tc.files, tc.sets, tc.defaults, got, tc.want)
+		}
+	}
+	if got, want := rerunCommand("uninstall", []string{"site.yaml"}, nil, false, "--delete-data"), "maasctl uninstall --delete-data -f site.yaml"; got != want {
+		t.Errorf("uninstall re-run = %q, want %q", got, want)
+	}
+}
