@@ -225,6 +225,8 @@ func TestInstallEndToEnd(t *testing.T) {
 	if want := steps.DBConnectionURL(inventory.Default(), password); string(sec.Data["DB_CONNECTION_URL"]) != want {
 		t.Errorf("maas-db-config DB_CONNECTION_URL does not carry the Vault password")
 	}
+
+	checkInventoryDropRemoves(t, c)
 }
 
 // readsByPath counts the read requests of a maasctl debug log (its "api

@@ -23,6 +23,9 @@ const (
 	// DiffUpdate: the object exists and applying would change the fields
 	// listed.
 	DiffUpdate = "update"
+	// DiffDelete: an earlier run created the object and the inventory no
+	// longer lists it: install removes it (Removal.Prune).
+	DiffDelete = "delete"
 	// DiffUnknown: the result cannot be known yet (its kind is not served
 	// before an earlier step installs its operator, or the object is made by
 	// an operator first). It counts as a change: nothing proves otherwise.
@@ -66,7 +69,9 @@ func (d *DiffReport) Changed() bool { return len(d.Objects) > 0 }
 // compared with the live object field by field, managedFields, status and
 // other server-maintained metadata stripped, Secret data masked. Objects
 // whose kind is not served yet are reported as unknown, naming the step
-// that installs it. It changes nothing and takes no lock.
+// that installs it. Objects an earlier run created that the inventory no
+// longer lists are reported with action delete (Removal.Prune). It changes
+// nothing and takes no lock.
 func Diff(ctx context.Context, o PlanOptions) (*DiffReport, error) {
 	r, err := newReadOnlyRunner(ctx, o)
 	if err != nil {
@@ -98,8 +103,37 @@ func Diff(ctx context.Context, o PlanOptions) (*DiffReport, error) {
 				rep.Objects = append(rep.Objects, *d)
 			}
 		}
+		dropped, err := r.droppedLive(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("diff step %s: %w", s.ID, err)
+		}
+		rep.Objects = append(rep.Objects, dropped...)
 	}
 	return rep, nil
+}
+
+// droppedLive are the objects of step s that install would remove
+// (Record.Dropped) and that still exist as maasctl created them (same
+// UID): one that is gone or that someone re-created is left alone.
+func (r *Runner) droppedLive(ctx context.Context, s *Step) ([]ObjectDiff, error) {
+	if r.Record == nil || !s.Removal.Prune {
+		return nil, nil
+	}
+	var out []ObjectDiff
+	for _, en := range r.Record.Dropped(r.Env, s) {
+		live, err := r.Env.Clients.Get(ctx, en.Object())
+		if apierrors.IsNotFound(err) || kube.IsNotServed(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if string(live.GetUID()) != en.UID {
+			continue
+		}
+		out = append(out, ObjectDiff{Step: s.ID, Object: en.String(), Action: DiffDelete, Note: "no longer in the inventory"})
+	}
+	return out, nil
 }
 
 func notServedNote(reg *Registry, o *unstructured.Unstructured) string {

@@ -152,6 +152,7 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	rec.SetInstalled(o.Source, o.Inventory, o.ToolVersion)
 	env.Policy = o.Policy
 	env.Verify = o.Verify
+	env.Removes = removesFunc(env, reg, rec)
 	r := &Runner{Registry: reg, Env: env, Checkpoints: cps, Emit: o.Emit, ToolVersion: o.ToolVersion, Steps: sel, Record: rec}
 	// Lease renewals during the run are counted apart; the writes that
 	// took the Lease came before the run's count started.

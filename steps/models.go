@@ -34,13 +34,15 @@ func modelSteps(*inventory.Inventory) []*Step {
 		},
 		{
 			ID: "models/provider", Title: "ExternalProvider for each model server (RHOAI 3.5; 3.3/3.4 have none)",
-			After: []string{"models/prepare", "rhoai/dsc"},
-			Apply: applyEnsuringNamespaces,
+			Removal: Removal{Prune: true},
+			After:   []string{"models/prepare", "rhoai/dsc"},
+			Apply:   applyEnsuringNamespaces,
 		},
 		{
 			ID: "models/model", Title: "ExternalModel (API group of the RHOAI release) and MaaSModelRef for each model",
-			After: []string{"models/provider"},
-			Apply: applyModels,
+			Removal: Removal{Prune: true},
+			After:   []string{"models/provider"},
+			Apply:   applyModels,
 			// The wait follows the HTTPRoute each ExternalModel gets.
 			Access: withAccess(func(e *Env) []Access {
 				var out []Access
@@ -198,12 +200,14 @@ func accessSteps(*inventory.Inventory) []*Step {
 	return []*Step{
 		{
 			ID: "access/auth-policy", Title: "MaaSAuthPolicy objects (who may call which model)",
-			After: []string{"models/model"},
-			Apply: applyEnsuringNamespaces,
+			Removal: Removal{Prune: true},
+			After:   []string{"models/model"},
+			Apply:   applyEnsuringNamespaces,
 		},
 		{
 			ID: "access/subscription", Title: "MaaSSubscription objects (token limits per user)",
-			After: []string{"models/model", "access/auth-policy"},
+			Removal: Removal{Prune: true},
+			After:   []string{"models/model", "access/auth-policy"},
 			Apply: func(ctx context.Context, e *Env, s *Step) error {
 				if err := applySubscriptions(ctx, e, s); err != nil {
 					return err

@@ -239,11 +239,12 @@ func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cps, _, err := loadRunState(ctx, clients)
+	cps, rec, err := loadRunState(ctx, clients)
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{Registry: reg, Env: env, Checkpoints: cps, ToolVersion: o.ToolVersion}, nil
+	// The record only answers Record.Dropped here; nothing is written.
+	return &Runner{Registry: reg, Env: env, Checkpoints: cps, ToolVersion: o.ToolVersion, Record: rec}, nil
 }
 
 // stepIndex names the steps and phases a selection may give, in install

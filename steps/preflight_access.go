@@ -138,6 +138,9 @@ func checkAccessPairing(ctx context.Context, e *Env) ([]Finding, error) {
 			if it.GetNamespace() == e.Inv.RHOAI.MaaSNamespace && ours[k.gvk.Kind+"/"+it.GetName()] {
 				continue
 			}
+			if e.removes(k.gvk, it.GetNamespace(), it.GetName()) {
+				continue // this run removes it: the inventory no longer lists it
+			}
 			refs, _, _ := unstructured.NestedSlice(it.Object, "spec", "modelRefs")
 			for _, r := range refs {
 				rm, _ := r.(map[string]any)

@@ -527,6 +527,34 @@ func (r *Record) set(o *unstructured.Unstructured, step string, order int, origi
 	r.dirty[step] = true
 }
 
+// Dropped returns the entries of step s that an earlier run recorded as
+// created by this installation (OriginCreated, with a UID) and that s's
+// objects no longer include: the inventory no longer lists them (a model,
+// a MaaSAuthPolicy, a MaaSSubscription taken out of it). They come in
+// reverse apply order (Order, then name, descending), the order they are
+// removed in. A Namespace is never dropped: it holds what others put
+// there (the model server), and only uninstall's namespace step removes
+// the Namespaces maasctl created. It reads nothing from the cluster.
+func (r *Record) Dropped(e *Env, s *Step) []RecordEntry {
+	want := map[string]bool{}
+	for _, o := range s.objects(e) {
+		want[recordKeyOf(o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())] = true
+	}
+	var out []RecordEntry
+	for _, en := range r.Entries() {
+		if en.Step == s.ID && en.Origin == OriginCreated && en.UID != "" && !want[en.key()] && !isNamespace(en.GVK()) {
+			out = append(out, en)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Order != out[j].Order {
+			return out[i].Order > out[j].Order
+		}
+		return out[i].key() > out[j].key()
+	})
+	return out
+}
+
 // Forget drops the entries of objects that are gone.
 func (r *Record) Forget(entries ...RecordEntry) {
 	r.mu.Lock()

@@ -230,6 +230,11 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		}
 	}
 	d, err := r.applyStep(ctx, s, t0, applied)
+	if err == nil {
+		if err = r.prune(ctx, s); err != nil {
+			d = time.Since(t0)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			var ie *waiters.InterruptedError
@@ -282,6 +287,13 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 		// run) may have moved on since. A step is re-applied only on a
 		// verdict read now.
 		live, msg, err = s.check(ctx, r.Env)
+	}
+	if err == nil && live {
+		// What an earlier run created and the inventory no longer lists
+		// is not the end state either (Removal.Prune).
+		if m := r.droppedMessage(s); m != "" {
+			live, msg = false, m
+		}
 	}
 	if err == nil && live {
 		applied()

@@ -80,6 +80,13 @@ func (r *Runner) stepStatus(ctx context.Context, s *Step) StepStatus {
 	}
 	hashSame := hasCP && cp.InputHash == r.InputHash(s)
 	live, msg, err := s.check(ctx, r.Env)
+	if m := r.droppedMessage(s); m != "" && err == nil {
+		if live {
+			live, msg = false, m
+		} else {
+			msg += "; " + m
+		}
+	}
 	checkErr := ""
 	switch {
 	case errors.Is(err, ErrPasswordNotInVault):

@@ -53,6 +53,15 @@ type Env struct {
 	// Registry is the registry the Env was rendered for (nil: the
 	// inventory's).
 	Registry *Registry
+	// Removes reports whether this run removes the object named by gvk,
+	// ns and name because the inventory no longer lists it
+	// (Removal.Prune): preflight judges the cluster without it. Nil: none.
+	Removes func(gvk schema.GroupVersionKind, ns, name string) bool
+}
+
+// removes is Removes, false when it is nil.
+func (e *Env) removes(gvk schema.GroupVersionKind, ns, name string) bool {
+	return e.Removes != nil && e.Removes(gvk, ns, name)
 }
 
 // Step is one unit of the install with every verb of its own. Only ID and
@@ -156,6 +165,15 @@ type Removal struct {
 	VaultSecret func(inv *inventory.Inventory) string
 	// CRDs are the CRDs removing the step frees, for --purge-crds.
 	CRDs func() []string
+	// Prune makes install remove, after the step's Apply, the objects an
+	// earlier run of the step created that its objects no longer include
+	// (Record.Dropped: the inventory no longer lists them), and makes the
+	// step's Check fail while any is left. For steps whose objects are
+	// the inventory's own lists (models, MaaSAuthPolicies,
+	// MaaSSubscriptions): taking an access grant out of the inventory must
+	// take it out of the cluster. Never for a step whose objects hold data
+	// (Data) or are shared with the platform.
+	Prune bool
 }
 
 // DesiredObject is one object a step would write, for diff: applied with

@@ -111,10 +111,28 @@ func (a Access) String() string {
 
 // access is the step's Access, or ObjectAccess of its rendered objects.
 func (s *Step) access(e *Env, resource func(schema.GroupVersionKind) string) []Access {
+	var out []Access
 	if s.Access != nil {
-		return s.Access(e, s, resource)
+		out = s.Access(e, s, resource)
+	} else {
+		out = ObjectAccess(e.objects(s.ID), resource, true)
 	}
-	return ObjectAccess(e.objects(s.ID), resource, true)
+	if s.Removal.Prune {
+		// Removing what the inventory no longer lists (Runner.prune)
+		// deletes objects of the step's kinds in the step's namespaces.
+		seen := map[Access]bool{}
+		for _, o := range e.objects(s.ID) {
+			if isNamespace(o.GroupVersionKind()) {
+				continue // never pruned (Record.Dropped)
+			}
+			a := Access{"delete", o.GroupVersionKind().Group, resource(o.GroupVersionKind()), o.GetNamespace(), ""}
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // ObjectAccess is what applying and waiting on objs needs: get, patch

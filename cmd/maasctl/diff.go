@@ -79,12 +79,16 @@ var identityField = map[string]bool{"apiVersion": true, "kind": true, "metadata.
 //
 //	~ MaaSSubscription models-as-a-service/llama-coder-default (access/subscription)
 //	    ~ spec.modelRefs[0].tokenRateLimits[0].limit: 5 -> 200000
+//	- MaaSSubscription models-as-a-service/team-b (access/subscription): would be removed: no longer in the inventory
 func writeDiff(w io.Writer, rep *session.DiffReport) error {
-	mark := map[string]string{session.DiffCreate: "+", session.DiffUpdate: "~", session.DiffUnknown: "?"}
+	mark := map[string]string{session.DiffCreate: "+", session.DiffUpdate: "~", session.DiffUnknown: "?", session.DiffDelete: "-"}
 	for _, d := range rep.Objects {
 		fmt.Fprintf(w, "%s %s (%s)", mark[d.Action], d.Object, d.Step)
-		if d.Action == session.DiffCreate {
+		switch d.Action {
+		case session.DiffCreate:
 			fmt.Fprint(w, ": would be created")
+		case session.DiffDelete:
+			fmt.Fprint(w, ": would be removed")
 		}
 		if d.Note != "" {
 			fmt.Fprint(w, ": "+d.Note)

@@ -61,6 +61,7 @@ const (
 	DiffCreate  = steps.DiffCreate
 	DiffUpdate  = steps.DiffUpdate
 	DiffUnknown = steps.DiffUnknown
+	DiffDelete  = steps.DiffDelete
 )
 
 // Names and defaults the commands show.
