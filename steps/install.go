@@ -158,6 +158,12 @@ func Install(ctx context.Context, o InstallOptions) (*Summary, error) {
 	// took the Lease came before the run's count started.
 	lockWrites0 := lock.Writes()
 	sum, err := r.Run(ctx)
+	if err == nil && ctx.Err() == nil {
+		// A run in which no step applied (converged) stores a changed
+		// source of the same inventory now (SaveInstalled: no write
+		// otherwise, and none when a step already wrote it).
+		err = rec.SaveInstalled(ctx)
+	}
 	if sum != nil {
 		sum.LockWrites = lock.Writes()
 		sum.Writes -= lock.Writes() - lockWrites0

@@ -180,8 +180,10 @@ func installedObject(src InventorySource, inv *inventory.Inventory) (*unstructur
 type installedWriter struct {
 	once sync.Once
 	err  error
-	// stored is the digest in the cluster ("" when none).
-	stored string
+	// stored is the digest in the cluster ("" when none), storedSrc the
+	// stored source.
+	stored    string
+	storedSrc InventorySource
 	// src and inv are this run's; nil inv: nothing to write.
 	src InventorySource
 	inv *inventory.Inventory
@@ -206,15 +208,18 @@ func (r *Record) SetInstalled(src InventorySource, inv *inventory.Inventory, too
 }
 
 // SaveInstalled writes the inventory SetInstalled gave, the first time it
-// is called, when its digest differs from the stored one; later calls
-// return the first call's error.
+// is called, when its digest differs from the stored one, or when this
+// run named its inventory (-f, --defaults) otherwise than the stored
+// source does (the same content from another file: the fixes that name
+// the source must name the new one); later calls return the first call's
+// error.
 func (r *Record) SaveInstalled(ctx context.Context) error {
 	w := &r.installed
 	w.once.Do(func() {
 		r.mu.Lock()
-		src, inv, stored := w.src, w.inv, w.stored
+		src, inv, stored, storedSrc := w.src, w.inv, w.stored, w.storedSrc
 		r.mu.Unlock()
-		if inv == nil || src.Digest == stored {
+		if inv == nil || !installedStale(src, stored, storedSrc) {
 			return
 		}
 		src.InstalledAt = r.now().UTC().Truncate(time.Second)
@@ -232,6 +237,19 @@ func (r *Record) SaveInstalled(ctx context.Context) error {
 		r.mu.Unlock()
 	})
 	return w.err
+}
+
+// installedStale reports whether the installed inventory must be written
+// for a run with source src: the stored digest differs, or the run named
+// its inventory (-f, --defaults) otherwise than storedSrc does.
+func installedStale(src InventorySource, stored string, storedSrc InventorySource) bool {
+	return src.Digest != stored || src.Explicit() && !sameOrigin(src, storedSrc)
+}
+
+// sameOrigin reports whether a and b name the inventory alike: the same
+// files, --set paths and --defaults.
+func sameOrigin(a, b InventorySource) bool {
+	return slices.Equal(a.Files, b.Files) && slices.Equal(a.Sets, b.Sets) && a.Defaults == b.Defaults
 }
 
 // deleteInstalledInventory deletes InstalledInventoryConfigMap.

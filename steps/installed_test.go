@@ -255,3 +255,30 @@ func TestInvalidInventoryMessage(t *testing.T) {
 		t.Errorf("load error: %q", got)
 	}
 }
+
+// TestInstalledStale: the installed inventory is written when its content
+// changed, or when an explicit run names it otherwise (the same content
+// from another file, or --defaults); never for a plain run of the same
+// content, nor for the same file again.
+func TestInstalledStale(t *testing.T) {
+	site := InventorySource{Files: []string{"/site.yaml"}}
+	for _, tt := range []struct {
+		name          string
+		run, storedAs InventorySource
+		digest        string
+		want          bool
+	}{
+		{"same file, same content", site, site, "d1", false},
+		{"plain run, same content", InventorySource{}, site, "d1", false},
+		{"plain run with --set, same content", InventorySource{Sets: []string{"gateway.hostname"}}, site, "d1", false},
+		{"other file, same content", InventorySource{Files: []string{"/installed-inventory.yaml"}}, site, "d1", true},
+		{"--defaults, same content", InventorySource{Defaults: true}, site, "d1", true},
+		{"same file, other content", site, site, "d2", true},
+	} {
+		run := tt.run
+		run.Digest = tt.digest
+		if got := installedStale(run, "d1", tt.storedAs); got != tt.want {
+			t.Errorf("%s: installedStale = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

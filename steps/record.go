@@ -201,7 +201,7 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 		}
 		if !isShard && cm.Name == InstalledInventoryConfigMap {
 			if inst, err := decodeInstalled(&cm); err == nil {
-				r.installed.stored = inst.Source.Digest
+				r.installed.stored, r.installed.storedSrc = inst.Source.Digest, inst.Source
 			}
 			continue
 		}
