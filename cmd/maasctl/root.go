@@ -5,8 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps/session"
@@ -27,6 +30,10 @@ type globalOptions struct {
 	// in are the inventory inputs every command takes: -f, --set,
 	// --vault-addr, registered once on the root command.
 	in inputs
+	// log is the debug log of --log-file, built once (logger).
+	log     *zap.Logger
+	logSync func()
+	logErr  error
 }
 
 // inputs are the inventory inputs of session.Options.
@@ -41,7 +48,13 @@ type inputs struct {
 
 // open opens the front door with the global flags (session.Open); the
 // session's warnings go to the command's stderr.
+// It builds the debug log first (logger), so that client-go's klog lines
+// go to it.
 func (g *globalOptions) open(c *cobra.Command) (*session.Session, error) {
+	_, _, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
 	return session.Open(session.Options{
 		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
 		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault, Timeout: g.in.timeout,
@@ -125,7 +138,36 @@ func unknownSubcommand(c *cobra.Command, args []string) error {
 	return &usageError{fmt.Errorf("%s; '%s --help' lists its commands", msg, c.CommandPath())}
 }
 
+// logger is the debug log of --log-file (a no-op logger without it),
+// built on first use; later calls return the same logger. client-go's
+// own log (klog: "Failed to watch", "Couldn't get current server API
+// group list", API warnings, throttling) goes to it as well (routeKlog),
+// never to stderr.
 func (g *globalOptions) logger() (*zap.Logger, func(), error) {
+	if g.log == nil && g.logErr == nil {
+		g.log, g.logSync, g.logErr = g.buildLogger()
+		if g.logErr == nil {
+			routeKlog(g.log)
+		}
+	}
+	return g.log, g.logSync, g.logErr
+}
+
+// routeKlog makes klog (k8s.io/klog/v2, client-go's logger) write to l,
+// named "client-go", through its logr API (zapr), both its global
+// functions and the contextual loggers client-go takes from a context.
+// Its lines are diagnosis, not user output: a reflector that stops
+// watching when a wait ends logs "Failed to watch ... context canceled",
+// an unreachable API server "Couldn't get current server API group list",
+// and on stderr they would break the live view and alarm for nothing. A
+// no-op l discards them.
+func routeKlog(l *zap.Logger) {
+	// No stack traces: a klog error line is one line of the debug log.
+	kl := l.Named("client-go").WithOptions(zap.AddStacktrace(zapcore.FatalLevel + 1))
+	klog.SetLoggerWithOptions(zapr.NewLogger(kl), klog.ContextualLogger(true))
+}
+
+func (g *globalOptions) buildLogger() (*zap.Logger, func(), error) {
 	if g.logFile == "" {
 		return zap.NewNop(), func() {}, nil
 	}
