@@ -116,12 +116,12 @@ func captureStderr(t *testing.T, f func()) string {
 	return <-done
 }
 
-// TestEveryClusterCommandWritesLogFile (trial defect: client-go's klog
-// lines, "Failed to watch ... context canceled" and "Couldn't get current
-// server API group list", reached stderr): client-go's klog lines go to
-// the --log-file debug log, never to the command's stderr nor the
-// process's; the log is JSON, one "api request" line per request, and
-// holds no token.
+// TestEveryClusterCommandWritesLogFile (trial defects: status, plan,
+// verify and doctor ignored --log-file, uninstall left it empty, and
+// client-go's klog lines reached stderr): every command that talks to
+// the cluster writes its JSON debug log to --log-file, one "api request"
+// line per request and no token, and client-go's klog lines go to that
+// log, never to the command's stderr nor the process's.
 func TestEveryClusterCommandWritesLogFile(t *testing.T) {
 	url, kubeconfig := fakeAPIServer(t)
 	// Vault is the fake server as well: it answers 403 at once.
@@ -130,6 +130,17 @@ func TestEveryClusterCommandWritesLogFile(t *testing.T) {
 	t.Cleanup(klog.ClearLogger)
 	for _, args := range [][]string{
 		{"install"},
+		{"uninstall"},
+		{"status"},
+		{"plan"},
+		{"diff"},
+		{"verify", "--live-only", "--settle", "0"},
+		{"doctor", "--live-only", "--settle", "0"},
+		{"preflight"},
+		{"inventory", "show"},
+		{"gather", "--archive", filepath.Join(t.TempDir(), "gather.tar.gz")},
+		{"migrate", "platform-config", "--dry-run"},
+		{"database", "rotate-password"},
 	} {
 		t.Run(strings.Join(args[:min(2, len(args))], " "), func(t *testing.T) {
 			logFile := filepath.Join(t.TempDir(), "maasctl.log")

@@ -48,17 +48,17 @@ type inputs struct {
 
 // open opens the front door with the global flags (session.Open); the
 // session's warnings go to the command's stderr.
-// It builds the debug log first (logger), so that client-go's klog lines
-// go to it.
+// The session logs to the debug log of --log-file (logger), so every
+// command that talks to the cluster writes it.
 func (g *globalOptions) open(c *cobra.Command) (*session.Session, error) {
-	_, _, err := g.logger()
+	log, _, err := g.logger()
 	if err != nil {
 		return nil, err
 	}
 	return session.Open(session.Options{
 		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
 		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault, Timeout: g.in.timeout,
-		ToolVersion: version, Stderr: c.ErrOrStderr(),
+		ToolVersion: version, Stderr: c.ErrOrStderr(), Log: log,
 	})
 }
 
