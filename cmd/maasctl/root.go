@@ -30,6 +30,10 @@ type globalOptions struct {
 	// in are the inventory inputs every command takes: -f, --set,
 	// --vault-addr, registered once on the root command.
 	in inputs
+	// session is the session open opened last: a command's error is
+	// explained with it when the API server could not be reached
+	// (explainUnreachable).
+	session *session.Session
 	// log is the debug log of --log-file, built once (logger).
 	log     *zap.Logger
 	logSync func()
@@ -55,11 +59,15 @@ func (g *globalOptions) open(c *cobra.Command) (*session.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return session.Open(session.Options{
+	s, err := session.Open(session.Options{
 		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
 		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault, Timeout: g.in.timeout,
 		ToolVersion: version, Stderr: c.ErrOrStderr(), Log: log,
 	})
+	if err == nil {
+		g.session = s
+	}
+	return s, err
 }
 
 // inventory loads and validates the inventory of the global flags
@@ -98,7 +106,28 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 		root.AddCommand(add(g))
 	}
 	strictArgs(root)
+	explainUnreachable(root, g)
 	return root
+}
+
+// explainUnreachable makes the error of every command under c that could
+// not reach the API server say so (session.UnreachableError): the server
+// URL, where it came from (kubeconfig file and context, or --server), the
+// transport error and the fix, in place of the request that happened to
+// fail first. The exit code stays the command's (1).
+func explainUnreachable(c *cobra.Command, g *globalOptions) {
+	for _, sub := range c.Commands() {
+		explainUnreachable(sub, g)
+	}
+	if run := c.RunE; run != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			err := run(c, args)
+			if err != nil && g.session != nil {
+				err = g.session.ExplainUnreachable(err, c.CommandPath())
+			}
+			return err
+		}
+	}
 }
 
 // strictArgs makes every argument mistake under c a usage error (exit code
