@@ -180,6 +180,9 @@ type PlanOptions struct {
 	// Against names Inventory for the report ("the inventory installed
 	// from site.yaml at ..."); it is copied into the report.
 	Against string
+	// Log is the debug log (--log-file): one line per API request and
+	// the steps' own debug lines. Nil: none.
+	Log *zap.Logger
 }
 
 // PlanReport lists what an install run with the same inventory, tool version
@@ -227,7 +230,10 @@ func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 	if err := o.Inventory.Validate(); err != nil {
 		return nil, InvalidInventory(err)
 	}
-	clients, err := kube.New(o.Config)
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	clients, err := kube.NewWithOptions(o.Config, kube.Options{Log: o.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +241,7 @@ func newReadOnlyRunner(ctx context.Context, o PlanOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := NewEnvFor(ctx, clients, reg, o.Inventory, o.Secrets, zap.NewNop())
+	env, err := NewEnvFor(ctx, clients, reg, o.Inventory, o.Secrets, o.Log)
 	if err != nil {
 		return nil, err
 	}

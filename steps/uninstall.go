@@ -154,7 +154,7 @@ func Uninstall(ctx context.Context, o UninstallOptions) (*UninstallReport, error
 	if o.DeleteData && o.Vault == nil && !o.DryRun {
 		return nil, errors.New("--delete-data also deletes the password in Vault: configure Vault (VAULT_ADDR, VAULT_TOKEN) or keep the data")
 	}
-	clients, err := kube.New(o.Config)
+	clients, err := kube.NewWithOptions(o.Config, kube.Options{Log: o.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
@@ -37,14 +37,10 @@ const (
 
 func main() {
 	stderr := output.Notices(os.Stderr) // lines of the live view while it draws
-	// client-go's own lines (API warnings, "Waited ... due to client-side
-	// throttling") go through it too: written under the view they would
-	// shift it and leave a stale frame.
-	kf := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(kf)
-	_ = kf.Set("logtostderr", "false")
-	_ = kf.Set("stderrthreshold", "FATAL") // errors too: only to stderr below
-	klog.SetOutput(stderr)
+	// client-go's own log (klog) never reaches stderr: it goes to the
+	// debug log once a command builds it (globalOptions.logger), and
+	// nowhere before.
+	klog.SetLoggerWithOptions(logr.Discard(), klog.ContextualLogger(true))
 	softMemoryLimit()
 	stopProfile := cpuProfile(stderr)
 	ctx, stdout, stop := interruptible(context.Background(), os.Stdout, stderr)

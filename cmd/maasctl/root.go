@@ -5,8 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps/session"
@@ -27,6 +30,14 @@ type globalOptions struct {
 	// in are the inventory inputs every command takes: -f, --set,
 	// --vault-addr, registered once on the root command.
 	in inputs
+	// session is the session open opened last: a command's error is
+	// explained with it when the API server could not be reached
+	// (explainUnreachable).
+	session *session.Session
+	// log is the debug log of --log-file, built once (logger).
+	log     *zap.Logger
+	logSync func()
+	logErr  error
 }
 
 // inputs are the inventory inputs of session.Options.
@@ -41,12 +52,22 @@ type inputs struct {
 
 // open opens the front door with the global flags (session.Open); the
 // session's warnings go to the command's stderr.
+// The session logs to the debug log of --log-file (logger), so every
+// command that talks to the cluster writes it.
 func (g *globalOptions) open(c *cobra.Command) (*session.Session, error) {
-	return session.Open(session.Options{
+	log, _, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
+	s, err := session.Open(session.Options{
 		Files: g.in.files, Sets: g.in.sets, VaultAddr: g.in.vaultAddr, Defaults: g.in.defaults,
 		Kube: g.kube, KubeTokenFromVault: g.kubeAuth.tokenFromVault, Timeout: g.in.timeout,
-		ToolVersion: version, Stderr: c.ErrOrStderr(),
+		ToolVersion: version, Stderr: c.ErrOrStderr(), Log: log,
 	})
+	if err == nil {
+		g.session = s
+	}
+	return s, err
 }
 
 // inventory loads and validates the inventory of the global flags
@@ -85,7 +106,28 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 		root.AddCommand(add(g))
 	}
 	strictArgs(root)
+	explainUnreachable(root, g)
 	return root
+}
+
+// explainUnreachable makes the error of every command under c that could
+// not reach the API server say so (session.UnreachableError): the server
+// URL, where it came from (kubeconfig file and context, or --server), the
+// transport error and the fix, in place of the request that happened to
+// fail first. The exit code stays the command's (1).
+func explainUnreachable(c *cobra.Command, g *globalOptions) {
+	for _, sub := range c.Commands() {
+		explainUnreachable(sub, g)
+	}
+	if run := c.RunE; run != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			err := run(c, args)
+			if err != nil && g.session != nil {
+				err = g.session.ExplainUnreachable(err, c.CommandPath())
+			}
+			return err
+		}
+	}
 }
 
 // strictArgs makes every argument mistake under c a usage error (exit code
@@ -125,7 +167,36 @@ func unknownSubcommand(c *cobra.Command, args []string) error {
 	return &usageError{fmt.Errorf("%s; '%s --help' lists its commands", msg, c.CommandPath())}
 }
 
+// logger is the debug log of --log-file (a no-op logger without it),
+// built on first use; later calls return the same logger. client-go's
+// own log (klog: "Failed to watch", "Couldn't get current server API
+// group list", API warnings, throttling) goes to it as well (routeKlog),
+// never to stderr.
 func (g *globalOptions) logger() (*zap.Logger, func(), error) {
+	if g.log == nil && g.logErr == nil {
+		g.log, g.logSync, g.logErr = g.buildLogger()
+		if g.logErr == nil {
+			routeKlog(g.log)
+		}
+	}
+	return g.log, g.logSync, g.logErr
+}
+
+// routeKlog makes klog (k8s.io/klog/v2, client-go's logger) write to l,
+// named "client-go", through its logr API (zapr), both its global
+// functions and the contextual loggers client-go takes from a context.
+// Its lines are diagnosis, not user output: a reflector that stops
+// watching when a wait ends logs "Failed to watch ... context canceled",
+// an unreachable API server "Couldn't get current server API group list",
+// and on stderr they would break the live view and alarm for nothing. A
+// no-op l discards them.
+func routeKlog(l *zap.Logger) {
+	// No stack traces: a klog error line is one line of the debug log.
+	kl := l.Named("client-go").WithOptions(zap.AddStacktrace(zapcore.FatalLevel + 1))
+	klog.SetLoggerWithOptions(zapr.NewLogger(kl), klog.ContextualLogger(true))
+}
+
+func (g *globalOptions) buildLogger() (*zap.Logger, func(), error) {
 	if g.logFile == "" {
 		return zap.NewNop(), func() {}, nil
 	}

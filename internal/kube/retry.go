@@ -151,7 +151,10 @@ func classify(resp *http.Response, err error) (reason string, retryAfter time.Du
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return "", 0, false
 		}
-		if utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) ||
+		if utilnet.IsConnectionRefused(err) {
+			return err.Error(), 0, true // "dial tcp ...: connection refused"
+		}
+		if utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
 			utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, syscall.EPIPE) {
 			return "connection lost: " + err.Error(), 0, true
 		}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -20,12 +21,26 @@ import (
 // read for it is read as RHOAI 3.5 with the inventory's names, with a
 // warning: verify, doctor and gather must still report on a broken cluster.
 func (s *Session) release(ctx context.Context, clients *kube.Clients) release.Release {
+	r, _ := s.releaseOrUnreachable(ctx, clients)
+	return r
+}
+
+// releaseOrUnreachable is release, but an API server that cannot be
+// reached at all is an error (ExplainUnreachable names the server, where
+// it came from and the fix): verify and doctor then stop at their first
+// request instead of failing every check, each with the same transport
+// error, and doctor giving causes for objects it never read.
+func (s *Session) releaseOrUnreachable(ctx context.Context, clients *kube.Clients) (release.Release, error) {
 	r, err := steps.DetectRelease(ctx, clients, s.Inventory)
 	if err != nil {
+		var u *UnreachableError
+		if errors.As(s.ExplainUnreachable(err, ""), &u) {
+			return release.Release{}, err
+		}
 		fmt.Fprintf(s.opts.Stderr, "maasctl: warning: reading the RHOAI release layout: %v; checking the RHOAI 3.5 layout\n", err)
-		return release.Release{}
+		return release.Release{}, nil
 	}
-	return r
+	return r, nil
 }
 
 // dataPath completes the data-path options: the token comes from
@@ -74,7 +89,11 @@ func (s *Session) Verify(ctx context.Context, o VerifyRequest) (*VerifyReport, e
 	if err != nil {
 		return nil, err
 	}
-	vo := verify.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), Settle: o.Settle, Waiting: o.Waiting}
+	rel, err := s.releaseOrUnreachable(ctx, clients)
+	if err != nil {
+		return nil, err
+	}
+	vo := verify.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: rel, Settle: o.Settle, Waiting: o.Waiting}
 	if o.Database {
 		vo.Schema = verify.JobSchemaProber{Clients: clients}
 	}
@@ -110,7 +129,11 @@ func (s *Session) Doctor(ctx context.Context, o DoctorRequest) (*DoctorReport, e
 	if err != nil {
 		return nil, err
 	}
-	do := doctor.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: s.release(ctx, clients), APIKey: o.APIKey, InstallCommand: s.InstallCommand(),
+	rel, err := s.releaseOrUnreachable(ctx, clients)
+	if err != nil {
+		return nil, err
+	}
+	do := doctor.Options{Inventory: s.Inventory, Reader: verify.NewReader(clients), Release: rel, APIKey: o.APIKey, InstallCommand: s.InstallCommand(),
 		Settle: o.Settle, Waiting: o.Waiting}
 	if o.Database {
 		do.Schema = verify.JobSchemaProber{Clients: clients}

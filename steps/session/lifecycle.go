@@ -70,6 +70,7 @@ func (s *Session) Install(ctx context.Context, o InstallOptions) error {
 	if err != nil {
 		return err
 	}
+	o.Log = s.logTo(o.Log)
 	defer keepVaultAlive(ctx, s.vault, o.Log, s.opts.Stderr)()
 	_, err = steps.Install(ctx, steps.InstallOptions{
 		Config:        cfg,
@@ -123,7 +124,7 @@ func (s *Session) Uninstall(ctx context.Context, o UninstallOptions) (*Uninstall
 		return nil, err
 	}
 	opts := steps.UninstallOptions{
-		Config: cfg, Inventory: s.Inventory, Log: o.Log, Emit: o.Emit,
+		Config: cfg, Inventory: s.Inventory, Log: s.logTo(o.Log), Emit: o.Emit,
 		DeleteData: o.DeleteData, PurgeCRDs: o.PurgeCRDs, ForceRemoveFinalizers: o.ForceRemoveFinalizers,
 		DryRun: o.DryRun, WaitTimeout: o.WaitTimeout, LeaseDuration: o.LeaseDuration,
 		Source: s.Source(), // a plain run stops when the installed inventory differs
@@ -145,7 +146,7 @@ func (s *Session) planOptions(ctx context.Context, sel Selection) (steps.PlanOpt
 	return steps.PlanOptions{
 		Config: cfg, Inventory: s.Inventory, ToolVersion: s.opts.ToolVersion, Against: s.against,
 		Secrets:   &steps.ReadOnlySecrets{Client: s.vault, Inv: s.Inventory, Err: s.vaultErr},
-		Selection: sel,
+		Selection: sel, Log: s.opts.Log,
 	}, nil
 }
 
@@ -197,7 +198,7 @@ func (s *Session) Preflight(ctx context.Context, o PreflightOptions) (*Preflight
 	} else {
 		secrets = &steps.VaultSecrets{Client: s.vault, Inv: s.Inventory}
 	}
-	env, err := steps.NewEnv(ctx, clients, s.Inventory, secrets, o.Log)
+	env, err := steps.NewEnv(ctx, clients, s.Inventory, secrets, s.logTo(o.Log))
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +224,7 @@ func (s *Session) RotatePassword(ctx context.Context, o RotateOptions) (RotateRe
 		return RotateResult{}, err
 	}
 	return steps.RotateDBPassword(ctx, steps.RotateOptions{
-		Clients: clients, Inventory: s.Inventory, Vault: s.vault, Log: o.Log,
+		Clients: clients, Inventory: s.Inventory, Vault: s.vault, Log: s.logTo(o.Log),
 		LeaseDuration: o.LeaseDuration, Progress: o.Progress, Emit: o.Emit,
 	})
 }

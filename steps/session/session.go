@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	authnv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,11 @@ type Options struct {
 	// that cannot be read, a Vault token that can no longer be extended);
 	// nil discards them.
 	Stderr io.Writer
+	// Log is the debug log (--log-file): every client the session builds
+	// logs one line per API request to it (method, path, query, status;
+	// never a body or a header), and the commands' libraries their debug
+	// lines. Nil: none.
+	Log *zap.Logger
 }
 
 // FlagError is a bad flag value (exit code 2, nothing changed).
@@ -130,6 +136,9 @@ func Open(o Options) (*Session, error) {
 	}
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
 	}
 	s := &Session{Inventory: inv, opts: o}
 	s.applyTimeout(inv)
@@ -264,8 +273,16 @@ func (s *Session) Connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.clients, err = kube.New(cfg)
+	s.clients, err = kube.NewWithOptions(cfg, kube.Options{Log: s.opts.Log})
 	return err
+}
+
+// logTo is l, or the session's debug log when l is nil.
+func (s *Session) logTo(l *zap.Logger) *zap.Logger {
+	if l != nil {
+		return l
+	}
+	return s.opts.Log
 }
 
 // connected is Connect's clients.
