@@ -434,6 +434,26 @@ func TestRules(t *testing.T) {
 				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "qwen35-9b-coder", "namespace": mns,
 					"tokenRateLimits": []any{map[string]any{"limit": int64(1000), "window": "1h"}}}}, "spec", "modelRefs"))
 			}},
+		// Kuadrant's verdict is for the older spec; nothing else is
+		// wrong: wait, never restart the operator.
+		{name: "gateway AuthPolicy judged for an older generation", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
+			evidence: "status is for generation 3, the policy is at 4", cause: "Kuadrant has not judged the AuthPolicy's new spec yet",
+			fix: "wait and run maasctl verify --settle", notFix: "oc delete pod",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o map[string]any) {
+					set(int64(4), "metadata", "generation")(o)
+					set(int64(3), "status", "observedGeneration")(o)
+				})
+			}},
+		{name: "generated TokenRateLimitPolicy judged for an older generation", code: doctor.CodeNotReady, object: "TokenRateLimitPolicy " + mns + "/maas-trlp-qwen35-9b-coder",
+			evidence: "status is for generation 2, the policy is at 3", cause: "Kuadrant has not judged the TokenRateLimitPolicy's new spec yet",
+			fix: "wait and run maasctl verify --settle", notFix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", func(o map[string]any) {
+					set(int64(3), "metadata", "generation")(o)
+					set(int64(2), "status", "observedGeneration")(o)
+				})
+			}},
 		// The trial: the installed inventory's limit is 50000, the live
 		// subscription was patched to 7. The fix restores 50000 and names
 		// the inventory path; the default 200000 would be new drift.

@@ -176,7 +176,8 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 				// Enforced from before the MaaS controller re-rendered the
 				// policy (a changed token limit or subject) says nothing
 				// about the limits now in its spec.
-				out = append(out, ec.fail(stale, "Kuadrant has not judged the policy's new spec yet (the MaaS controller has just re-rendered it)", describeCmd).pending())
+				cause, fix := StaleDiagnosis(genKind, ref[0], ref[1])
+				out = append(out, ec.fail(stale, cause, fix).pending())
 				continue
 			}
 			e, ok := cond(gp, "Enforced")
@@ -268,6 +269,13 @@ func checkGatewayAuth(s *State) Check {
 	detail := strings.Join(parts, "; ")
 	if ok {
 		return c.pass(detail)
+	}
+	if onlyStale(p) {
+		// Accepted and Enforced hold, but for an older spec: Kuadrant
+		// has not judged the new one yet, and nothing else is wrong (a
+		// restart of its operator would only delay the verdict).
+		cause, fix := StaleDiagnosis("AuthPolicy", ns, name)
+		return c.fail(detail, cause, fix).pending()
 	}
 	cause, fix := GatewayAuthDiagnosis(p, s.Inv, ns, name)
 	c = c.fail(detail, cause, fix)
@@ -413,6 +421,37 @@ func policyStale(p *unstructured.Unstructured) string {
 		return ""
 	}
 	return fmt.Sprintf("status is for generation %d, the policy is at %d (Kuadrant has not judged the new spec yet)", og, p.GetGeneration())
+}
+
+// PolicyStale is policyStale for doctor: why a Kuadrant policy's status
+// is for an older generation than its spec, "" when it is not.
+func PolicyStale(p *unstructured.Unstructured) string { return policyStale(p) }
+
+// onlyStale reports whether the one problem of Kuadrant policy p is that
+// its status is for an older generation: Accepted and Enforced are both
+// True (for the older spec).
+func onlyStale(p *unstructured.Unstructured) bool {
+	if policyStale(p) == "" {
+		return false
+	}
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		if c, ok := cond(p, typ); !ok || c.Status != "True" {
+			return false
+		}
+	}
+	return true
+}
+
+// StaleDiagnosis is the cause and fix of a Kuadrant policy (kind, ns,
+// name) whose status is for an older generation than its spec: the MaaS
+// controller (or someone) has just changed the spec and Kuadrant has not
+// judged it yet, which it does by itself within seconds. The fix is to
+// wait and read again; only a status that stays old is worth a look, and
+// a restart of the Kuadrant operator is never the fix (it only delays
+// the verdict).
+func StaleDiagnosis(kind, ns, name string) (cause, fix string) {
+	return "Kuadrant has not judged the " + kind + "'s new spec yet: its status is for an older generation (the MaaS controller has just re-rendered it), so its conditions describe the old spec; Kuadrant writes the new verdict by itself",
+		fmt.Sprintf("wait and run maasctl verify --settle 2m   (reads again every 2s while Kuadrant catches up); only if the status stays at the older generation: oc describe %s %s -n %s", strings.ToLower(kind), name, ns)
 }
 
 // maasStale says why a MaaS object's verdict (MaaSAuthPolicy,

@@ -67,6 +67,8 @@ func TestLiveChecks(t *testing.T) {
 		wantDetail string
 		// wantPending: the failure is one a settle waits out (Check.Pending).
 		wantPending bool
+		// notFix, when set, must not be in the failed check's fix.
+		notFix string
 	}{
 		{name: "healthy"},
 		{name: "DSC not ready: maas-db-config missing", wantCode: CodeDSCReady, wantCause: "maas-db-config", wantFix: "maasctl install",
@@ -187,7 +189,10 @@ func TestLiveChecks(t *testing.T) {
 					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
 					map[string]any{"type": "Enforced", "status": "False", "reason": "Overridden", "message": "TokenRateLimitPolicy is overridden by [llm-coding-assistant/old-limits]"}))
 			}},
+		// Only behind: Accepted and Enforced hold for generation 1. The
+		// fix is to wait, never to restart the Kuadrant operator.
 		{name: "gateway AuthPolicy judged for an older generation", wantCode: CodeAuthEnforced, wantDetail: "status is for generation 1, the policy is at 2",
+			wantCause: "Kuadrant has not judged the AuthPolicy's new spec yet", wantFix: "wait and run maasctl verify --settle", notFix: "oc delete pod", wantPending: true,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o *unstructured.Unstructured) {
 					o.SetGeneration(2)
@@ -195,7 +200,8 @@ func TestLiveChecks(t *testing.T) {
 				})
 			}},
 		{name: "generated TokenRateLimitPolicy Enforced for an older generation", wantCode: CodeTokenLimitEnf,
-			wantDetail: "status is for generation 2, the policy is at 3", wantCause: "not judged the policy's new spec", wantPending: true,
+			wantDetail: "status is for generation 2, the policy is at 3", wantCause: "not judged the TokenRateLimitPolicy's new spec", wantPending: true,
+			wantFix: "wait and run maasctl verify --settle", notFix: "oc delete pod",
 			breakf: func(t *testing.T, r *StaticReader) {
 				// The MaaS controller re-rendered the policy for a changed
 				// token limit; Kuadrant's Enforced=True is the old spec's.
@@ -298,6 +304,9 @@ func TestLiveChecks(t *testing.T) {
 			}
 			if !strings.Contains(hit.Detail, tc.wantDetail) {
 				t.Errorf("%s: detail %q, want it to contain %q", hit.Code, hit.Detail, tc.wantDetail)
+			}
+			if tc.notFix != "" && strings.Contains(hit.Fix, tc.notFix) {
+				t.Errorf("%s: fix %q, want none containing %q", hit.Code, hit.Fix, tc.notFix)
 			}
 			if tc.wantPending && !hit.Pending {
 				t.Errorf("%s: not Pending, want a failure a settle waits out", hit.Code)
