@@ -274,6 +274,16 @@ func TestRules(t *testing.T) {
 				r.Remove(verify.DeploymentGVK, "redhat-ai-gateway-infra", "maas-api")
 				edit(t, r, verify.DSCGVK, "", "default-dsc", conds(map[string]any{"type": "ModelsAsAServiceReady", "status": "False", "reason": "PrerequisitesMissing", "message": "no Authorino instances found"}))
 			}},
+		// kubectl scale deploy maas-api --replicas=0: no crash loop, and
+		// the operator did not scale it back.
+		{name: "maas-api scaled to 0", code: doctor.CodeMaaSAPIMissing, object: "Deployment redhat-ai-gateway-infra/maas-api", evidence: "scaled to 0 replicas",
+			cause: "scaled to 0 replicas", fix: "oc scale deployment maas-api -n redhat-ai-gateway-infra --replicas=1", notFix: "crash-loops",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DeploymentGVK, "redhat-ai-gateway-infra", "maas-api", func(o map[string]any) {
+					set(int64(0), "spec", "replicas")(o)
+					set(int64(0), "status", "readyReplicas")(o)
+				})
+			}},
 		{name: "maas-db-config missing", code: doctor.CodeDBConfigMissing, object: "Secret redhat-ai-gateway-infra/maas-db-config", evidence: "not found", fix: "maasctl install",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				r.Remove(verify.SecretGVK, "redhat-ai-gateway-infra", "maas-db-config")

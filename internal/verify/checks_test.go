@@ -134,6 +134,16 @@ func TestLiveChecks(t *testing.T) {
 					_ = unstructured.SetNestedField(o.Object, int64(0), "status", "readyReplicas")
 				})
 			}},
+		// kubectl scale deploy maas-api --replicas=0: the Deployment is
+		// still Available (0 of 0) and nothing crash-loops.
+		{name: "maas-api scaled to 0", wantCode: CodeMaaSAPIAvailable, wantDetail: "scaled to 0 replicas",
+			wantCause: "scaled to 0 replicas", wantFix: "oc scale deployment maas-api -n redhat-ai-gateway-infra --replicas=1", notFix: "oc logs",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, DeploymentGVK, "redhat-ai-gateway-infra", "maas-api", func(o *unstructured.Unstructured) {
+					_ = unstructured.SetNestedField(o.Object, int64(0), "spec", "replicas")
+					_ = unstructured.SetNestedField(o.Object, int64(0), "status", "readyReplicas")
+				})
+			}},
 		{name: "maas-db-config missing", wantCode: CodeDBConfig, wantCause: "database URL", wantFix: "maasctl install",
 			breakf: func(t *testing.T, r *StaticReader) { r.Remove(SecretGVK, "redhat-ai-gateway-infra", "maas-db-config") }},
 		{name: "provider secret lacks label", wantCode: CodeProviderReady, wantCause: "lacks label", wantFix: "oc label secret llama-coder-api-key",
