@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -129,6 +130,23 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 	for _, p := range list {
 		byName[p.GetName()] = p
 	}
+	// listedBy names, for each generated policy, the objects whose status
+	// lists it: the MaaS controller generates one TokenRateLimitPolicy
+	// per model, so two MaaSSubscriptions of one model list the same
+	// policy, which is checked (and reported) once.
+	listedBy := map[[2]string][]string{}
+	if enfCode != "" {
+		for _, name := range names {
+			if p := byName[name]; p != nil {
+				for _, ref := range generatedPolicies(p, field) {
+					if !slices.Contains(listedBy[ref], name) {
+						listedBy[ref] = append(listedBy[ref], name)
+					}
+				}
+			}
+		}
+	}
+	done := map[[2]string]bool{}
 	for _, name := range names {
 		c := newCheck(code, describe(kind, ns, name))
 		p := byName[name]
@@ -165,61 +183,78 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			continue
 		}
 		for _, ref := range refs {
-			ec := newCheck(enfCode, describe(genKind, ref[0], ref[1]))
-			gp := s.KuadrantPolicies[describe(genKind, ref[0], ref[1])]
-			if gp == nil {
-				out = append(out, ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+			if done[ref] {
 				continue
 			}
-			describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
-			if stale := policyStale(gp); stale != "" {
-				// Enforced from before the MaaS controller re-rendered the
-				// policy (a changed token limit or subject) says nothing
-				// about the limits now in its spec.
-				cause, fix := StaleDiagnosis(genKind, ref[0], ref[1])
-				out = append(out, ec.fail(stale, cause, fix).pending())
-				continue
-			}
-			e, ok := cond(gp, "Enforced")
-			if ok && e.Status == "True" {
-				out = append(out, ec.pass(e.String()))
-				continue
-			}
-			detail := "no Enforced condition"
-			if ok {
-				detail = e.String()
-			}
-			cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
-			// Pending while Kuadrant has written no Enforced condition
-			// yet (and has not refused the policy: Kuadrant drops
-			// Enforced from a policy it does not accept) or reports it
-			// out of sync on what loads by itself.
-			a, found := cond(gp, "Accepted")
-			refused := found && a.Status != "True"
-			syncing := !ok && !refused
-			if ok && e.Status != "True" {
-				if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
-					cause, fix, syncing = c, f+"; "+describeCmd, !refused && kuadrantSyncing(e.Message)
-				} else if c, f, found := overriddenDiagnosis(genKind, e.Reason, e.Message); found {
-					cause, fix = c, f
-				} else if authUndeclared(e.Reason, e.Message) {
-					ns, name := s.Inv.Gateway.Namespace, s.Release.MaaSControllerFacts().GatewayAuthPolicy
-					cause = "its predicates read auth.identity, which Kuadrant declares on a route only where an AuthPolicy is in effect; the MaaS Gateway AuthPolicy " + ns + "/" + name + " is not (yet) in effect on the model's route"
-					fix = fmt.Sprintf("oc describe authpolicy %s -n %s; %s", name, ns, describeCmd)
-					// Kuadrant judged the policy before it took the
-					// gateway AuthPolicy, which exists: its next
-					// reconcile declares auth.
-					syncing = !refused && s.GatewayAuthPolicy != nil
-				}
-			}
-			ec = ec.fail(detail, cause, fix)
-			if syncing {
-				ec = ec.pending()
-			}
-			out = append(out, ec)
+			done[ref] = true
+			out = append(out, withListedBy(checkGenerated(s, enfCode, kind, genKind, name, ref), kind, listedBy[ref]))
 		}
 	}
 	return out
+}
+
+// withListedBy names, in a check of a generated policy, the objects of
+// kind whose status lists it, when more than one does.
+func withListedBy(c Check, kind string, by []string) Check {
+	if len(by) > 1 {
+		c.Detail += fmt.Sprintf(" (listed by %ss %s)", kind, strings.Join(by, ", "))
+	}
+	return c
+}
+
+// checkGenerated checks the Kuadrant policy ref (namespace, name) of kind
+// genKind that the status of name, of kind, lists.
+func checkGenerated(s *State, enfCode, kind, genKind, name string, ref [2]string) Check {
+	ns := s.Inv.RHOAI.MaaSNamespace
+	ec := newCheck(enfCode, describe(genKind, ref[0], ref[1]))
+	gp := s.KuadrantPolicies[describe(genKind, ref[0], ref[1])]
+	if gp == nil {
+		return ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns)
+	}
+	describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
+	if stale := policyStale(gp); stale != "" {
+		// Enforced from before the MaaS controller re-rendered the
+		// policy (a changed token limit or subject) says nothing
+		// about the limits now in its spec.
+		cause, fix := StaleDiagnosis(genKind, ref[0], ref[1])
+		return ec.fail(stale, cause, fix).pending()
+	}
+	e, ok := cond(gp, "Enforced")
+	if ok && e.Status == "True" {
+		return ec.pass(e.String())
+	}
+	detail := "no Enforced condition"
+	if ok {
+		detail = e.String()
+	}
+	cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
+	// Pending while Kuadrant has written no Enforced condition
+	// yet (and has not refused the policy: Kuadrant drops
+	// Enforced from a policy it does not accept) or reports it
+	// out of sync on what loads by itself.
+	a, found := cond(gp, "Accepted")
+	refused := found && a.Status != "True"
+	syncing := !ok && !refused
+	if ok && e.Status != "True" {
+		if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
+			cause, fix, syncing = c, f+"; "+describeCmd, !refused && kuadrantSyncing(e.Message)
+		} else if c, f, found := overriddenDiagnosis(genKind, e.Reason, e.Message); found {
+			cause, fix = c, f
+		} else if authUndeclared(e.Reason, e.Message) {
+			ns, name := s.Inv.Gateway.Namespace, s.Release.MaaSControllerFacts().GatewayAuthPolicy
+			cause = "its predicates read auth.identity, which Kuadrant declares on a route only where an AuthPolicy is in effect; the MaaS Gateway AuthPolicy " + ns + "/" + name + " is not (yet) in effect on the model's route"
+			fix = fmt.Sprintf("oc describe authpolicy %s -n %s; %s", name, ns, describeCmd)
+			// Kuadrant judged the policy before it took the
+			// gateway AuthPolicy, which exists: its next
+			// reconcile declares auth.
+			syncing = !refused && s.GatewayAuthPolicy != nil
+		}
+	}
+	ec = ec.fail(detail, cause, fix)
+	if syncing {
+		ec = ec.pending()
+	}
+	return ec
 }
 
 // checkGatewayAuth (MAAS-V010): the one Gateway-level AuthPolicy the MaaS

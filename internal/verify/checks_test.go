@@ -378,3 +378,55 @@ func TestKuadrantOverriders(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratedPolicyOncePerModel: two MaaSSubscriptions of one model list
+// the same generated TokenRateLimitPolicy (the MaaS controller makes one
+// per model); MAAS-V012 reports it once, naming both, and keeps its
+// failure.
+func TestGeneratedPolicyOncePerModel(t *testing.T) {
+	const mns, ins = "llm-coding-assistant", "models-as-a-service"
+	const trlp = "TokenRateLimitPolicy " + mns + "/maas-trlp-qwen35-9b-coder"
+	inv := inventory.Default()
+	extra := inv.Subscriptions[0]
+	extra.Name, extra.Priority, extra.Groups = "team-extra", 1, []string{"team-a"}
+	inv.Subscriptions = append(inv.Subscriptions, extra)
+	for _, enforced := range []bool{true, false} {
+		r := healthyReader(t)
+		o, err := r.Get(context.Background(), MaaSSubscriptionGVK, ins, "llama-coder-default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o = o.DeepCopy()
+		o.SetName("team-extra")
+		r.Put(o)
+		if !enforced {
+			edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", notEnforced("TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"))
+		}
+		s, err := Snapshot(context.Background(), r, inv, release.Release{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v012, v011 []Check
+		for _, c := range LiveChecks(s) {
+			switch c.Code {
+			case CodeTokenLimitEnf:
+				v012 = append(v012, c)
+			case CodeSubscriptionAct:
+				v011 = append(v011, c)
+			}
+		}
+		if len(v011) != 2 {
+			t.Errorf("enforced %v: %d MAAS-V011 checks, want one per subscription: %+v", enforced, len(v011), v011)
+		}
+		if len(v012) != 1 {
+			t.Fatalf("enforced %v: %d MAAS-V012 checks, want the one generated policy once: %+v", enforced, len(v012), v012)
+		}
+		c := v012[0]
+		if c.Object != trlp || !strings.Contains(c.Detail, "listed by MaaSSubscriptions llama-coder-default, team-extra") {
+			t.Errorf("enforced %v: MAAS-V012 %q detail %q; want %q naming both subscriptions", enforced, c.Object, c.Detail, trlp)
+		}
+		if want := map[bool]Result{true: Pass, false: Fail}[enforced]; c.Result != want || (!enforced && !strings.Contains(c.Cause, "waits for Limitador")) {
+			t.Errorf("enforced %v: MAAS-V012 %s (cause %q), want %s", enforced, c.Result, c.Cause, want)
+		}
+	}
+}
