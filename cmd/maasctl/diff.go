@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps/session"
 )
 
@@ -114,6 +115,6 @@ func writeDiff(w io.Writer, rep *session.DiffReport) error {
 		fmt.Fprintln(w, "No object would change: the cluster matches the inventory.")
 		return nil
 	}
-	fmt.Fprintf(w, "\n%d objects would change.\n", len(rep.Objects))
+	fmt.Fprintf(w, "\n%s would change.\n", output.Count(len(rep.Objects), "object", "objects"))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps/session"
 )
 
@@ -54,7 +55,7 @@ func runGather(c *cobra.Command, g *globalOptions, o *gatherOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.OutOrStdout(), "wrote %s: %d files", res.Path, len(res.Files))
+	fmt.Fprintf(c.OutOrStdout(), "wrote %s: %s", res.Path, output.Count(len(res.Files), "file", "files"))
 	if n := len(res.Problems); n > 0 {
 		fmt.Fprintf(c.OutOrStdout(), ", %d part(s) not collected (see errors.txt in the archive)", n)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps/session"
 )
@@ -55,7 +56,7 @@ holds nothing that needs to be left out.`,
 			if err := os.WriteFile(out, y, 0o644); err != nil {
 				return fmt.Errorf("write %s: %w", out, err)
 			}
-			fmt.Fprintf(c.ErrOrStderr(), "maasctl: wrote %s (%d variables imported, %d values left out)\n", out, len(res.Imported), len(res.Unmapped))
+			fmt.Fprintf(c.ErrOrStderr(), "maasctl: wrote %s (%s imported, %s left out)\n", out, output.Count(len(res.Imported), "variable", "variables"), output.Count(len(res.Unmapped), "value", "values"))
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/steps/session"
 )
 
@@ -57,5 +58,44 @@ func TestWriteDiffSaysWhenNothingChanges(t *testing.T) {
 	}
 	if got := b.String(); got != "No object would change: the cluster matches the inventory.\n" {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestWriteDiffOneObjectSingular(t *testing.T) {
+	rep := &session.DiffReport{Objects: []session.ObjectDiff{
+		{Step: "access/subscription", Object: "MaaSSubscription models-as-a-service/x", Action: session.DiffUpdate,
+			Changes: []session.FieldChange{{Path: "spec.priority", Op: "~", Old: 1.0, New: 2.0}}},
+	}}
+	var b strings.Builder
+	if err := writeDiff(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(b.String(), "\n1 object would change.\n") {
+		t.Errorf("got:\n%s\nwant it to end with \"1 object would change.\"", b.String())
+	}
+}
+
+func TestWritePlanSingularPlural(t *testing.T) {
+	step := func(id string, run bool) steps.StepStatus {
+		return steps.StepStatus{ID: id, Selected: true, WouldRun: run, Reason: "not done"}
+	}
+	for _, tc := range []struct {
+		steps []steps.StepStatus
+		want  string
+	}{
+		{[]steps.StepStatus{step("a", false)}, "Nothing to do: the one step is done and matches the live state.\n"},
+		{[]steps.StepStatus{step("a", false), step("b", false)}, "Nothing to do: all 2 steps are done and match the live state.\n"},
+		{[]steps.StepStatus{step("a", true)}, "\nThe one step would run.\n"},
+		{[]steps.StepStatus{step("a", true), step("b", true)}, "\nAll 2 steps would run.\n"},
+		{[]steps.StepStatus{step("a", true), step("b", false)}, "\n1 of 2 steps would run; the other is done.\n"},
+		{[]steps.StepStatus{step("a", true), step("b", false), step("c", false)}, "\n1 of 3 steps would run; the others are done.\n"},
+	} {
+		var b strings.Builder
+		if err := writePlan(&b, &session.PlanReport{Steps: tc.steps}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(b.String(), tc.want) {
+			t.Errorf("got:\n%s\nwant it to end with %q", b.String(), tc.want)
+		}
 	}
 }

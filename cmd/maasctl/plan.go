@@ -67,7 +67,11 @@ func writePlan(w io.Writer, rep *session.PlanReport) error {
 	writeAgainst(w, rep.Against)
 	run := rep.Run()
 	if len(run) == 0 {
-		fmt.Fprintf(w, "Nothing to do: all %d steps are done and match the live state.\n", len(rep.Steps))
+		if len(rep.Steps) == 1 {
+			fmt.Fprintln(w, "Nothing to do: the one step is done and matches the live state.")
+		} else {
+			fmt.Fprintf(w, "Nothing to do: all %d steps are done and match the live state.\n", len(rep.Steps))
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -82,9 +86,14 @@ func writePlan(w io.Writer, rep *session.PlanReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(run) == len(rep.Steps) {
+	switch done := len(rep.Steps) - len(run); {
+	case done == 0 && len(run) == 1:
+		fmt.Fprintln(w, "\nThe one step would run.")
+	case done == 0:
 		fmt.Fprintf(w, "\nAll %d steps would run.\n", len(run))
-	} else {
+	case done == 1:
+		fmt.Fprintf(w, "\n%d of %d steps would run; the other is done.\n", len(run), len(rep.Steps))
+	default:
 		fmt.Fprintf(w, "\n%d of %d steps would run; the others are done.\n", len(run), len(rep.Steps))
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps/session"
 )
 
@@ -69,7 +70,7 @@ install with the in-cluster config (--image).`,
 			if err := writeRender(dir, out); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "wrote %d files to %s (see %s)\n", len(out), dir, filepath.Join(dir, "README.md"))
+			fmt.Fprintf(c.OutOrStdout(), "wrote %s to %s (see %s)\n", output.Count(len(out), "file", "files"), dir, filepath.Join(dir, "README.md"))
 			return nil
 		},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/maasctl/maasctl/internal/output"
 	"github.com/maasctl/maasctl/steps/session"
 )
 
@@ -142,9 +143,9 @@ func writeStatus(w io.Writer, rep *session.StatusReport) error {
 		fmt.Fprintf(w, "\nEndpoint:  %s\n", rep.Endpoint)
 	}
 	if rep.LastRun != nil {
-		fmt.Fprintf(w, "Last run:  %s to %s (%d steps recorded, %s of step time)\n",
+		fmt.Fprintf(w, "Last run:  %s to %s (%s recorded, %s of step time)\n",
 			rep.LastRun.FirstStart.UTC().Format(time.RFC3339), rep.LastRun.LastEnd.UTC().Format(time.RFC3339),
-			rep.LastRun.Steps, shortDur(rep.LastRun.StepTime))
+			output.Count(rep.LastRun.Steps, "step", "steps"), shortDur(rep.LastRun.StepTime))
 	} else {
 		fmt.Fprintln(w, "Last run:  none recorded (run 'maasctl install')")
 	}

@@ -194,9 +194,11 @@ func fromChecks(s *verify.State, have []Finding) []Finding {
 
 // convergingFix turns a check's fix into one that converges: maasctl
 // install re-applies what the inventory says; a fix that only says where
-// to look (or points back at doctor) gets the install first.
+// to look (or points back at doctor) gets the install first. A fix that
+// says to wait (Kuadrant has not judged a new spec yet) converges by
+// itself: an install would only re-render what Kuadrant is judging.
 func convergingFix(fix string) string {
-	if strings.HasPrefix(fix, "maasctl install") || strings.HasPrefix(fix, "oc delete pod") {
+	if strings.HasPrefix(fix, "maasctl install") || strings.HasPrefix(fix, "oc delete pod") || strings.HasPrefix(fix, "wait ") {
 		return fix
 	}
 	fix = strings.TrimPrefix(strings.TrimPrefix(fix, "maasctl doctor; "), "maasctl doctor")

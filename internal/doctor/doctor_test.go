@@ -72,6 +72,9 @@ func TestRules(t *testing.T) {
 		object   string
 		evidence string
 		fix      string
+		// cause, when set, must be in the finding's cause; notFix must
+		// not be in its fix.
+		cause, notFix string
 		// inv edits the default inventory doctor judges against.
 		inv func(*inventory.Inventory)
 	}{
@@ -271,6 +274,16 @@ func TestRules(t *testing.T) {
 				r.Remove(verify.DeploymentGVK, "redhat-ai-gateway-infra", "maas-api")
 				edit(t, r, verify.DSCGVK, "", "default-dsc", conds(map[string]any{"type": "ModelsAsAServiceReady", "status": "False", "reason": "PrerequisitesMissing", "message": "no Authorino instances found"}))
 			}},
+		// kubectl scale deploy maas-api --replicas=0: no crash loop, and
+		// the operator did not scale it back.
+		{name: "maas-api scaled to 0", code: doctor.CodeMaaSAPIMissing, object: "Deployment redhat-ai-gateway-infra/maas-api", evidence: "scaled to 0 replicas",
+			cause: "scaled to 0 replicas", fix: "oc scale deployment maas-api -n redhat-ai-gateway-infra --replicas=1", notFix: "crash-loops",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.DeploymentGVK, "redhat-ai-gateway-infra", "maas-api", func(o map[string]any) {
+					set(int64(0), "spec", "replicas")(o)
+					set(int64(0), "status", "readyReplicas")(o)
+				})
+			}},
 		{name: "maas-db-config missing", code: doctor.CodeDBConfigMissing, object: "Secret redhat-ai-gateway-infra/maas-db-config", evidence: "not found", fix: "maasctl install",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				r.Remove(verify.SecretGVK, "redhat-ai-gateway-infra", "maas-db-config")
@@ -431,6 +444,49 @@ func TestRules(t *testing.T) {
 				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "qwen35-9b-coder", "namespace": mns,
 					"tokenRateLimits": []any{map[string]any{"limit": int64(1000), "window": "1h"}}}}, "spec", "modelRefs"))
 			}},
+		// Kuadrant's verdict is for the older spec; nothing else is
+		// wrong: wait, never restart the operator.
+		{name: "gateway AuthPolicy judged for an older generation", code: doctor.CodeGatewayAuth, object: "AuthPolicy openshift-ingress/maas-gateway-auth",
+			evidence: "status is for generation 3, the policy is at 4", cause: "Kuadrant has not judged the AuthPolicy's new spec yet",
+			fix: "wait and run maasctl verify --settle", notFix: "oc delete pod",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o map[string]any) {
+					set(int64(4), "metadata", "generation")(o)
+					set(int64(3), "status", "observedGeneration")(o)
+				})
+			}},
+		{name: "generated TokenRateLimitPolicy judged for an older generation", code: doctor.CodeNotReady, object: "TokenRateLimitPolicy " + mns + "/maas-trlp-qwen35-9b-coder",
+			evidence: "status is for generation 2, the policy is at 3", cause: "Kuadrant has not judged the TokenRateLimitPolicy's new spec yet",
+			fix: "wait and run maasctl verify --settle", notFix: "maasctl install",
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", func(o map[string]any) {
+					set(int64(3), "metadata", "generation")(o)
+					set(int64(2), "status", "observedGeneration")(o)
+				})
+			}},
+		// The trial: the installed inventory's limit is 50000, the live
+		// subscription was patched to 7. The fix restores 50000 and names
+		// the inventory path; the default 200000 would be new drift.
+		{name: "token limit patched below a non-default inventory", code: doctor.CodeTokenLimitTooSmall, object: "MaaSSubscription " + ins + "/llama-coder-default",
+			evidence: "subscriptions[llama-coder-default].modelRefs[0].tokenRateLimits[0].limit is 50000",
+			fix:      `"path":"/spec/modelRefs/0/tokenRateLimits/0/limit","value":50000}]'`,
+			cause:    "changed outside the inventory, which says 50000", notFix: "200000",
+			inv: func(inv *inventory.Inventory) { inv.Subscriptions[0].ModelRefs[0].TokenRateLimits[0].Limit = 50000 },
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "qwen35-9b-coder", "namespace": mns,
+					"tokenRateLimits": []any{map[string]any{"limit": int64(7), "window": "1h"}}}}, "spec", "modelRefs"))
+			}},
+		// An inventory whose own limit is too small: the fix is in the
+		// inventory, not an oc patch that install would revert.
+		{name: "token limit too small in the inventory itself", code: doctor.CodeTokenLimitTooSmall, object: "MaaSSubscription " + ins + "/llama-coder-default",
+			evidence: "limit 500 tokens per 1h",
+			fix:      "raise subscriptions[llama-coder-default].modelRefs[0].tokenRateLimits[0].limit (now 500) in the inventory to at least 2000 and run maasctl install",
+			notFix:   "oc patch",
+			inv:      func(inv *inventory.Inventory) { inv.Subscriptions[0].ModelRefs[0].TokenRateLimits[0].Limit = 500 },
+			breakf: func(t *testing.T, r *verify.StaticReader) {
+				edit(t, r, verify.MaaSSubscriptionGVK, ins, "llama-coder-default", set([]any{map[string]any{"name": "qwen35-9b-coder", "namespace": mns,
+					"tokenRateLimits": []any{map[string]any{"limit": int64(500), "window": "1h"}}}}, "spec", "modelRefs"))
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -466,6 +522,9 @@ func TestRules(t *testing.T) {
 			}
 			if hit.Object != tc.object || !strings.Contains(hit.Evidence, tc.evidence) || !strings.Contains(hit.Fix, tc.fix) || hit.Cause == "" {
 				t.Errorf("%s:\n object %q (want %q)\n evidence %q (want ⊇ %q)\n fix %q (want ⊇ %q)", tc.code, hit.Object, tc.object, hit.Evidence, tc.evidence, hit.Fix, tc.fix)
+			}
+			if !strings.Contains(hit.Cause, tc.cause) || (tc.notFix != "" && strings.Contains(hit.Fix, tc.notFix)) {
+				t.Errorf("%s:\n cause %q (want ⊇ %q)\n fix %q (want ⊉ %q)", tc.code, hit.Cause, tc.cause, hit.Fix, tc.notFix)
 			}
 		})
 	}

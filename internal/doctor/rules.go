@@ -305,6 +305,11 @@ func maasAPI(s *verify.State) []Finding {
 	var ev []string
 	if s.MaaSAPI == nil {
 		ev = append(ev, "Deployment "+s.MissingReason("Deployment", ns, "maas-api"))
+	} else if cause, fix, ok := verify.MaaSAPIScaledToZero(s); ok {
+		// Scaled to 0 is not a crash loop (no pod runs, and the
+		// Deployment may be Available with 0 of 0).
+		ready, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "status", "readyReplicas")
+		return []Finding{finding(CodeMaaSAPIMissing, o, fmt.Sprintf("spec.replicas 0 (scaled to 0 replicas), %d ready", ready), cause, fix)}
 	} else {
 		if c, ok := cond(s.MaaSAPI, "Available"); ok && c.Status == "True" {
 			return nil

@@ -207,7 +207,12 @@ func firstName(l []string) string {
 const MinTokenLimit = inventory.MinUsefulTokenLimit
 
 // tokenLimits warns about limits so small that one or two requests use
-// them up (case B17 static preflight).
+// them up (case B17 static preflight). The fix converges to the installed
+// inventory (what doctor judges against): a live limit that differs from
+// the inventory's is restored to the inventory's value, never to a
+// default (a hard-coded value would itself differ from the inventory, and
+// the next install would revert it); a limit the inventory itself sets
+// too small is raised in the inventory.
 func tokenLimits(s *verify.State) []Finding {
 	var out []Finding
 	for _, p := range s.Subscriptions {
@@ -224,12 +229,61 @@ func tokenLimits(s *verify.State) []Finding {
 				if !ok || n >= MinTokenLimit {
 					continue
 				}
-				out = append(out, finding(CodeTokenLimitTooSmall, obj("MaaSSubscription", p.GetNamespace(), p.GetName()),
-					fmt.Sprintf("model %v: limit %d tokens per %v per user", m["name"], n, lm["window"]),
-					fmt.Sprintf("a limit under %d tokens is used up by one or two chats, after which every request gets 429 until the window resets", MinTokenLimit),
-					fmt.Sprintf(`raise subscriptions[].modelRefs[].tokenRateLimits in the inventory and run maasctl install, or: oc patch maassubscription %s -n %s --type json -p '[{"op":"replace","path":"/spec/modelRefs/%d/tokenRateLimits/%d/limit","value":200000}]'`, p.GetName(), p.GetNamespace(), i, j)))
+				ev := fmt.Sprintf("model %v: limit %d tokens per %v per user", m["name"], n, lm["window"])
+				cause := fmt.Sprintf("a limit under %d tokens is used up by one or two chats, after which every request gets 429 until the window resets", MinTokenLimit)
+				patch := func(v string) string {
+					return fmt.Sprintf(`oc patch maassubscription %s -n %s --type json -p '[{"op":"replace","path":"/spec/modelRefs/%d/tokenRateLimits/%d/limit","value":%s}]'`, p.GetName(), p.GetNamespace(), i, j, v)
+				}
+				var fix string
+				path, want, found := inventoryLimit(s.Inv, p.GetName(), fmt.Sprint(m["namespace"]), fmt.Sprint(m["name"]), j)
+				switch {
+				case !found && path == "":
+					cause += "; maasctl does not manage this MaaSSubscription (it is not in the installed inventory)"
+					fix = patch(fmt.Sprintf("<a limit of at least %d>", MinTokenLimit))
+				case !found:
+					ev += "; the installed inventory has no such limit under " + path
+					fix = fmt.Sprintf("add a limit of at least %d tokens for model %v under %s in the inventory and run maasctl install", MinTokenLimit, m["name"], path)
+				case want == n:
+					ev += fmt.Sprintf("; the installed inventory's %s is %d too", path, want)
+					fix = fmt.Sprintf("raise %s (now %d) in the inventory to at least %d and run maasctl install", path, want, MinTokenLimit)
+				case want < MinTokenLimit:
+					ev += fmt.Sprintf("; the installed inventory's %s is %d", path, want)
+					cause += fmt.Sprintf("; the live limit was also changed outside the inventory (%d, the inventory says %d)", n, want)
+					fix = fmt.Sprintf("raise %s (now %d) in the inventory to at least %d and run maasctl install", path, want, MinTokenLimit)
+				default:
+					ev += fmt.Sprintf("; the installed inventory's %s is %d", path, want)
+					cause += fmt.Sprintf("; the limit was changed outside the inventory, which says %d (the next maasctl install restores it)", want)
+					fix = fmt.Sprintf("maasctl install   (restores the inventory's %s, %d); or: %s", path, want, patch(fmt.Sprint(want)))
+				}
+				out = append(out, finding(CodeTokenLimitTooSmall, obj("MaaSSubscription", p.GetNamespace(), p.GetName()), ev, cause, fix))
 			}
 		}
 	}
 	return out
+}
+
+// inventoryLimit finds, in the installed inventory inv, the j-th token
+// limit of model ns/name in subscription sub: its inventory path
+// (subscriptions[SUB].modelRefs[I].tokenRateLimits[J].limit) and value.
+// found is false when the inventory has no such limit; path is then the
+// list it would be in, or "" when the subscription is not in the
+// inventory at all.
+func inventoryLimit(inv *inventory.Inventory, sub, ns, name string, j int) (path string, limit int64, found bool) {
+	for _, is := range inv.Subscriptions {
+		if is.Name != sub {
+			continue
+		}
+		for i, r := range is.ModelRefs {
+			if r.Namespace != ns || r.Name != name {
+				continue
+			}
+			path = fmt.Sprintf("subscriptions[%s].modelRefs[%d].tokenRateLimits[%d].limit", sub, i, j)
+			if j < len(r.TokenRateLimits) {
+				return path, r.TokenRateLimits[j].Limit, true
+			}
+			return fmt.Sprintf("subscriptions[%s].modelRefs[%d].tokenRateLimits", sub, i), 0, false
+		}
+		return fmt.Sprintf("subscriptions[%s].modelRefs", sub), 0, false
+	}
+	return "", 0, false
 }

@@ -212,7 +212,14 @@ func gatewayAuth(s *verify.State) []Finding {
 		ok = ok && c.Status == "True"
 	}
 	if ok {
-		return nil
+		stale := verify.PolicyStale(p)
+		if stale == "" {
+			return nil
+		}
+		// Accepted and Enforced for an older spec: Kuadrant has not
+		// judged the new one yet; nothing to restart.
+		cause, fix := verify.StaleDiagnosis("AuthPolicy", ns, name)
+		return []Finding{finding(CodeGatewayAuth, o, stale+"; "+strings.Join(ev, "; "), cause, fix)}
 	}
 	cause, fix := verify.GatewayAuthDiagnosis(p, s.Inv, ns, name)
 	return []Finding{finding(CodeGatewayAuth, o, strings.Join(ev, "; "), cause, fix)}

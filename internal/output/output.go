@@ -217,3 +217,13 @@ func (t *text) render(ev event.Event) {
 // oneLine is s with each run of white space, line breaks included, made
 // one space: a progress message on one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Count is n followed by noun in the singular when n is 1 and in the
+// plural otherwise: Count(1, "object", "objects") is "1 object",
+// Count(0, "object", "objects") is "0 objects".
+func Count(n int, singular, plural string) string {
+	if n == 1 {
+		return "1 " + singular
+	}
+	return fmt.Sprintf("%d %s", n, plural)
+}

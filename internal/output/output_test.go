@@ -71,3 +71,17 @@ func TestProgressOneLine(t *testing.T) {
 		t.Errorf("JSON progress (err %v): %v", err, got)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 objects"}, {1, "1 object"}, {2, "2 objects"}, {-1, "-1 objects"}} {
+		if got := Count(tc.n, "object", "objects"); got != tc.want {
+			t.Errorf("Count(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	if got := Count(1, "finished step", "finished steps"); got != "1 finished step" {
+		t.Errorf("got %q", got)
+	}
+}

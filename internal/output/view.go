@@ -182,7 +182,7 @@ func (m *viewModel) render() string {
 	}
 	list, folded := fold(m.ordered(), len(lines)+2, m.height-1)
 	if folded > 0 {
-		lines = append(lines, styleFaint.Render(fmt.Sprintf("… %d finished steps not shown", folded)))
+		lines = append(lines, styleFaint.Render("… "+Count(folded, "finished step", "finished steps")+" not shown"))
 	}
 	for _, s := range list {
 		lines = append(lines, m.line(s))

@@ -472,17 +472,38 @@ func checkMaaSAPI(s *State) Check {
 		}
 		return c.fail(s.MissingReason("Deployment", ns, "maas-api"), cause, "maasctl doctor")
 	}
-	want, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "spec", "replicas")
-	if want == 0 {
-		want = 1
-	}
 	ready, _, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "status", "readyReplicas")
+	if cause, fix, ok := MaaSAPIScaledToZero(s); ok {
+		return c.fail(fmt.Sprintf("spec.replicas 0 (scaled to 0 replicas), %d ready", ready), cause, fix)
+	}
+	want, found, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "spec", "replicas")
+	if !found {
+		want = 1 // the API server's default
+	}
 	detail := fmt.Sprintf("%d/%d ready", ready, want)
 	if a, ok := cond(s.MaaSAPI, "Available"); ok && a.Status == "True" && ready >= want {
 		return c.pass(detail)
 	}
 	return c.fail(detail, "maas-api pods are not ready (it crash-loops when its database is unreachable)",
 		fmt.Sprintf("oc logs -n %s deploy/maas-api --tail=20", ns))
+}
+
+// MaaSAPIScaledToZero is the cause and fix when the maas-api Deployment's
+// spec.replicas is 0 (someone ran oc scale --replicas=0): no pod runs, so
+// nothing crash-loops and its logs say nothing; the Deployment may even
+// be Available (0 of 0). ok is false when maas-api is missing or asks for
+// replicas.
+func MaaSAPIScaledToZero(s *State) (cause, fix string, ok bool) {
+	if s.MaaSAPI == nil {
+		return "", "", false
+	}
+	want, found, _ := unstructured.NestedInt64(s.MaaSAPI.Object, "spec", "replicas")
+	if !found || want != 0 {
+		return "", "", false
+	}
+	ns := s.Release.MaaSAPINamespace(s.Inv)
+	return "maas-api is scaled to 0 replicas (spec.replicas 0), so no pod serves the MaaS API (API keys, model list); the RHOAI operator, which owns the Deployment, normally reconciles it back to its replicas, and did not",
+		fmt.Sprintf("oc scale deployment maas-api -n %s --replicas=1", ns), true
 }
 
 func checkDBConfig(s *State) Check {

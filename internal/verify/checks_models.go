@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -129,6 +130,23 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 	for _, p := range list {
 		byName[p.GetName()] = p
 	}
+	// listedBy names, for each generated policy, the objects whose status
+	// lists it: the MaaS controller generates one TokenRateLimitPolicy
+	// per model, so two MaaSSubscriptions of one model list the same
+	// policy, which is checked (and reported) once.
+	listedBy := map[[2]string][]string{}
+	if enfCode != "" {
+		for _, name := range names {
+			if p := byName[name]; p != nil {
+				for _, ref := range generatedPolicies(p, field) {
+					if !slices.Contains(listedBy[ref], name) {
+						listedBy[ref] = append(listedBy[ref], name)
+					}
+				}
+			}
+		}
+	}
+	done := map[[2]string]bool{}
 	for _, name := range names {
 		c := newCheck(code, describe(kind, ns, name))
 		p := byName[name]
@@ -165,60 +183,78 @@ func checkPolicies(s *State, list []*unstructured.Unstructured, code, enfCode, k
 			continue
 		}
 		for _, ref := range refs {
-			ec := newCheck(enfCode, describe(genKind, ref[0], ref[1]))
-			gp := s.KuadrantPolicies[describe(genKind, ref[0], ref[1])]
-			if gp == nil {
-				out = append(out, ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns))
+			if done[ref] {
 				continue
 			}
-			describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
-			if stale := policyStale(gp); stale != "" {
-				// Enforced from before the MaaS controller re-rendered the
-				// policy (a changed token limit or subject) says nothing
-				// about the limits now in its spec.
-				out = append(out, ec.fail(stale, "Kuadrant has not judged the policy's new spec yet (the MaaS controller has just re-rendered it)", describeCmd).pending())
-				continue
-			}
-			e, ok := cond(gp, "Enforced")
-			if ok && e.Status == "True" {
-				out = append(out, ec.pass(e.String()))
-				continue
-			}
-			detail := "no Enforced condition"
-			if ok {
-				detail = e.String()
-			}
-			cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
-			// Pending while Kuadrant has written no Enforced condition
-			// yet (and has not refused the policy: Kuadrant drops
-			// Enforced from a policy it does not accept) or reports it
-			// out of sync on what loads by itself.
-			a, found := cond(gp, "Accepted")
-			refused := found && a.Status != "True"
-			syncing := !ok && !refused
-			if ok && e.Status != "True" {
-				if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
-					cause, fix, syncing = c, f+"; "+describeCmd, !refused && kuadrantSyncing(e.Message)
-				} else if c, f, found := overriddenDiagnosis(genKind, e.Reason, e.Message); found {
-					cause, fix = c, f
-				} else if authUndeclared(e.Reason, e.Message) {
-					ns, name := s.Inv.Gateway.Namespace, s.Release.MaaSControllerFacts().GatewayAuthPolicy
-					cause = "its predicates read auth.identity, which Kuadrant declares on a route only where an AuthPolicy is in effect; the MaaS Gateway AuthPolicy " + ns + "/" + name + " is not (yet) in effect on the model's route"
-					fix = fmt.Sprintf("oc describe authpolicy %s -n %s; %s", name, ns, describeCmd)
-					// Kuadrant judged the policy before it took the
-					// gateway AuthPolicy, which exists: its next
-					// reconcile declares auth.
-					syncing = !refused && s.GatewayAuthPolicy != nil
-				}
-			}
-			ec = ec.fail(detail, cause, fix)
-			if syncing {
-				ec = ec.pending()
-			}
-			out = append(out, ec)
+			done[ref] = true
+			out = append(out, withListedBy(checkGenerated(s, enfCode, kind, genKind, name, ref), kind, listedBy[ref]))
 		}
 	}
 	return out
+}
+
+// withListedBy names, in a check of a generated policy, the objects of
+// kind whose status lists it, when more than one does.
+func withListedBy(c Check, kind string, by []string) Check {
+	if len(by) > 1 {
+		c.Detail += fmt.Sprintf(" (listed by %ss %s)", kind, strings.Join(by, ", "))
+	}
+	return c
+}
+
+// checkGenerated checks the Kuadrant policy ref (namespace, name) of kind
+// genKind that the status of name, of kind, lists.
+func checkGenerated(s *State, enfCode, kind, genKind, name string, ref [2]string) Check {
+	ns := s.Inv.RHOAI.MaaSNamespace
+	ec := newCheck(enfCode, describe(genKind, ref[0], ref[1]))
+	gp := s.KuadrantPolicies[describe(genKind, ref[0], ref[1])]
+	if gp == nil {
+		return ec.fail(s.MissingReason(genKind, ref[0], ref[1]), "the generated "+genKind+" does not exist", "oc describe "+strings.ToLower(kind)+" "+name+" -n "+ns)
+	}
+	describeCmd := "oc describe " + strings.ToLower(genKind) + " " + ref[1] + " -n " + ref[0]
+	if stale := policyStale(gp); stale != "" {
+		// Enforced from before the MaaS controller re-rendered the
+		// policy (a changed token limit or subject) says nothing
+		// about the limits now in its spec.
+		cause, fix := StaleDiagnosis(genKind, ref[0], ref[1])
+		return ec.fail(stale, cause, fix).pending()
+	}
+	e, ok := cond(gp, "Enforced")
+	if ok && e.Status == "True" {
+		return ec.pass(e.String())
+	}
+	detail := "no Enforced condition"
+	if ok {
+		detail = e.String()
+	}
+	cause, fix := "Kuadrant does not enforce the policy (Kuadrant or Authorino not Ready, or its HTTPRoute is not accepted by a programmed Gateway)", describeCmd
+	// Pending while Kuadrant has written no Enforced condition
+	// yet (and has not refused the policy: Kuadrant drops
+	// Enforced from a policy it does not accept) or reports it
+	// out of sync on what loads by itself.
+	a, found := cond(gp, "Accepted")
+	refused := found && a.Status != "True"
+	syncing := !ok && !refused
+	if ok && e.Status != "True" {
+		if c, f, found := policySyncDiagnosis(genKind, e.Message, s.Inv); found {
+			cause, fix, syncing = c, f+"; "+describeCmd, !refused && kuadrantSyncing(e.Message)
+		} else if c, f, found := overriddenDiagnosis(genKind, e.Reason, e.Message); found {
+			cause, fix = c, f
+		} else if authUndeclared(e.Reason, e.Message) {
+			ns, name := s.Inv.Gateway.Namespace, s.Release.MaaSControllerFacts().GatewayAuthPolicy
+			cause = "its predicates read auth.identity, which Kuadrant declares on a route only where an AuthPolicy is in effect; the MaaS Gateway AuthPolicy " + ns + "/" + name + " is not (yet) in effect on the model's route"
+			fix = fmt.Sprintf("oc describe authpolicy %s -n %s; %s", name, ns, describeCmd)
+			// Kuadrant judged the policy before it took the
+			// gateway AuthPolicy, which exists: its next
+			// reconcile declares auth.
+			syncing = !refused && s.GatewayAuthPolicy != nil
+		}
+	}
+	ec = ec.fail(detail, cause, fix)
+	if syncing {
+		ec = ec.pending()
+	}
+	return ec
 }
 
 // checkGatewayAuth (MAAS-V010): the one Gateway-level AuthPolicy the MaaS
@@ -268,6 +304,13 @@ func checkGatewayAuth(s *State) Check {
 	detail := strings.Join(parts, "; ")
 	if ok {
 		return c.pass(detail)
+	}
+	if onlyStale(p) {
+		// Accepted and Enforced hold, but for an older spec: Kuadrant
+		// has not judged the new one yet, and nothing else is wrong (a
+		// restart of its operator would only delay the verdict).
+		cause, fix := StaleDiagnosis("AuthPolicy", ns, name)
+		return c.fail(detail, cause, fix).pending()
 	}
 	cause, fix := GatewayAuthDiagnosis(p, s.Inv, ns, name)
 	c = c.fail(detail, cause, fix)
@@ -413,6 +456,37 @@ func policyStale(p *unstructured.Unstructured) string {
 		return ""
 	}
 	return fmt.Sprintf("status is for generation %d, the policy is at %d (Kuadrant has not judged the new spec yet)", og, p.GetGeneration())
+}
+
+// PolicyStale is policyStale for doctor: why a Kuadrant policy's status
+// is for an older generation than its spec, "" when it is not.
+func PolicyStale(p *unstructured.Unstructured) string { return policyStale(p) }
+
+// onlyStale reports whether the one problem of Kuadrant policy p is that
+// its status is for an older generation: Accepted and Enforced are both
+// True (for the older spec).
+func onlyStale(p *unstructured.Unstructured) bool {
+	if policyStale(p) == "" {
+		return false
+	}
+	for _, typ := range []string{"Accepted", "Enforced"} {
+		if c, ok := cond(p, typ); !ok || c.Status != "True" {
+			return false
+		}
+	}
+	return true
+}
+
+// StaleDiagnosis is the cause and fix of a Kuadrant policy (kind, ns,
+// name) whose status is for an older generation than its spec: the MaaS
+// controller (or someone) has just changed the spec and Kuadrant has not
+// judged it yet, which it does by itself within seconds. The fix is to
+// wait and read again; only a status that stays old is worth a look, and
+// a restart of the Kuadrant operator is never the fix (it only delays
+// the verdict).
+func StaleDiagnosis(kind, ns, name string) (cause, fix string) {
+	return "Kuadrant has not judged the " + kind + "'s new spec yet: its status is for an older generation (the MaaS controller has just re-rendered it), so its conditions describe the old spec; Kuadrant writes the new verdict by itself",
+		fmt.Sprintf("wait and run maasctl verify --settle 2m   (reads again every 2s while Kuadrant catches up); only if the status stays at the older generation: oc describe %s %s -n %s", strings.ToLower(kind), name, ns)
 }
 
 // maasStale says why a MaaS object's verdict (MaaSAuthPolicy,

@@ -67,6 +67,8 @@ func TestLiveChecks(t *testing.T) {
 		wantDetail string
 		// wantPending: the failure is one a settle waits out (Check.Pending).
 		wantPending bool
+		// notFix, when set, must not be in the failed check's fix.
+		notFix string
 	}{
 		{name: "healthy"},
 		{name: "DSC not ready: maas-db-config missing", wantCode: CodeDSCReady, wantCause: "maas-db-config", wantFix: "maasctl install",
@@ -132,6 +134,16 @@ func TestLiveChecks(t *testing.T) {
 					_ = unstructured.SetNestedField(o.Object, int64(0), "status", "readyReplicas")
 				})
 			}},
+		// kubectl scale deploy maas-api --replicas=0: the Deployment is
+		// still Available (0 of 0) and nothing crash-loops.
+		{name: "maas-api scaled to 0", wantCode: CodeMaaSAPIAvailable, wantDetail: "scaled to 0 replicas",
+			wantCause: "scaled to 0 replicas", wantFix: "oc scale deployment maas-api -n redhat-ai-gateway-infra --replicas=1", notFix: "oc logs",
+			breakf: func(t *testing.T, r *StaticReader) {
+				edit(t, r, DeploymentGVK, "redhat-ai-gateway-infra", "maas-api", func(o *unstructured.Unstructured) {
+					_ = unstructured.SetNestedField(o.Object, int64(0), "spec", "replicas")
+					_ = unstructured.SetNestedField(o.Object, int64(0), "status", "readyReplicas")
+				})
+			}},
 		{name: "maas-db-config missing", wantCode: CodeDBConfig, wantCause: "database URL", wantFix: "maasctl install",
 			breakf: func(t *testing.T, r *StaticReader) { r.Remove(SecretGVK, "redhat-ai-gateway-infra", "maas-db-config") }},
 		{name: "provider secret lacks label", wantCode: CodeProviderReady, wantCause: "lacks label", wantFix: "oc label secret llama-coder-api-key",
@@ -187,7 +199,10 @@ func TestLiveChecks(t *testing.T) {
 					map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted"},
 					map[string]any{"type": "Enforced", "status": "False", "reason": "Overridden", "message": "TokenRateLimitPolicy is overridden by [llm-coding-assistant/old-limits]"}))
 			}},
+		// Only behind: Accepted and Enforced hold for generation 1. The
+		// fix is to wait, never to restart the Kuadrant operator.
 		{name: "gateway AuthPolicy judged for an older generation", wantCode: CodeAuthEnforced, wantDetail: "status is for generation 1, the policy is at 2",
+			wantCause: "Kuadrant has not judged the AuthPolicy's new spec yet", wantFix: "wait and run maasctl verify --settle", notFix: "oc delete pod", wantPending: true,
 			breakf: func(t *testing.T, r *StaticReader) {
 				edit(t, r, AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth", func(o *unstructured.Unstructured) {
 					o.SetGeneration(2)
@@ -195,7 +210,8 @@ func TestLiveChecks(t *testing.T) {
 				})
 			}},
 		{name: "generated TokenRateLimitPolicy Enforced for an older generation", wantCode: CodeTokenLimitEnf,
-			wantDetail: "status is for generation 2, the policy is at 3", wantCause: "not judged the policy's new spec", wantPending: true,
+			wantDetail: "status is for generation 2, the policy is at 3", wantCause: "not judged the TokenRateLimitPolicy's new spec", wantPending: true,
+			wantFix: "wait and run maasctl verify --settle", notFix: "oc delete pod",
 			breakf: func(t *testing.T, r *StaticReader) {
 				// The MaaS controller re-rendered the policy for a changed
 				// token limit; Kuadrant's Enforced=True is the old spec's.
@@ -299,6 +315,9 @@ func TestLiveChecks(t *testing.T) {
 			if !strings.Contains(hit.Detail, tc.wantDetail) {
 				t.Errorf("%s: detail %q, want it to contain %q", hit.Code, hit.Detail, tc.wantDetail)
 			}
+			if tc.notFix != "" && strings.Contains(hit.Fix, tc.notFix) {
+				t.Errorf("%s: fix %q, want none containing %q", hit.Code, hit.Fix, tc.notFix)
+			}
 			if tc.wantPending && !hit.Pending {
 				t.Errorf("%s: not Pending, want a failure a settle waits out", hit.Code)
 			}
@@ -356,6 +375,58 @@ func TestKuadrantOverriders(t *testing.T) {
 	} {
 		if diff := cmp.Diff(want, KuadrantOverriders(msg)); diff != "" {
 			t.Errorf("KuadrantOverriders(%q) (-want +got):\n%s", msg, diff)
+		}
+	}
+}
+
+// TestGeneratedPolicyOncePerModel: two MaaSSubscriptions of one model list
+// the same generated TokenRateLimitPolicy (the MaaS controller makes one
+// per model); MAAS-V012 reports it once, naming both, and keeps its
+// failure.
+func TestGeneratedPolicyOncePerModel(t *testing.T) {
+	const mns, ins = "llm-coding-assistant", "models-as-a-service"
+	const trlp = "TokenRateLimitPolicy " + mns + "/maas-trlp-qwen35-9b-coder"
+	inv := inventory.Default()
+	extra := inv.Subscriptions[0]
+	extra.Name, extra.Priority, extra.Groups = "team-extra", 1, []string{"team-a"}
+	inv.Subscriptions = append(inv.Subscriptions, extra)
+	for _, enforced := range []bool{true, false} {
+		r := healthyReader(t)
+		o, err := r.Get(context.Background(), MaaSSubscriptionGVK, ins, "llama-coder-default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o = o.DeepCopy()
+		o.SetName("team-extra")
+		r.Put(o)
+		if !enforced {
+			edit(t, r, TokenRateLimitPolicyGVK, mns, "maas-trlp-qwen35-9b-coder", notEnforced("TokenRateLimitPolicy waiting for the following components to sync: [Limitador]"))
+		}
+		s, err := Snapshot(context.Background(), r, inv, release.Release{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v012, v011 []Check
+		for _, c := range LiveChecks(s) {
+			switch c.Code {
+			case CodeTokenLimitEnf:
+				v012 = append(v012, c)
+			case CodeSubscriptionAct:
+				v011 = append(v011, c)
+			}
+		}
+		if len(v011) != 2 {
+			t.Errorf("enforced %v: %d MAAS-V011 checks, want one per subscription: %+v", enforced, len(v011), v011)
+		}
+		if len(v012) != 1 {
+			t.Fatalf("enforced %v: %d MAAS-V012 checks, want the one generated policy once: %+v", enforced, len(v012), v012)
+		}
+		c := v012[0]
+		if c.Object != trlp || !strings.Contains(c.Detail, "listed by MaaSSubscriptions llama-coder-default, team-extra") {
+			t.Errorf("enforced %v: MAAS-V012 %q detail %q; want %q naming both subscriptions", enforced, c.Object, c.Detail, trlp)
+		}
+		if want := map[bool]Result{true: Pass, false: Fail}[enforced]; c.Result != want || (!enforced && !strings.Contains(c.Cause, "waits for Limitador")) {
+			t.Errorf("enforced %v: MAAS-V012 %s (cause %q), want %s", enforced, c.Result, c.Cause, want)
 		}
 	}
 }

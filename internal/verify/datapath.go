@@ -366,7 +366,54 @@ func (d *dataPath) listModels(ctx context.Context, key, sub string, models []inv
 			"maas-api lists a model only when its MaaSModelRef is Ready and the key's subscription and policies grant it",
 			"maasctl verify (see "+CodeModelRefReady+"); oc get maasmodelref -A")
 	}
+	if others := notExpected(d.s, sub, models); len(others) > 0 {
+		var want []string
+		for _, m := range models {
+			want = append(want, m.Name)
+		}
+		detail += "; expected for subscription " + sub + ": " + orNone(strings.Join(want, ", ")) + "; not expected: " + strings.Join(others, "; ")
+	}
 	return c.pass(detail)
+}
+
+// notExpected says, for each inventory model outside models (those of the
+// key's subscription sub), why GET /v1/models with that key does not list
+// it: it is in another subscription of the caller's (a key is for one
+// subscription), the inventory grants it only to groups or users the
+// caller is not in, or no subscription has it.
+func notExpected(s *State, sub string, models []inventory.ExternalModel) []string {
+	var out []string
+	for _, m := range s.Inv.ExternalModels {
+		if slices.ContainsFunc(models, func(x inventory.ExternalModel) bool { return x.Name == m.Name && x.Namespace == m.Namespace }) {
+			continue
+		}
+		var mine, theirs []string
+		for _, is := range s.Inv.Subscriptions {
+			if !slices.ContainsFunc(is.ModelRefs, func(r inventory.SubscriptionModel) bool { return r.Name == m.Name && r.Namespace == m.Namespace }) {
+				continue
+			}
+			if owns(s.Caller, is.Groups, is.Users) {
+				mine = append(mine, is.Name)
+			} else {
+				theirs = append(theirs, fmt.Sprintf("%s (groups %s; users %s)", is.Name, orNone(strings.Join(is.Groups, ",")), orNone(strings.Join(is.Users, ","))))
+			}
+		}
+		var why string
+		switch {
+		case len(mine) > 0:
+			why = "in subscription " + strings.Join(mine, ", ") + ", not in " + sub + " (an API key lists the models of its own subscription only)"
+		case len(theirs) > 0:
+			who := "you"
+			if s.Caller.User != "" {
+				who = fmt.Sprintf("you (%s, groups %s)", s.Caller.User, orNone(strings.Join(s.Caller.Groups, ",")))
+			}
+			why = "granted only by subscription " + strings.Join(theirs, ", ") + ", not to " + who
+		default:
+			why = "in no subscription of the inventory"
+		}
+		out = append(out, m.Name+" "+why)
+	}
+	return out
 }
 
 // chatRequest is the OpenAI chat completion verify sends.

@@ -497,3 +497,36 @@ func TestDataPathUnreachableFailsOnce(t *testing.T) {
 		t.Errorf("probe subscriptions created for an unreachable endpoint: %v", probes.created)
 	}
 }
+
+// TestListModelsNamesModelsOfOtherGroups: the inventory has a second model
+// granted only to group team-b; the caller's key (subscription
+// llama-coder-default) lists the one model it covers, and MAAS-V022
+// passes saying which model it expected and why the other is not listed.
+func TestListModelsNamesModelsOfOtherGroups(t *testing.T) {
+	inv := inventory.Default()
+	big := inv.ExternalModels[0]
+	big.Name, big.TargetModel = "big-model", "big-model"
+	inv.ExternalModels = append(inv.ExternalModels, big)
+	ref := inventory.ModelRef{Name: big.Name, Namespace: big.Namespace}
+	inv.AuthPolicies = append(inv.AuthPolicies, inventory.AuthPolicy{Name: "team-b-access", Groups: []string{"team-b"}, ModelRefs: []inventory.ModelRef{ref}})
+	inv.Subscriptions = append(inv.Subscriptions, inventory.Subscription{Name: "team-b", Priority: 1, Groups: []string{"team-b"},
+		ModelRefs: []inventory.SubscriptionModel{{Name: big.Name, Namespace: big.Namespace, TokenRateLimits: []inventory.TokenRateLimit{{Limit: 200000, Window: "1h"}}}}})
+	srv := scriptedGateway(t, scripted{200, okChat, 0}, scripted{200, okChat, 0}, 64<<10)
+	rep, _, err := verify.Run(context.Background(), verify.Options{
+		Inventory: inv, Reader: healthy(t),
+		DataPath: &verify.DataPathOptions{Endpoint: srv.URL, Token: adminToken, HTTPClient: srv.Client()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byCode(rep.Checks)[verify.CodeListModels]
+	if len(got) != 1 || got[0].Result != verify.Pass {
+		t.Fatalf("%s = %+v, want one pass", verify.CodeListModels, got)
+	}
+	for _, want := range []string{"listed: qwen35-9b-coder", "expected for subscription llama-coder-default: qwen35-9b-coder",
+		"big-model granted only by subscription team-b (groups team-b; users <none>), not to you (admin, groups system:masters,system:authenticated)"} {
+		if !strings.Contains(got[0].Detail, want) {
+			t.Errorf("%s detail %q\nwant it to contain %q", verify.CodeListModels, got[0].Detail, want)
+		}
+	}
+}
