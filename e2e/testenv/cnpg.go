@@ -110,6 +110,33 @@ var (
 	gvrCNPGClusters = schema.GroupVersionResource{Group: "postgresql.cnpg.io", Version: "v1", Resource: "clusters"}
 )
 
+// cnpgMoreCRDFiles are the CRDs of CNPGVersion (config/crd/bases in the
+// module cache) that the cloudnative-pg bundle of the fixture catalog does
+// not bring (it has only Cluster and Database, olmcatalog.go): the real
+// operator watches them all and exits at start without them ("no matches
+// for kind Pooler", internal/cmd/manager/controller/controller.go,
+// setupReconcilers). A real CNPG bundle carries every one of them.
+func cnpgMoreCRDFiles(ctx context.Context) ([]string, error) {
+	cache, err := goModCache(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "github.com", "cloudnative-pg", "cloudnative-pg@"+CNPGVersion, "config", "crd", "bases")
+	all, err := filepath.Glob(filepath.Join(dir, "postgresql.cnpg.io_*.yaml"))
+	if err != nil || len(all) == 0 {
+		return nil, fmt.Errorf("%w: CNPG CRDs not in the module cache (%s)", ErrNotBuilt, dir)
+	}
+	var out []string
+	for _, f := range all {
+		switch filepath.Base(f) {
+		case "postgresql.cnpg.io_clusters.yaml", "postgresql.cnpg.io_databases.yaml":
+			continue // the bundle's (../shared/crds/cnpg)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // cnpgState is the harness's part of the real CNPG operator.
 type cnpgState struct {
 	mu      sync.Mutex

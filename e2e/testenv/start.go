@@ -193,6 +193,13 @@ func resolve(opts Options) (*resolved, error) {
 		}
 		o.crdFiles = append(o.crdFiles, f)
 	}
+	if o.RealCNPG {
+		fs, err := cnpgMoreCRDFiles(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("start local control plane: %w", err)
+		}
+		o.crdFiles = append(o.crdFiles, fs...)
+	}
 	if o.StateDir == "" {
 		if o.StateDir, err = os.MkdirTemp("", "maasctl-testenv-"); err != nil {
 			return nil, fmt.Errorf("start local control plane: create state folder: %w", err)
