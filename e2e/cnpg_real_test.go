@@ -132,6 +132,11 @@ func TestRealCNPGOperator(t *testing.T) {
 		t.Errorf("no sockets of %s found; the network check would pass vacuously", testenv.CNPGManager)
 	}
 	assertLoopbackOnlyExcept(t, c, testenv.CNPGManager)
+	for _, st := range c.env.OperatorStarts() {
+		if st.Component == testenv.CNPGManager {
+			t.Logf("CNPG operator started for pod %s; CPU of its processes so far: %s", st.Pod, childrenCPU(st.PID))
+		}
+	}
 	t.Logf("TestRealCNPGOperator wall time %s", time.Since(t0).Round(time.Millisecond))
 }
 
@@ -162,4 +167,32 @@ func logCNPG(t *testing.T, c *cluster) {
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		t.Logf("%s log (%d lines), the last 40:\n%s", comp, len(lines), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
+}
+
+// childrenCPU is the user+system CPU time of pid's child processes that
+// still run (the operator under netns-run), from /proc/<pid>/stat
+// (fields 14 and 15, in clock ticks of 1/100 s).
+func childrenCPU(pid int) string {
+	ents, _ := os.ReadDir("/proc")
+	var ticks int64
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 || f[1] != fmt.Sprint(pid) {
+			continue
+		}
+		var u, sy int64
+		fmt.Sscan(f[11], &u)
+		fmt.Sscan(f[12], &sy)
+		ticks += u + sy
+	}
+	return (time.Duration(ticks) * 10 * time.Millisecond).String()
 }

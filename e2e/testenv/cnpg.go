@@ -290,6 +290,9 @@ func (s *operatorSupervisor) cnpgKubelet(ctx context.Context) {
 			st.done[j.UID] = true
 		}
 	}
+	if st.standIn != nil {
+		st.standIn.markPrimary(ctx)
+	}
 	pvcs, err := s.kube.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{LabelSelector: "cnpg.io/cluster"})
 	if err == nil {
 		for i := range pvcs.Items {
@@ -567,6 +570,43 @@ func (im *cnpgInstanceStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
 	im.logf("GET /pg/status for %s/%s: 200 isPrimary=%v lsn=%s timeline=%d ready=%v", pod.Namespace, pod.Name, st.IsPrimary, st.CurrentLsn, st.TimeLineID, st.IsPodReady)
+}
+
+// markPrimary does the instance manager's first step on the primary
+// (internal/management/controller/instance_startup.go,
+// verifyPgDataCoherenceForPrimary: "First primary instance bootstrap,
+// marking myself as primary"): when the Cluster's status.targetPrimary is
+// the instance pod and status.currentPrimary is empty, and only when the
+// real PostgreSQL is not in recovery, it patches status.currentPrimary
+// (the pod) and currentPrimaryTimestamp (RFC 3339 with microseconds,
+// machinery pkg/postgres/time GetCurrentTimestamp) with a merge patch of
+// the status subresource. The operator waits for that before it counts a
+// primary (internal/controller/cluster_upgrade.go: "expected 1 primary
+// PostgreSQL but none found").
+func (im *cnpgInstanceStandIn) markPrimary(ctx context.Context) {
+	pod, cl, err := im.instance(ctx)
+	if err != nil {
+		return
+	}
+	target, _, _ := unstructured.NestedString(cl.Object, "status", "targetPrimary")
+	current, _, _ := unstructured.NestedString(cl.Object, "status", "currentPrimary")
+	if target != pod.Name || current != "" || pod.Status.Phase != corev1.PodRunning {
+		return
+	}
+	st, err := im.pgStatus(ctx, pod)
+	if err != nil || !st.IsPrimary {
+		im.logf("not marking %s/%s primary: PostgreSQL says primary=%v (%v)", pod.Namespace, pod.Name, st != nil && st.IsPrimary, err)
+		return
+	}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{
+		"currentPrimary": pod.Name, "currentPrimaryTimestamp": time.Now().Format(metav1.RFC3339Micro)}})
+	_, err = im.dyn.Resource(gvrCNPGClusters).Namespace(cl.GetNamespace()).Patch(ctx, cl.GetName(), types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "testenv-cnpg-instance"}, "status")
+	if err != nil {
+		im.logf("mark %s/%s primary: %v", pod.Namespace, pod.Name, err)
+		return
+	}
+	im.logf("first primary bootstrap: status.currentPrimary of cluster %s/%s set to %s (PostgreSQL not in recovery)", cl.GetNamespace(), cl.GetName(), pod.Name)
 }
 
 // publicKeyFingerprint is the hex SHA-256 of the certificate's
