@@ -132,6 +132,33 @@ func TestRealCNPGOperator(t *testing.T) {
 		t.Errorf("no sockets of %s found; the network check would pass vacuously", testenv.CNPGManager)
 	}
 	assertLoopbackOnlyExcept(t, c, testenv.CNPGManager)
+	// What the harness stood in for, from its log: the initdb Job, the
+	// PV, the first-primary mark and the status calls it answered.
+	if b, err := os.ReadFile(c.env.LogFile(testenv.CNPGInstanceLog)); err == nil {
+		statusOK := 0
+		var other []string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.Contains(l, "GET /pg/status") && strings.Contains(l, ": 200 ") {
+				statusOK++
+				continue
+			}
+			other = append(other, l)
+		}
+		t.Logf("instance stand-in: %d status calls answered 200; other lines:\n%s", statusOK, strings.Join(other, "\n"))
+		if statusOK == 0 {
+			t.Errorf("the operator never got a status from the instance stand-in")
+		}
+	}
+	if b, err := os.ReadFile(c.env.LogFile(testenv.CNPGManager)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "healthy") || strings.Contains(l, "Setting up primary") || strings.Contains(l, `"level":"error"`) {
+				if len(l) > 300 {
+					l = l[:300] + "..."
+				}
+				t.Logf("cnpg-manager: %s", l)
+			}
+		}
+	}
 	for _, st := range c.env.OperatorStarts() {
 		if st.Component == testenv.CNPGManager {
 			t.Logf("CNPG operator started for pod %s; CPU of its processes so far: %s", st.Pod, childrenCPU(st.PID))
