@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -151,11 +152,12 @@ func TestRealCNPGOperator(t *testing.T) {
 	}
 	if b, err := os.ReadFile(c.env.LogFile(testenv.CNPGManager)); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, "healthy") || strings.Contains(l, "Setting up primary") || strings.Contains(l, `"level":"error"`) {
-				if len(l) > 300 {
-					l = l[:300] + "..."
-				}
-				t.Logf("cnpg-manager: %s", l)
+			var e struct{ Level, Ts, Msg, Error string }
+			if json.Unmarshal([]byte(l), &e) != nil {
+				continue
+			}
+			if strings.Contains(e.Msg, "healthy") || e.Level == "error" {
+				t.Logf("cnpg-manager: %s %s %s %s", e.Ts, e.Level, e.Msg, e.Error)
 			}
 		}
 	}
