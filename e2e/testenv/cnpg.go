@@ -153,7 +153,10 @@ func (s *operatorSupervisor) cnpgOperator() realOperator {
 		selector:   labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "cloudnative-pg"}),
 		csvPrefix:  "cloudnative-pg.",
 		argsPrefix: []string{"controller"},
-		prepare:    (*operatorSupervisor).prepareCNPG,
+		// A crash loop (e.g. a CRD missing at start) would otherwise
+		// start it five times a second.
+		restartBackoff: true,
+		prepare:        (*operatorSupervisor).prepareCNPG,
 	}
 }
 

@@ -146,6 +146,13 @@ type realOperator struct {
 	// csvPrefix is the name prefix of the CSV whose Succeeded phase the
 	// process waits for (default "rhcl-operator.").
 	csvPrefix string
+	// restartBackoff waits, before starting an exited process again, as
+	// the kubelet does for a container that exits (10 s, doubled each
+	// time up to 5 min, back to 10 s after 10 min of running; Kubernetes
+	// docs, "Pod Lifecycle", Container restarts; netns-run's
+	// nextBackoff). Without it the process is started again at the next
+	// poll (the Kuadrant operators).
+	restartBackoff bool
 	// prepare, when set, gives what the process needs beyond its pod's
 	// container: more netns-run flags (before "--"), env, args (after the
 	// container's) and the working folder (default StateDir).
@@ -254,6 +261,13 @@ type runningOperator struct {
 	// exposed is the host's loopback address of the operator's exposed
 	// port (realOperator.exposed), "" for none.
 	exposed string
+	// startedAt is when p was started; backoff the wait before the
+	// restart that started it (0 for a first start). Used with
+	// realOperator.restartBackoff.
+	startedAt time.Time
+	backoff   time.Duration
+	// seenExit is when the loop first saw p exited.
+	seenExit time.Time
 }
 
 // startOperatorSupervisor starts the loop that runs the real operators;
@@ -447,6 +461,19 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 	if cur != nil && !cur.p.exited() {
 		return
 	}
+	var backoff time.Duration
+	if cur != nil && op.restartBackoff {
+		if cur.seenExit.IsZero() {
+			cur.seenExit = time.Now()
+		}
+		backoff = 10 * time.Second
+		if ran := cur.seenExit.Sub(cur.startedAt); cur.backoff > 0 && ran < 10*time.Minute {
+			backoff = min(2*cur.backoff, 5*time.Minute)
+		}
+		if time.Since(cur.seenExit) < backoff {
+			return
+		}
+	}
 	if cur != nil {
 		s.logf("%s exited (%v); starting it again for pod %s/%s", op.component, cur.p.waitErr, pod.Namespace, pod.Name)
 	}
@@ -456,7 +483,7 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 		return
 	}
 	s.mu.Lock()
-	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p, exposed: exposed}
+	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p, exposed: exposed, startedAt: time.Now(), backoff: backoff}
 	s.all = append(s.all, p)
 	s.starts = append(s.starts, OperatorStart{Component: op.component, Pod: pod.Namespace + "/" + pod.Name, PodUID: pod.UID, PID: p.pid, At: time.Now()})
 	s.mu.Unlock()
