@@ -623,8 +623,12 @@ func assertLoopbackOnly(t *testing.T, c *cluster) {
 	if len(conns) == 0 {
 		t.Fatal("no sockets of the control plane found; the loopback check would pass vacuously")
 	}
+	// With the real CNPG operator, its calls to the instance pod's IP
+	// stay inside its own network namespace (pod and Service ranges on its
+	// lo; the stand-in's end is there too).
+	hostNS, _ := os.Readlink("/proc/self/ns/net")
 	for _, cn := range conns {
-		if cn.LeavesLoopback() {
+		if cn.LeavesLoopback() && !cn.StaysInNamespace(hostNS) {
 			t.Errorf("connection leaves loopback: %s", cn)
 		}
 	}
