@@ -100,6 +100,8 @@ type cluster struct {
 	vaultAddr  string
 	vaultToken string
 	dir        string
+	// realCNPG: the real CloudNativePG operator runs (clusterOptions.realCNPG).
+	realCNPG bool
 
 	// cfg reaches the API server directly (never through the proxy); nil
 	// means env.RESTConfig().
@@ -128,7 +130,15 @@ type clusterOptions struct {
 	// (User-Agent simUserAgent), so a recording proxy sees every write to
 	// the managed objects.
 	simViaProxy bool
+	// realCNPG runs the real CloudNativePG operator in the local control
+	// plane (testenv Options.RealCNPG) instead of the CNPG simulator; also
+	// on for every test with envRealCNPG=1.
+	realCNPG bool
 }
+
+// envRealCNPG, set to 1 or true, runs the real CloudNativePG operator
+// (testenv Options.RealCNPG) in every test's local control plane.
+const envRealCNPG = "MAASCTL_TESTENV_REAL_CNPG"
 
 // simUserAgent is the User-Agent of the simulators' requests.
 const simUserAgent = "maasctl-sim"
@@ -242,6 +252,8 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		// The Kuadrant, Authorino and Limitador operators are always the
 		// real ones (e2e/sim simulates none of them).
 		to := testenv.Options{OperatorPodReadyDelay: olmDelay, RealKuadrant: true, Logf: t.Logf}
+		to.RealCNPG = o.realCNPG || envBool(envRealCNPG, false)
+		c.realCNPG = to.RealCNPG
 		if o.proxy != nil && o.simViaProxy {
 			// The real OLM writes Subscriptions, InstallPlans and CSVs
 			// maasctl also reads and applies (and the real Kuadrant
@@ -309,7 +321,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	if c.simulated {
 		simCfg.UserAgent = simUserAgent
 		logger := simLogger(t, c.dir)
-		so := sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin()}
+		so := sim.Options{Delay: simOnlyDelay(o.simDelay), Logger: logger, Postgres: c.postgresAdmin(), RealCNPG: c.realCNPG}
 		// Against an external cluster the real Kuadrant operators must run
 		// there too (testenv-ctl operators, as make demo runs them).
 		if so.IstioCRDs, err = testenv.IstioCRDFile(ctx); err != nil {
@@ -611,8 +623,12 @@ func assertLoopbackOnly(t *testing.T, c *cluster) {
 	if len(conns) == 0 {
 		t.Fatal("no sockets of the control plane found; the loopback check would pass vacuously")
 	}
+	// With the real CNPG operator, its calls to the instance pod's IP
+	// stay inside its own network namespace (pod and Service ranges on its
+	// lo; the stand-in's end is there too).
+	hostNS, _ := os.Readlink("/proc/self/ns/net")
 	for _, cn := range conns {
-		if cn.LeavesLoopback() {
+		if cn.LeavesLoopback() && !cn.StaysInNamespace(hostNS) {
 			t.Errorf("connection leaves loopback: %s", cn)
 		}
 	}
@@ -705,7 +721,7 @@ func logsOnFailure(t *testing.T, env *testenv.Env) {
 			fmt.Fprintf(&b, "started %s for pod %s (pid %d) at %s\n", s.Component, s.Pod, s.PID, s.At.Format("15:04:05"))
 		}
 		for _, comp := range []string{testenv.OLMOperator, testenv.CatalogOperator, testenv.KuadrantOperator,
-			testenv.AuthorinoOperator, testenv.LimitadorOperator, testenv.AuthorinoServer} {
+			testenv.AuthorinoOperator, testenv.LimitadorOperator, testenv.AuthorinoServer, testenv.CNPGManager, testenv.CNPGInstanceLog} {
 			data, err := os.ReadFile(env.LogFile(comp))
 			if err != nil {
 				continue

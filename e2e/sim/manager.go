@@ -229,7 +229,9 @@ func (m *manager) start(ctx context.Context) error {
 	if err := m.installCertWebhook(ctx); err != nil {
 		return err
 	}
-	registerCNPG(m)
+	if !m.opts.RealCNPG {
+		registerCNPG(m)
+	}
 	registerDBJobs(m)
 	registerCertManager(m)
 	registerServiceCA(m)

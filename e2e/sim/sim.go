@@ -140,6 +140,11 @@ type Options struct {
 	// the data-path stand-in's maas-api. OpenShift's bundle holds several
 	// CAs while its service CA rotates.
 	ServiceCABundle []byte
+	// RealCNPG leaves CloudNativePG Clusters to the real operator the
+	// local control plane runs (testenv Options.RealCNPG): the CNPG
+	// simulator (cnpg.go, cnpg_db.go) does not run. Default false: it
+	// does.
+	RealCNPG bool
 }
 
 // Faults are failure modes a test can switch on. They mirror failures seen in

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -142,6 +143,26 @@ type realOperator struct {
 	// installer mounts the service CA ConfigMap and sets SSL_CERT_FILE on
 	// the container; podVolumes and podEnv carry both to the process).
 	callsServices bool
+	// csvPrefix is the name prefix of the CSV whose Succeeded phase the
+	// process waits for (default "rhcl-operator.").
+	csvPrefix string
+	// restartBackoff waits, before starting an exited process again, as
+	// the kubelet does for a container that exits (10 s, doubled each
+	// time up to 5 min, back to 10 s after 10 min of running; Kubernetes
+	// docs, "Pod Lifecycle", Container restarts; netns-run's
+	// nextBackoff). Without it the process is started again at the next
+	// poll (the Kuadrant operators).
+	restartBackoff bool
+	// prepare, when set, gives what the process needs beyond its pod's
+	// container: more netns-run flags (before "--"), env, args (after the
+	// container's) and the working folder (default StateDir).
+	prepare func(s *operatorSupervisor, ctx context.Context, pod *corev1.Pod) (launchExtras, error)
+}
+
+// launchExtras is what realOperator.prepare adds to a launch.
+type launchExtras struct {
+	netns, env, args []string
+	dir              string
 }
 
 // AuthorinoExtAuthzPort is the port of Authorino's ext_authz gRPC listener
@@ -221,7 +242,14 @@ type operatorSupervisor struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// cfg is the control plane's admin config; pgAdmin the superuser
+	// connection string of its PostgreSQL ("" without one). Used with
+	// Options.RealCNPG (cnpg.go).
+	cfg     *rest.Config
+	pgAdmin string
+
 	mu      sync.Mutex
+	cnpg    *cnpgState // with Options.RealCNPG, once its operator is prepared
 	running map[string]*runningOperator
 	starts  []OperatorStart
 	all     []*process
@@ -233,6 +261,13 @@ type runningOperator struct {
 	// exposed is the host's loopback address of the operator's exposed
 	// port (realOperator.exposed), "" for none.
 	exposed string
+	// startedAt is when p was started; backoff the wait before the
+	// restart that started it (0 for a first start). Used with
+	// realOperator.restartBackoff.
+	startedAt time.Time
+	backoff   time.Duration
+	// seenExit is when the loop first saw p exited.
+	seenExit time.Time
 }
 
 // startOperatorSupervisor starts the loop that runs the real operators;
@@ -268,7 +303,10 @@ func startOperatorSupervisor(o *resolved, env *Env, kubeconfig string, apiPort i
 		o: o, apiPort: apiPort, kubecfg: kubeconfig, kube: kube, logf: o.logf,
 		pods: pods.Lister(), csvs: csvs.Lister(), synced: []cache.InformerSynced{pods.Informer().HasSynced, csvs.Informer().HasSynced},
 		cancel: cancel, done: make(chan struct{}), running: map[string]*runningOperator{},
-		proxy: proxy, ca: ca,
+		proxy: proxy, ca: ca, cfg: env.cfg,
+	}
+	if env.pg != nil {
+		s.pgAdmin = env.pg.AdminConnString()
 	}
 	pf.Start(ctx.Done())
 	df.Start(ctx.Done())
@@ -290,7 +328,7 @@ func (e *Env) RunOperators(ctx context.Context, binDir string, logf func(string,
 	if e.cfg == nil {
 		return fmt.Errorf("run the Kuadrant operators: no kubeconfig in %s", e.stateDir)
 	}
-	o := &resolved{Options: Options{StateDir: e.stateDir, BinDir: binDir, Logf: logf}}
+	o := &resolved{Options: Options{StateDir: e.stateDir, BinDir: binDir, Logf: logf, RealKuadrant: true}}
 	if o.BinDir == "" {
 		d, err := defaultBinDir()
 		if err != nil {
@@ -329,8 +367,14 @@ const supervisorPoll = 200 * time.Millisecond
 
 func (s *operatorSupervisor) loop(ctx context.Context) {
 	defer close(s.done)
-	ops := realOperators()
-	csvSeen := false
+	var ops []realOperator
+	if s.o.RealKuadrant {
+		ops = realOperators()
+	}
+	if s.o.RealCNPG {
+		ops = append(ops, s.cnpgOperator())
+	}
+	csvSeen := map[string]bool{}
 	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
 		return
 	}
@@ -342,21 +386,27 @@ func (s *operatorSupervisor) loop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if !csvSeen {
-			csvSeen = s.rhclSucceeded(ctx)
-			if !csvSeen {
-				continue
-			}
-		}
 		for _, op := range ops {
+			prefix := op.csvPrefix
+			if prefix == "" {
+				prefix = "rhcl-operator."
+			}
+			if !csvSeen[prefix] {
+				if csvSeen[prefix] = s.csvSucceeded(prefix); !csvSeen[prefix] {
+					continue
+				}
+			}
 			s.sync(ctx, op)
+		}
+		if s.o.RealCNPG {
+			s.cnpgKubelet(ctx)
 		}
 	}
 }
 
-// rhclSucceeded reports whether an rhcl-operator CSV (not a copy) is
+// csvSucceeded reports whether a CSV named prefix* (not a copy) is
 // Succeeded.
-func (s *operatorSupervisor) rhclSucceeded(ctx context.Context) bool {
+func (s *operatorSupervisor) csvSucceeded(prefix string) bool {
 	l, err := s.csvs.List(labels.Everything())
 	if err != nil {
 		return false
@@ -368,7 +418,7 @@ func (s *operatorSupervisor) rhclSucceeded(ctx context.Context) bool {
 		}
 		phase, _, _ := unstructured.NestedString(c.Object, "status", "phase")
 		reason, _, _ := unstructured.NestedString(c.Object, "status", "reason")
-		if strings.HasPrefix(c.GetName(), "rhcl-operator.") && phase == "Succeeded" && reason != "Copied" {
+		if strings.HasPrefix(c.GetName(), prefix) && phase == "Succeeded" && reason != "Copied" {
 			return true
 		}
 	}
@@ -411,6 +461,19 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 	if cur != nil && !cur.p.exited() {
 		return
 	}
+	var backoff time.Duration
+	if cur != nil && op.restartBackoff {
+		if cur.seenExit.IsZero() {
+			cur.seenExit = time.Now()
+		}
+		backoff = 10 * time.Second
+		if ran := cur.seenExit.Sub(cur.startedAt); cur.backoff > 0 && ran < 10*time.Minute {
+			backoff = min(2*cur.backoff, 5*time.Minute)
+		}
+		if time.Since(cur.seenExit) < backoff {
+			return
+		}
+	}
 	if cur != nil {
 		s.logf("%s exited (%v); starting it again for pod %s/%s", op.component, cur.p.waitErr, pod.Namespace, pod.Name)
 	}
@@ -420,7 +483,7 @@ func (s *operatorSupervisor) sync(ctx context.Context, op realOperator) {
 		return
 	}
 	s.mu.Lock()
-	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p, exposed: exposed}
+	s.running[op.component] = &runningOperator{podUID: pod.UID, p: p, exposed: exposed, startedAt: time.Now(), backoff: backoff}
 	s.all = append(s.all, p)
 	s.starts = append(s.starts, OperatorStart{Component: op.component, Pod: pod.Namespace + "/" + pod.Name, PodUID: pod.UID, PID: p.pid, At: time.Now()})
 	s.mu.Unlock()
@@ -467,6 +530,14 @@ func (s *operatorSupervisor) launch(ctx context.Context, op realOperator, pod *c
 	}
 	env := append(podEnv(pod, c, mounts), "KUBECONFIG="+s.kubecfg)
 	args := []string{"--forward=" + strconv.Itoa(s.apiPort)}
+	var extra launchExtras
+	if op.prepare != nil {
+		if extra, err = op.prepare(s, ctx, pod); err != nil {
+			return nil, "", err
+		}
+		env = append(env, extra.env...)
+		args = append(args, extra.netns...)
+	}
 	if op.callsServices {
 		// Go's proxy selection leaves loopback (the API server) direct.
 		proxy := "http://127.0.0.1:" + strconv.Itoa(s.proxy.Port())
@@ -485,9 +556,13 @@ func (s *operatorSupervisor) launch(ctx context.Context, op realOperator, pod *c
 	for _, a := range c.Args {
 		args = append(args, mounts.rewrite(a))
 	}
+	args = append(args, extra.args...)
 	cmd := exec.Command(filepath.Join(s.o.BinDir, NetnsRun), args...)
 	cmd.Env = env
 	cmd.Dir = s.o.StateDir
+	if extra.dir != "" {
+		cmd.Dir = extra.dir
+	}
 	cmd.SysProcAttr = sysProcAttr(false)
 	p, err = launchLog(s.o.StateDir, op.component, false, cmd, true)
 	return p, exposed, err
@@ -781,6 +856,7 @@ func (s *operatorSupervisor) shutdown() error {
 		_ = os.Remove(s.running[n].p.pidFile)
 	}
 	s.running = map[string]*runningOperator{}
+	s.cnpg.close()
 	return errors.Join(errs...)
 }
 

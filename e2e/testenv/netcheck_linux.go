@@ -92,6 +92,33 @@ func (c Connection) LeavesLoopback() bool {
 	return ip == nil || !(ip.IsLoopback() || ip.IsUnspecified())
 }
 
+// StaysInNamespace reports whether c, a connection to a pod or Service IP,
+// cannot have left its process's network namespace: the process is in a
+// namespace other than hostNS (the caller's, readlink of
+// /proc/self/ns/net), and the remote end is in kwok's pod range or the
+// Service range, which netns-run --addr puts on that namespace's lo
+// (Options.RealCNPG, cnpg.go): there every such address is local, and
+// the namespace has no interface but lo.
+func (c Connection) StaysInNamespace(hostNS string) bool {
+	if c.NetNS == "" || c.NetNS == hostNS {
+		return false
+	}
+	host, _, err := net.SplitHostPort(c.Remote)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	for _, r := range []string{cnpgPodCIDR, cnpgServiceCIDR} {
+		if _, n, err := net.ParseCIDR(r); err == nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c Connection) String() string {
 	return fmt.Sprintf("%s pid %d (%s) %s -> %s state %s in %s", c.Component, c.PID, c.Program, c.Local, c.Remote, c.State, c.NetNS)
 }

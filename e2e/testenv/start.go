@@ -164,10 +164,16 @@ func resolve(opts Options) (*resolved, error) {
 			if o.RealKuadrant {
 				bins = append(bins, KuadrantOperator, AuthorinoOperator, LimitadorOperator, AuthorinoServer)
 			}
+			if o.RealCNPG {
+				bins = append(bins, CNPGManager)
+			}
 		}
 	}
 	if o.RealKuadrant && (o.NoControllers || o.NoOLM) {
 		return nil, errors.New("start local control plane: Options.RealKuadrant needs controllers and OLM")
+	}
+	if o.RealCNPG && (o.NoControllers || o.NoOLM || o.NoPostgres || o.Detach) {
+		return nil, errors.New("start local control plane: Options.RealCNPG needs controllers, OLM and PostgreSQL, and not Detach")
 	}
 	if err := checkBinaries(o.BinDir, bins...); err != nil {
 		return nil, fmt.Errorf("start local control plane: %w", err)
@@ -186,6 +192,13 @@ func resolve(opts Options) (*resolved, error) {
 			return nil, fmt.Errorf("start local control plane: %w", err)
 		}
 		o.crdFiles = append(o.crdFiles, f)
+	}
+	if o.RealCNPG {
+		fs, err := cnpgMoreCRDFiles(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("start local control plane: %w", err)
+		}
+		o.crdFiles = append(o.crdFiles, fs...)
 	}
 	if o.StateDir == "" {
 		if o.StateDir, err = os.MkdirTemp("", "maasctl-testenv-"); err != nil {
@@ -505,7 +518,7 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 			return nil, withRestarts(o.StateDir, cause(err), OLMOperator, CatalogOperator)
 		}
 		o.logf("OLM ready after %d ms (catalogs: %s; %s)", time.Since(t0).Milliseconds(), catalogChannels(CatalogRedHat), catalogChannels(CatalogCertified))
-		if o.RealKuadrant && !o.Detach {
+		if (o.RealKuadrant || o.RealCNPG) && !o.Detach {
 			if env.ops, err = startOperatorSupervisor(o, env, olmKubeconfig, olmPort); err != nil {
 				return nil, err
 			}

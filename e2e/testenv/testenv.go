@@ -125,6 +125,15 @@ type Options struct {
 	// control plane runs, so a process that lives that long runs them
 	// (Env.RunOperators, `testenv operators`).
 	RealKuadrant bool
+	// RealCNPG runs the real CloudNativePG operator (cnpg-manager
+	// controller, cnpg.go) for the pod of the cloudnative-pg CSV's
+	// Deployment once that CSV is Succeeded, in a network namespace of its
+	// own with the pod and Service ranges on its lo; the harness does for
+	// its Clusters what kubelets and the Job controller would (the initdb
+	// Job against the real PostgreSQL, a PV for the PVC, an instance
+	// manager stand-in on the instance pod's IP). Needs OLM (and so root).
+	// Not with Detach.
+	RealCNPG bool
 	// OperatorPodReadyDelay, when positive, makes kwok report the pods of
 	// every operator the catalogs install Ready that long after they start
 	// (standing for an image pull and start), so their CSVs stay Installing
@@ -165,7 +174,7 @@ type Env struct {
 	stopErr      error
 	startElapsed time.Duration
 	pg           *PostgresServer     // nil without one
-	ops          *operatorSupervisor // nil without Options.RealKuadrant
+	ops          *operatorSupervisor // nil without Options.RealKuadrant or RealCNPG
 }
 
 // Kubeconfig returns the path of the admin kubeconfig

@@ -5,7 +5,20 @@
 // with TLS), so two control planes on one machine would collide on them,
 // and inside a private namespace nothing they start can reach beyond it.
 //
-//	netns-run [--forward PORT]... [--expose NSPORT:HOSTPORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]...
+//	netns-run [--addr CIDR]... [--forward PORT]... [--forward-from NSADDR:NSPORT=HOSTPORT]... [--expose NSPORT:HOSTPORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]...
+//
+// Each --addr CIDR (e.g. 10.244.0.1/16, kwok's pod range) is added to lo
+// of the new namespace, what `ip addr add 10.244.0.1/16 dev lo` does:
+// on a loopback device the kernel makes the whole prefix a local route
+// (fib_add_ifaddr in net/ipv4/fib_frontend.c), so inside the namespace
+// every address of the range is the namespace's own. A program there that
+// dials a pod IP (CNPG dials https://<podIP>:8000) reaches a listener of
+// the namespace, or is refused; no packet leaves the namespace.
+// Each --forward-from NSADDR:NSPORT=HOSTPORT listens inside the namespace
+// on NSADDR:NSPORT (0.0.0.0 for every address of the namespace, pod IPs
+// of an --addr range included) and copies every connection to
+// 127.0.0.1:HOSTPORT of the host namespace: a stand-in the test harness
+// serves on the host's loopback for a server that would listen on a pod IP.
 //
 // Each --forward PORT listens on 127.0.0.1:PORT inside the new namespace and
 // copies every connection to 127.0.0.1:PORT of the host namespace (the
@@ -42,6 +55,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -78,6 +92,8 @@ func main() {
 
 // runArgs is netns-run's parsed command line.
 type runArgs struct {
+	addrs    []*net.IPNet  // --addr ranges for lo
+	froms    []fromAddr    // --forward-from listeners
 	forwards []int         // --forward ports
 	exposes  []exposed     // --expose port pairs
 	restart  bool          // --restart
@@ -88,7 +104,13 @@ type runArgs struct {
 // exposed is one --expose NSPORT:HOSTPORT.
 type exposed struct{ ns, host int }
 
-const usage = "usage: netns-run [--forward PORT]... [--expose NSPORT:HOSTPORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]"
+// fromAddr is one --forward-from NSADDR:NSPORT=HOSTPORT.
+type fromAddr struct {
+	ns   string // NSADDR:NSPORT
+	host int
+}
+
+const usage = "usage: netns-run [--addr CIDR]... [--forward PORT]... [--forward-from NSADDR:NSPORT=HOSTPORT]... [--expose NSPORT:HOSTPORT]... [--restart [--restart-backoff=D]] -- PROG ARGS... [--- PROG ARGS...]"
 
 // parsePort parses a TCP port 1-65535 of flag.
 func parsePort(flag, v string) (int, error) {
@@ -120,6 +142,31 @@ func parseArgs(args []string) (runArgs, error) {
 				return r, fmt.Errorf("--restart-backoff %q: want a positive Go duration such as 10s", v)
 			}
 			r.backoff = d
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "--addr="); ok {
+			ip, n, err := net.ParseCIDR(v)
+			if err != nil || ip.To4() == nil {
+				return r, fmt.Errorf("--addr %q: want an IPv4 CIDR such as 10.244.0.1/16", v)
+			}
+			n.IP = ip.To4() // the address itself, with the range's mask
+			r.addrs = append(r.addrs, n)
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "--forward-from="); ok {
+			nsAddr, hostPort, found := strings.Cut(v, "=")
+			host, port, err := net.SplitHostPort(nsAddr)
+			if !found || err != nil || net.ParseIP(host) == nil {
+				return r, fmt.Errorf("--forward-from %q: want NSADDR:NSPORT=HOSTPORT", v)
+			}
+			if _, err := parsePort("--forward-from", port); err != nil {
+				return r, err
+			}
+			f := fromAddr{ns: nsAddr}
+			if f.host, err = parsePort("--forward-from", hostPort); err != nil {
+				return r, err
+			}
+			r.froms = append(r.froms, f)
 			continue
 		}
 		if v, ok := strings.CutPrefix(a, "--expose="); ok {
@@ -177,7 +224,7 @@ type nsThread struct {
 	reqs chan func()
 }
 
-func startNSThread() (*nsThread, error) {
+func startNSThread(addrs []*net.IPNet) (*nsThread, error) {
 	t := &nsThread{reqs: make(chan func())}
 	errc := make(chan error, 1)
 	go func() {
@@ -189,6 +236,12 @@ func startNSThread() (*nsThread, error) {
 		if err := loUp(); err != nil {
 			errc <- err
 			return
+		}
+		for _, a := range addrs {
+			if err := loAddr(a); err != nil {
+				errc <- err
+				return
+			}
 		}
 		errc <- nil
 		for f := range t.reqs {
@@ -227,10 +280,97 @@ func loUp() error {
 	return nil
 }
 
+// loAddr adds address a (with its range's prefix length) to lo of the
+// calling thread's namespace, what `ip addr add A/N dev lo` does: one
+// RTM_NEWADDR request on a NETLINK_ROUTE socket (rtnetlink(7), struct
+// ifaddrmsg with IFA_LOCAL and IFA_ADDRESS attributes), acknowledged by an
+// NLMSG_ERROR message whose error is 0. Through golang.org/x/sys/unix, as
+// loUp does with its ioctls: the ioctl way (SIOCSIFADDR) sets only lo's
+// first address, and lo already has 127.0.0.1.
+func loAddr(a *net.IPNet) error {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return fmt.Errorf("lo: %w", err)
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("netlink bind: %w", err)
+	}
+	msg := newAddrRequest(lo.Index, a, 1)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("RTM_NEWADDR %s dev lo: %w", a, err)
+	}
+	buf := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return fmt.Errorf("RTM_NEWADDR %s dev lo: read the ack: %w", a, err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	if err != nil {
+		return fmt.Errorf("RTM_NEWADDR %s dev lo: %w", a, err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 {
+			continue
+		}
+		if code := int32(nativeEndian.Uint32(m.Data[:4])); code != 0 {
+			return fmt.Errorf("RTM_NEWADDR %s dev lo: %w", a, syscall.Errno(-code))
+		}
+		return nil
+	}
+	return fmt.Errorf("RTM_NEWADDR %s dev lo: no acknowledgement", a)
+}
+
+// nativeEndian is the byte order of netlink messages (the host's).
+var nativeEndian = binary.NativeEndian
+
+// newAddrRequest is the RTM_NEWADDR message that adds IPv4 address a to
+// the interface of index ifIndex (scope host, as ip(8) gives an address
+// on lo): nlmsghdr, ifaddrmsg, then the IFA_LOCAL and IFA_ADDRESS
+// attributes, each 4-byte aligned (rtnetlink(7), netlink(7)).
+func newAddrRequest(ifIndex int, a *net.IPNet, seq uint32) []byte {
+	ones, _ := a.Mask.Size()
+	ip := a.IP.To4()
+	attr := func(typ uint16, v []byte) []byte {
+		b := make([]byte, unix.SizeofRtAttr, unix.SizeofRtAttr+len(v))
+		nativeEndian.PutUint16(b[0:2], uint16(unix.SizeofRtAttr+len(v)))
+		nativeEndian.PutUint16(b[2:4], typ)
+		return append(b, v...) // 4+4 bytes: already aligned
+	}
+	body := make([]byte, unix.SizeofIfAddrmsg)
+	body[0] = unix.AF_INET
+	body[1] = byte(ones)
+	body[2] = 0 // flags
+	body[3] = unix.RT_SCOPE_HOST
+	nativeEndian.PutUint32(body[4:8], uint32(ifIndex))
+	body = append(body, attr(unix.IFA_LOCAL, ip)...)
+	body = append(body, attr(unix.IFA_ADDRESS, ip)...)
+	hdr := make([]byte, unix.SizeofNlMsghdr)
+	nativeEndian.PutUint32(hdr[0:4], uint32(unix.SizeofNlMsghdr+len(body)))
+	nativeEndian.PutUint16(hdr[4:6], unix.RTM_NEWADDR)
+	nativeEndian.PutUint16(hdr[6:8], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	nativeEndian.PutUint32(hdr[8:12], seq)
+	return append(hdr, body...)
+}
+
 func run(a runArgs) (int, error) {
-	t, err := startNSThread()
+	t, err := startNSThread(a.addrs)
 	if err != nil {
 		return 1, err
+	}
+	for _, f := range a.froms {
+		var l net.Listener
+		var lerr error
+		t.do(func() { l, lerr = net.Listen("tcp", f.ns) })
+		if lerr != nil {
+			return 1, fmt.Errorf("listen in the namespace on %s (--forward-from): %w", f.ns, lerr)
+		}
+		target := "127.0.0.1:" + strconv.Itoa(f.host)
+		go relay(l, func() (net.Conn, error) { return net.DialTimeout("tcp", target, dialTimeout) })
 	}
 	for _, p := range a.forwards {
 		var l net.Listener

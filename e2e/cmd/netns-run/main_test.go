@@ -217,3 +217,68 @@ func TestExpose(t *testing.T) {
 		t.Errorf("the server answered from the host's network namespace %s, want its own", answer)
 	}
 }
+
+// TestAddrAndForwardFrom runs a program in a namespace with --addr
+// 10.244.0.1/16 on lo: it can bind an address of that range other than
+// the one added (the whole prefix is local), and a connection to a pod IP
+// on the --forward-from port reaches a server of the test on the host's
+// loopback.
+func TestAddrAndForwardFrom(t *testing.T) {
+	bin := buildNetnsRun(t)
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintln(c, "host-standin")
+			_ = c.Close()
+		}
+	}()
+	hostPort := host.Addr().(*net.TCPAddr).Port
+	// Inside: bind 10.244.7.9:9999 (only local with the /16 on lo), then
+	// read what 10.244.3.4:8000 answers (the relay to the host's server).
+	script := `python3 - <<'PY'
+import socket
+s = socket.socket(); s.bind(("10.244.7.9", 9999)); s.close()
+c = socket.create_connection(("10.244.3.4", 8000), timeout=5)
+print("got", c.recv(100).decode().strip())
+PY`
+	cmd := exec.Command(bin, "--addr=10.244.0.1/16", fmt.Sprintf("--forward-from=0.0.0.0:8000=%d", hostPort), "--", "sh", "-c", script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("netns-run: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "got host-standin" {
+		t.Errorf("output %q, want %q", got, "got host-standin")
+	}
+}
+
+func TestParseAddrArgs(t *testing.T) {
+	a, err := parseArgs([]string{"--addr=10.244.0.1/16", "--forward-from=0.0.0.0:8000=31000", "--", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.addrs) != 1 || a.addrs[0].String() != "10.244.0.1/16" {
+		t.Errorf("addrs %v, want [10.244.0.1/16]", a.addrs)
+	}
+	if d := cmp.Diff([]fromAddr{{ns: "0.0.0.0:8000", host: 31000}}, a.froms, cmp.AllowUnexported(fromAddr{})); d != "" {
+		t.Errorf("froms (-want +got):\n%s", d)
+	}
+	for _, bad := range [][]string{{"--addr=10.244.0.1", "--", "a"}, {"--addr=::1/64", "--", "a"},
+		{"--forward-from=0.0.0.0:8000", "--", "a"}, {"--forward-from=host:8000=1", "--", "a"}, {"--forward-from=0.0.0.0:0=1", "--", "a"}} {
+		if _, err := parseArgs(bad); err == nil {
+			t.Errorf("parseArgs(%q): no error", bad)
+		}
+	}
+	msg := newAddrRequest(1, a.addrs[0], 7)
+	// nlmsghdr 16 + ifaddrmsg 8 + two 8-byte attributes.
+	if len(msg) != 40 || msg[16] != 2 || msg[17] != 16 || !bytes.Equal(msg[28:32], []byte{10, 244, 0, 1}) {
+		t.Errorf("RTM_NEWADDR message %v: want length 40, AF_INET, prefix 16, IFA_LOCAL 10.244.0.1", msg)
+	}
+}
