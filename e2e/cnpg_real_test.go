@@ -30,6 +30,7 @@ import (
 // stored in the Vault stand-in; and the operator's sockets stay on
 // loopback or inside its own network namespace.
 func TestRealCNPGOperator(t *testing.T) {
+	parallel(t)
 	t0 := time.Now()
 	c := newCluster(t, clusterOptions{realCNPG: true})
 	if c.env == nil {

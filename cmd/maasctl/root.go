@@ -123,7 +123,10 @@ func explainUnreachable(c *cobra.Command, g *globalOptions) {
 		c.RunE = func(c *cobra.Command, args []string) error {
 			err := run(c, args)
 			if err != nil && g.session != nil {
-				err = g.session.ExplainUnreachable(err, c.CommandPath())
+				// The same inventory flags again: a plain 'maasctl
+				// install' refuses on a cluster installed from -f.
+				cmd := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
+				err = g.session.ExplainUnreachable(err, rerunCommand(cmd, g.in.files, g.in.sets, g.in.defaults))
 			}
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +72,14 @@ func TestUnreachableAPIServer(t *testing.T) {
 				t.Fatal("no error")
 			}
 			msg := err.Error()
+			// The re-run keeps the inventory flags (--defaults), never the
+			// connection's: those are what to fix.
+			rerun := root.Name() + " " + tc.args[0]
+			if slices.Contains(tc.args, "--defaults") {
+				rerun += " --defaults"
+			}
 			want := append([]string{"cannot reach the Kubernetes API server " + server + " (", "connection refused",
-				"--kubeconfig, --context or --server", "oc login", "run '" + root.Name() + " " + tc.args[0] + "' again"}, tc.from...)
+				"--kubeconfig, --context or --server", "oc login", "run '" + rerun + "' again"}, tc.from...)
 			for _, w := range want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error does not say %q:\n%s", w, msg)
