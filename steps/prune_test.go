@@ -15,7 +15,7 @@ import (
 // TestRecordDropped: only what an earlier run of the step created (with a
 // UID) and the step no longer lists is dropped, in reverse apply order;
 // adopted, absent and owned objects, Namespaces, other steps' objects and
-// those still listed never are.
+// those still listed (also under another API group) never are.
 func TestRecordDropped(t *testing.T) {
 	r, err := decodeRecord(nil)
 	if err != nil {
@@ -35,12 +35,18 @@ func TestRecordDropped(t *testing.T) {
 	ns.SetKind("Namespace")
 	ns.SetName("team-b")
 	r.set(ns, "models/model", 9, OriginCreated, "ns-uid")
+	moved := testEntries("models/model", 11)[10]
+	r.set(moved.Object(), moved.Step, moved.Order, OriginCreated, moved.UID)
 	other := testEntries("access/subscription", 1)[0]
 	r.set(other.Object(), other.Step, other.Order, OriginCreated, other.UID)
 
 	// The step now lists only model-0000 (the inventory dropped the rest).
 	s := &Step{ID: "models/model", Objects: func(*Env, *Step) []*unstructured.Unstructured {
-		return []*unstructured.Unstructured{models[0].Object()}
+		// model-0010 is still listed, under the API group another
+		// RHOAI release serves ExternalModel in.
+		m := moved.Object()
+		m.SetAPIVersion("inference.opendatahub.io/v1alpha1")
+		return []*unstructured.Unstructured{models[0].Object(), m}
 	}}
 	var got []string
 	for _, en := range r.Dropped(&Env{}, s) {

@@ -532,16 +532,24 @@ func (r *Record) set(o *unstructured.Unstructured, step string, order int, origi
 // objects no longer include: the inventory no longer lists them (a model,
 // a MaaSAuthPolicy, a MaaSSubscription taken out of it). They come in
 // reverse apply order (Order, then name, descending), the order they are
-// removed in. A Namespace is never dropped: it holds what others put
+// removed in. An object the step still lists under another API group
+// (same kind, namespace and name) is not dropped. A Namespace is never dropped: it holds what others put
 // there (the model server), and only uninstall's namespace step removes
 // the Namespaces maasctl created. It reads nothing from the cluster.
 func (r *Record) Dropped(e *Env, s *Step) []RecordEntry {
-	want := map[string]bool{}
+	want, named := map[string]bool{}, map[string]bool{}
 	for _, o := range s.objects(e) {
 		want[recordKeyOf(o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())] = true
+		named[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = true
 	}
 	var out []RecordEntry
 	for _, en := range r.Entries() {
+		if named[en.Kind+"/"+en.Namespace+"/"+en.Name] {
+			// Listed under another API group (the ExternalModel of an
+			// RHOAI release that moved it): an upgrade's business, not
+			// an inventory that dropped it.
+			continue
+		}
 		if en.Step == s.ID && en.Origin == OriginCreated && en.UID != "" && !want[en.key()] && !isNamespace(en.GVK()) {
 			out = append(out, en)
 		}
