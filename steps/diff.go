@@ -57,6 +57,10 @@ type ObjectDiff struct {
 // DiffReport lists the objects an install would change; objects it would
 // leave as they are do not appear.
 type DiffReport struct {
+	// Against names the inventory the cluster is compared against (as in
+	// PlanReport), e.g. "the default inventory with --set ..." when the
+	// cluster was installed from another one.
+	Against string       `json:"inventory,omitempty"`
 	Objects []ObjectDiff `json:"objects"`
 }
 
@@ -85,7 +89,7 @@ func Diff(ctx context.Context, o PlanOptions) (*DiffReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &DiffReport{}
+	rep := &DiffReport{Against: o.Against}
 	for _, s := range order {
 		if sel != nil && !sel[s.ID] {
 			continue

@@ -83,6 +83,9 @@ var identityField = map[string]bool{"apiVersion": true, "kind": true, "metadata.
 //	- MaaSSubscription models-as-a-service/team-b (access/subscription): would be removed: no longer in the inventory
 func writeDiff(w io.Writer, rep *session.DiffReport) error {
 	mark := map[string]string{session.DiffCreate: "+", session.DiffUpdate: "~", session.DiffUnknown: "?", session.DiffDelete: "-"}
+	if len(rep.Objects) > 0 {
+		writeAgainst(w, rep.Against) // as plan says it
+	}
 	for _, d := range rep.Objects {
 		fmt.Fprintf(w, "%s %s (%s)", mark[d.Action], d.Object, d.Step)
 		switch d.Action {

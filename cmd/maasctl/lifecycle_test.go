@@ -99,3 +99,26 @@ func TestWritePlanSingularPlural(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteDiffNamesInventoryAndRemovals: diff says which inventory it
+// compares against, as plan does (the trial of 2026-12-07: 'diff --set'
+// on a cluster installed from site.yaml compared against the default
+// inventory without saying so), and marks an object install removes.
+func TestWriteDiffNamesInventoryAndRemovals(t *testing.T) {
+	rep := &session.DiffReport{Against: "the default inventory with --set gateway.hostname", Objects: []session.ObjectDiff{
+		{Step: "access/subscription", Object: "MaaSSubscription models-as-a-service/team-b", Action: session.DiffDelete, Note: "no longer in the inventory"},
+	}}
+	var b strings.Builder
+	if err := writeDiff(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := `Comparing against the default inventory with --set gateway.hostname.
+
+- MaaSSubscription models-as-a-service/team-b (access/subscription): would be removed: no longer in the inventory
+
+1 object would change.
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
