@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,8 +101,11 @@ const unset = "(unset)"
 // Diff lists the differences from one inventory to another, sorted by
 // path. Nulls, empty lists and empty mappings are the same as missing
 // values (as for Hash). Lists of mappings of equal length (authPolicies,
-// operators) are compared element by element; any other list that
-// differs is one change of the whole list. No difference: nil.
+// operators) are compared element by element; lists of named mappings
+// (name, or id for operators) whose names differ, element by name:
+// "subscriptions[team-b]: (listed) -> (not listed)" for one removed; any
+// other list that differs is one change of the whole list. No
+// difference: nil.
 func Diff(from, to *Inventory) []Change {
 	a, err := toGeneric(from)
 	if err != nil {
@@ -139,9 +143,31 @@ func diffValue(path string, a, b any, out *[]Change) {
 	}
 	al, aok := a.([]any)
 	bl, bok := b.([]any)
-	if aok && bok && len(al) == len(bl) && allMaps(al) && allMaps(bl) {
+	an, anOK := elementNames(al)
+	bn, bnOK := elementNames(bl)
+	if aok && bok && len(al) == len(bl) && allMaps(al) && allMaps(bl) && (!anOK || !bnOK || slices.Equal(an, bn)) {
 		for i := range al {
 			diffValue(fmt.Sprintf("%s[%d]", path, i), al[i], bl[i], out)
+		}
+		return
+	}
+	if anOK && bnOK {
+		// Named elements (models, policies, subscriptions, operators)
+		// added, removed or reordered: one change per element, by name
+		// as --set names it (subscriptions[team-b]), not the whole list
+		// on one line.
+		for i, n := range an {
+			p := fmt.Sprintf("%s[%s]", path, n)
+			if j := slices.Index(bn, n); j >= 0 {
+				diffValue(p, al[i], bl[j], out)
+			} else {
+				*out = append(*out, Change{Path: p, From: listed, To: notListed})
+			}
+		}
+		for _, n := range bn {
+			if !slices.Contains(an, n) {
+				*out = append(*out, Change{Path: fmt.Sprintf("%s[%s]", path, n), From: notListed, To: listed})
+			}
 		}
 		return
 	}
@@ -149,6 +175,36 @@ func diffValue(path string, a, b any, out *[]Change) {
 	if fa != fb {
 		*out = append(*out, Change{Path: path, From: fa, To: fb})
 	}
+}
+
+// The two sides of a Change for a named list element one side lacks.
+const (
+	listed    = "(listed)"
+	notListed = "(not listed)"
+)
+
+// elementNames returns the names of the elements of l, each a mapping
+// with a string "name" (or, for operators, "id"), unique in l; ok is
+// false for an empty list or any other.
+func elementNames(l []any) (names []string, ok bool) {
+	if len(l) == 0 {
+		return nil, false
+	}
+	for _, e := range l {
+		m, isMap := e.(map[string]any)
+		if !isMap {
+			return nil, false
+		}
+		n, _ := m["name"].(string)
+		if n == "" {
+			n, _ = m["id"].(string)
+		}
+		if n == "" || slices.Contains(names, n) {
+			return nil, false
+		}
+		names = append(names, n)
+	}
+	return names, true
 }
 
 func allMaps(l []any) bool {

@@ -8,13 +8,19 @@ import (
 )
 
 // TestDiff: paths as in --set, list elements by index when the lengths
-// match, a whole list when they do not, empty and missing the same.
+// and names match, named elements by name when not, any other list whole
+// when it differs, empty and missing the same.
 func TestDiff(t *testing.T) {
 	grant := Default()
 	grant.AuthPolicies[0].Groups = []string{"developers", "platform-admins"}
 	grant.Database.StorageSize = "10Gi"
 	longer := Default()
 	longer.Subscriptions = append(longer.Subscriptions, Subscription{Name: "premium", Priority: 20, Groups: []string{"admins"}})
+	longerLimit := Default()
+	longerLimit.Subscriptions = append(longerLimit.Subscriptions, Subscription{Name: "premium", Priority: 20, Groups: []string{"admins"}})
+	longerLimit.Subscriptions[0].ModelRefs[0].TokenRateLimits[0].Limit = 50000
+	moreRemoved := Default()
+	moreRemoved.RHOAI.RemovedComponents = append(moreRemoved.RHOAI.RemovedComponents, "trustyai-extra")
 	emptied := Default()
 	emptied.RHOAI.RemovedComponents = []string{}
 	nilled := Default()
@@ -30,10 +36,17 @@ func TestDiff(t *testing.T) {
 			{Path: "authPolicies[0].groups", From: `["developers","platform-admins"]`, To: `["system:authenticated"]`},
 			{Path: "database.storageSize", From: "10Gi", To: "5Gi"},
 		}},
-		{name: "list of another length", from: Default(), to: longer, want: []Change{{
-			Path: "subscriptions",
-			From: flowOf(t, Default().Subscriptions),
-			To:   flowOf(t, longer.Subscriptions),
+		{name: "named element added", from: Default(), to: longer, want: []Change{
+			{Path: "subscriptions[premium]", From: "(not listed)", To: "(listed)"},
+		}},
+		{name: "named element removed, another changed", from: longerLimit, to: Default(), want: []Change{
+			{Path: "subscriptions[llama-coder-default].modelRefs[0].tokenRateLimits[0].limit", From: "50000", To: "200000"},
+			{Path: "subscriptions[premium]", From: "(listed)", To: "(not listed)"},
+		}},
+		{name: "list of another length without names", from: Default(), to: moreRemoved, want: []Change{{
+			Path: "rhoai.removedComponents",
+			From: flowOf(t, Default().RHOAI.RemovedComponents),
+			To:   flowOf(t, moreRemoved.RHOAI.RemovedComponents),
 		}}},
 	}
 	for _, tt := range tests {
