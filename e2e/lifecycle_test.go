@@ -334,7 +334,8 @@ data: {note: kept}`)
 		}
 		last = i
 	}
-	for _, want := range []string{"keep   Cluster rhoai-maas-db/maas-postgres", "delete ClusterServiceVersion redhat-ods-operator/", "keep   Namespace kuadrant-system"} {
+	for _, want := range []string{"keep   Cluster rhoai-maas-db/maas-postgres", "delete ClusterServiceVersion redhat-ods-operator/", "keep   Namespace kuadrant-system",
+		"keep   Vault secret kv/cloudnativepg/maas-postgres (the database password; --delete-data deletes it)"} {
 		if !strings.Contains(dry.stdout, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, dry.stdout)
 		}

@@ -260,6 +260,11 @@ func (u *uninstaller) plan(ctx context.Context) ([]UninstallStep, error) {
 		if rm.VaultSecret != nil && u.o.DeleteData {
 			st.Actions = append(st.Actions, UninstallAction{Verb: ActionDelete, kind: "vault",
 				Object: "Vault secret " + rm.VaultSecret(u.o.Inventory), Reason: "the database password"})
+		} else if rm.VaultSecret != nil && len(st.Actions) > 0 {
+			// Listed with what else is kept: the password stays with the
+			// database it opens (the trial of 2026-12-07 missed it).
+			st.Actions = append(st.Actions, UninstallAction{Verb: ActionKeep, kind: "vault",
+				Object: "Vault secret " + rm.VaultSecret(u.o.Inventory), Reason: "the database password; --delete-data deletes it"})
 		}
 		if rm.Data != "" && !u.o.DeleteData && len(st.Actions) > 0 {
 			st.Kept = true
@@ -472,7 +477,7 @@ func (u *uninstaller) removeStep(ctx context.Context, st UninstallStep, idx int)
 }
 
 func (u *uninstaller) keep(a UninstallAction) {
-	if a.entry != nil && a.entry.Origin == OriginCreated {
+	if a.kind == "vault" || a.entry != nil && a.entry.Origin == OriginCreated {
 		u.kept = append(u.kept, a.Object+" ("+a.Reason+")")
 	}
 }
