@@ -64,7 +64,7 @@ type Diagnosis struct {
 
 // Classify maps a gateway response to a diagnosis, as case B17 prescribes:
 // 401 key or token; 403 policy subjects do not include the caller's groups;
-// 429 with a tiny body, fast: no subscription or subscription exhausted;
+// 429 with a tiny body, fast or plain text: no subscription or subscription exhausted;
 // 413 gateway body limit; 500 AUTH_FAILURE auth service (case B01);
 // 502/503/504 model server unreachable. 400 "invalid JSON" and 500 are a
 // body cap only when a smaller request passed (see ClassifyLarge).
@@ -82,7 +82,13 @@ func Classify(r Response) Diagnosis {
 			"no MaaSAuthPolicy grants the caller's groups (as recorded in the API key) this model",
 			"add one of the caller's groups to a MaaSAuthPolicy that lists the model (inventory authPolicies), run maasctl install, then create a new key"}
 	case r.Status == http.StatusTooManyRequests:
-		if len(r.Body) <= TinyBody && r.Latency <= FastCall {
+		// The gateway's own 429 is tiny and, where the machine is not
+		// loaded, fast; it is also plain text (Envoy's local reply, "Too
+		// Many Requests"), where an OpenAI-compatible model server
+		// answers a JSON error object: a tiny plain-text 429 is the
+		// gateway's however long it took (a loaded CI machine took
+		// 949 ms for one).
+		if len(r.Body) <= TinyBody && (r.Latency <= FastCall || !strings.Contains(body, "{")) {
 			return Diagnosis{ClassQuota,
 				fmt.Sprintf("the gateway's rate limiter refused the request (%d-byte body in %s): the caller has no MaaSSubscription for this model, or its token limit for the window is used up",
 					len(r.Body), r.Latency.Round(time.Millisecond)),
