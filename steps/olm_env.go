@@ -314,6 +314,9 @@ func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructure
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && podReady(p) && podHasEnv(p, want), nil
 	})
+	if err != nil && ctx.Err() != nil {
+		return waiters.Ended(ctx, []waiters.Blocked{{Object: fmt.Sprintf("a Ready pod of Deployment %s/%s with %s", d.GetNamespace(), d.GetName(), envNames(want)), Status: "none yet"}})
+	}
 	if err != nil {
 		return fmt.Errorf("no Ready pod of Deployment %s/%s runs with %s: %w; check 'oc get pods -n %s -l %s'", d.GetNamespace(), d.GetName(), envNames(want), err, d.GetNamespace(), sel)
 	}

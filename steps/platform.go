@@ -558,6 +558,9 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && !old[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning, nil
 	})
+	if err != nil && ctx.Err() != nil {
+		return waiters.Ended(ctx, []waiters.Blocked{{Object: fmt.Sprintf("a new Running pod %s in %s (the Kuadrant operator after its restart)", k.OperatorSelector, k.OperatorNamespace), Status: "none yet"}})
+	}
 	if err != nil {
 		return fmt.Errorf("the Kuadrant operator did not come back after the restart (no new Running pod %s in %s): %w", k.OperatorSelector, k.OperatorNamespace, err)
 	}

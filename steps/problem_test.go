@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/maasctl/maasctl/internal/kube"
@@ -127,5 +128,34 @@ func TestStepTimeoutDuringARequest(t *testing.T) {
 				t.Errorf("%s: %v counted as a step timeout", f.Step, f)
 			}
 		}
+	}
+}
+
+// TestInterruptedWaitIsNotATimeout (CI of stop 45): a step whose wait
+// from apimachinery returns wait.ErrWaitTimeout ("timed out waiting for
+// the condition") because the run was interrupted fails as interrupted,
+// naming the cause, never as a timeout.
+func TestInterruptedWaitIsNotATimeout(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	step := &Step{ID: "demo/dsci", Title: "A wait cut by Ctrl-C", Apply: func(context.Context, *Env, *Step) error {
+		cancel(errors.New("received interrupt"))
+		return wait.ErrorInterrupted(errors.New("timed out waiting for the condition")) // what watchtools.UntilWithSync returns
+	}}
+	var failed []Event
+	_, err := demoRunner(t, func(ev Event) {
+		if ev.Type == EventFailed {
+			failed = append(failed, ev)
+		}
+	}, step).Run(ctx)
+	if len(failed) != 1 {
+		t.Fatalf("failed events %v (run error %v)", failed, err)
+	}
+	if msg := failed[0].Message; msg != "interrupted (received interrupt)" {
+		t.Errorf("failed event message %q, want \"interrupted (received interrupt)\"", msg)
+	}
+	var runErr *engine.RunError
+	if !errors.As(err, &runErr) || len(runErr.Failed) != 1 || !errors.Is(runErr.Failed[0], context.Canceled) || strings.Contains(runErr.Failed[0].Error(), "timed out") {
+		t.Errorf("run error %v: want the step interrupted (context.Canceled), not timed out", err)
 	}
 }

@@ -134,8 +134,16 @@ func waitAnyDSCI(ctx context.Context, e *Env) error {
 	_, err = watchtools.UntilWithSync(wctx, lw, &unstructured.Unstructured{}, func(s cache.Store) (bool, error) {
 		return len(s.List()) > 0, nil
 	}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Added, nil })
-	if err != nil && ctx.Err() == nil {
-		return nil // none appeared: maasctl creates its own
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		// watchtools reports an ended context as wait.ErrWaitTimeout
+		// ("timed out waiting for the condition"); an interrupted run
+		// must say it was interrupted (CI of stop 45).
+		return waiters.Ended(ctx, []waiters.Blocked{{Object: "a DSCInitialization from the RHOAI operator", Status: "none yet"}})
+	case wctx.Err() != nil:
+		return nil // none appeared within adoptWait: maasctl creates its own
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps/engine"
@@ -236,6 +237,13 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		}
 	}
 	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, context.Canceled) && wait.Interrupted(err) {
+			// apimachinery's waits (watchtools.UntilWithSync, wait.Poll*)
+			// report an ended context as wait.ErrWaitTimeout, "timed out
+			// waiting for the condition": on an interrupted run that would
+			// read as a timeout and mark the step failed.
+			err = &waiters.InterruptedError{Cause: context.Cause(ctx)}
+		}
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			var ie *waiters.InterruptedError
 			if !errors.As(err, &ie) { // a wait's error names the interruption itself

@@ -109,6 +109,9 @@ func (e *InterruptedError) Error() string {
 	if e.Cause != nil && !errors.Is(e.Cause, context.Canceled) {
 		why = "interrupted (" + e.Cause.Error() + ")"
 	}
+	if len(parts) == 0 {
+		return why
+	}
 	return why + " while waiting for " + strings.Join(parts, "; ")
 }
 
