@@ -123,6 +123,14 @@ func setIn(v any, t reflect.Type, steps []pathStep, at string, value string) (an
 			childType = f.typ
 		case reflect.Map:
 			childType = t.Elem()
+		case reflect.Slice:
+			// "subscriptions.0" (Helm's and yq's habit) instead of
+			// "subscriptions[0]": say how a list entry is addressed.
+			sel := st.key
+			if !isDigits(sel) {
+				sel = "NAME"
+			}
+			return nil, fmt.Errorf("%s is %s: address an entry as %s[%s] (an index or the entry's id or name in brackets), not %s.%s", where, kindName(t), at, sel, at, st.key)
 		default:
 			return nil, fmt.Errorf("%s is %s and has no key %q", where, kindName(t), st.key)
 		}
