@@ -362,17 +362,24 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range r.Findings {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Code, strings.ToUpper(string(f.Severity)), f.Symptom)
-		fmt.Fprintf(tw, "\tobject:\t%s\n", f.Object)
-		fmt.Fprintf(tw, "\tevidence:\t%s\n", f.Evidence)
-		fmt.Fprintf(tw, "\tcause:\t%s\n", f.Cause)
-		fmt.Fprintf(tw, "\tfix:\t%s\n", f.Fix)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Code, strings.ToUpper(string(f.Severity)), cell(f.Symptom))
+		fmt.Fprintf(tw, "\tobject:\t%s\n", cell(f.Object))
+		fmt.Fprintf(tw, "\tevidence:\t%s\n", cell(f.Evidence))
+		fmt.Fprintf(tw, "\tcause:\t%s\n", cell(f.Cause))
+		fmt.Fprintf(tw, "\tfix:\t%s\n", cell(f.Fix))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "doctor: %d finding(s), %d error(s): %s\n", len(r.Findings), len(r.Errors()), strings.Join(r.Codes(), ", "))
 	return err
+}
+
+// cell keeps a multi-line value (a step Check's message, an operator's
+// condition text) in the value column: each further line starts with two
+// empty cells, so tabwriter aligns it under the first.
+func cell(s string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n\t\t")
 }
 
 // WriteJSON renders the report as one indented JSON document.

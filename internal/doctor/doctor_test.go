@@ -890,3 +890,38 @@ func TestSettleBeforeFindings(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTextMultiLineEvidence: a multi-line evidence (a step Check's
+// message) stays in the value column of its finding, so the next
+// finding's code still starts a line of its own (a new user's trial,
+// session 41: D030 evidence broke the table).
+func TestWriteTextMultiLineEvidence(t *testing.T) {
+	rep := &doctor.Report{Findings: []doctor.Finding{
+		{Code: "MAAS-D030", Severity: doctor.Error, Symptom: "step not converged", Object: "step rhoai/dsc",
+			Evidence: "drifted: DataScienceCluster default-dsc:\n  spec.components.kserve differs\n", Cause: "changed after the install", Fix: "maasctl install"},
+		{Code: "MAAS-D031", Severity: doctor.Warning, Symptom: "step unsure", Object: "step models/model", Evidence: "unknown", Cause: "c", Fix: "f"},
+	}}
+	var out bytes.Buffer
+	if err := rep.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	var evidence int
+	for i, l := range lines {
+		if strings.Contains(l, "evidence:") && strings.Contains(l, "drifted:") {
+			evidence = i
+		}
+	}
+	col := strings.Index(lines[evidence], "drifted:")
+	if next := lines[evidence+1]; strings.TrimSpace(next) != "spec.components.kserve differs" || strings.Index(next, "spec.") != col+2 {
+		t.Errorf("the second line of the evidence is not in the value column (at %d):\n%s", col, out.String())
+	}
+	if !strings.HasPrefix(lines[evidence+2], "  ") || !strings.Contains(lines[evidence+2], "cause:") {
+		t.Errorf("the line after the evidence is not its finding's cause:\n%s", out.String())
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "WARNING") && !strings.HasPrefix(l, "MAAS-D031") {
+			t.Errorf("the second finding's code does not start its line: %q\n%s", l, out.String())
+		}
+	}
+}
