@@ -65,9 +65,17 @@ type Summary struct {
 // says them: "40 reads (83 more answered from the run's earlier reads), 0
 // writes to managed objects".
 func (s *Summary) RequestsText() string {
-	reads := fmt.Sprintf("%d reads", s.Reads)
+	reads := count(s.Reads, "read")
 	if s.Shared > 0 {
 		reads += fmt.Sprintf(" (%d more answered from the run's earlier reads)", s.Shared)
 	}
-	return fmt.Sprintf("%s, %d writes to managed objects", reads, s.Writes)
+	return fmt.Sprintf("%s, %s to managed objects", reads, count(s.Writes, "write"))
+}
+
+// count is "1 write", "0 writes", "2 writes".
+func count(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
