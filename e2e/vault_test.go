@@ -417,6 +417,11 @@ func TestInstallVaultTokenExpiresMidRun(t *testing.T) {
 	if strings.Contains(msg, "grant the token") {
 		t.Errorf("an expired token is reported as a missing policy:\n%s", msg)
 	}
+	for _, l := range strings.Split(msg, "\n") {
+		if n := strings.Count(l, "export the new token as VAULT_TOKEN"); strings.Contains(l, "the Vault token cannot be used") && n != 1 {
+			t.Errorf("the finding says its fix %d times, want once (the message must not repeat it): %s", n, l)
+		}
+	}
 	if got := stepsWith(expired.events, steps.EventDone); len(got) > 0 {
 		t.Errorf("steps %v ran with an expired Vault token", got)
 	}

@@ -229,7 +229,10 @@ func (v *VaultSecrets) PreflightVault(ctx context.Context) ([]Finding, error) {
 			if fix == "" {
 				fix = "log in to Vault again (vault login) and pass the new token (VAULT_TOKEN), or check the auth method's credentials"
 			}
-			return []Finding{errorf(fix, "the Vault token cannot be used: %v", err)}, nil
+			// The hint is the finding's fix: not in its message too.
+			bare := *te
+			bare.Hint = ""
+			return []Finding{errorf(fix, "the Vault token cannot be used: %v", &bare)}, nil
 		}
 		var pe *vault.PermissionError
 		if errors.As(err, &pe) {
