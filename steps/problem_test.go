@@ -159,3 +159,33 @@ func TestInterruptedWaitIsNotATimeout(t *testing.T) {
 		t.Errorf("run error %v: want the step interrupted (context.Canceled), not timed out", err)
 	}
 }
+
+// TestInterruptedWaitDropsTheWrapperAndFix (a new user's trial, session
+// 42): a wait cut by Ctrl-C inside a step that wraps it in a Problem
+// ("never rolled out", fix "check the Deployments") fails with the
+// interruption alone, naming what it waited on, and no fix line.
+func TestInterruptedWaitDropsTheWrapperAndFix(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	step := &Step{ID: "demo/rollout", Title: "A rollout cut by Ctrl-C", Apply: func(context.Context, *Env, *Step) error {
+		cancel(errors.New("received interrupt"))
+		ie := &waiters.InterruptedError{Blocked: []waiters.Blocked{{Object: "Deployment ns/app", Status: "1 of 2 updated"}}, Cause: errors.New("received interrupt")}
+		return &Problem{Message: "Deployment ns/app never rolled out: " + ie.Error(), Fix: "check 'oc get deployment app -n ns -o yaml'", Err: ie}
+	}}
+	var failed []Event
+	_, err := demoRunner(t, func(ev Event) {
+		if ev.Type == EventFailed {
+			failed = append(failed, ev)
+		}
+	}, step).Run(ctx)
+	if len(failed) != 1 {
+		t.Fatalf("failed events %v (run error %v)", failed, err)
+	}
+	if ev := failed[0]; ev.Message != "interrupted (received interrupt) while waiting for Deployment ns/app (1 of 2 updated)" || ev.Fix != "" {
+		t.Errorf("failed event message %q fix %q; want the interruption alone and no fix", ev.Message, ev.Fix)
+	}
+	var runErr *engine.RunError
+	if !errors.As(err, &runErr) || len(runErr.Failed) != 1 || !errors.Is(runErr.Failed[0], context.Canceled) {
+		t.Errorf("run error %v: want the step's error to be context.Canceled (no failed checkpoint)", err)
+	}
+}

@@ -164,6 +164,7 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 			sc.Deps[s.ID] = append(slices.Clone(s.After), snapshotNode)
 		}
 	}
+	sc.Halted = halted(ctx)
 	var snapFailed atomic.Bool
 	sc.Run = func(id string, release func()) (EventType, error) {
 		if id == snapshotNode {
@@ -178,12 +179,38 @@ func (r *Runner) forward(ctx context.Context, selected []*Step, emit func(Event)
 	sc.Blocked = func(id, cause string) {
 		s := r.Registry.Get(id)
 		msg := "a dependency failed"
-		if cause == snapshotNode || snapFailed.Load() {
+		switch {
+		case cause == sc.Halted():
+			msg = cause
+		case cause == snapshotNode || snapFailed.Load():
 			msg = "the record of the objects that exist before the run could not be saved"
 		}
 		emit(Event{Type: EventBlocked, Step: id, Title: s.Title, Index: index[id], Message: msg})
 	}
 	return sc
+}
+
+// interruptedError is a step's error when the run was interrupted outside
+// a wait (a wait's is a waiters.InterruptedError): msg says where; it
+// unwraps to context.Canceled and the cause, so the run exits 130.
+type interruptedError struct {
+	msg   string
+	cause error
+}
+
+func (e *interruptedError) Error() string   { return e.msg }
+func (e *interruptedError) Unwrap() []error { return []error{context.Canceled, e.cause} }
+
+// halted is a Schedule's Halted for a run on ctx: once ctx is cancelled
+// (a signal, stdout closed) no step starts any more, and each one not
+// started says why ("the run was interrupted (received interrupt)").
+func halted(ctx context.Context) func() string {
+	return func() string {
+		if ctx.Err() == nil {
+			return ""
+		}
+		return fmt.Sprintf("the run was interrupted (%v) before it started", context.Cause(ctx))
+	}
 }
 
 // runStep checks or applies step s. Once the step succeeded (its Check
@@ -245,9 +272,19 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 			err = &waiters.InterruptedError{Cause: context.Cause(ctx)}
 		}
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			// The interruption alone is the step's error: a wrapper's
+			// wording ("never rolled out") and fix (a Problem's) were
+			// written for a wait that ran out, not for Ctrl-C. A wait's
+			// error names what it was blocked on.
 			var ie *waiters.InterruptedError
-			if !errors.As(err, &ie) { // a wait's error names the interruption itself
-				err = fmt.Errorf("interrupted: %w", err)
+			var already *interruptedError
+			switch {
+			case errors.As(err, &already):
+				err = already
+			case errors.As(err, &ie):
+				err = ie
+			default:
+				err = &interruptedError{msg: fmt.Sprintf("interrupted (%v): %v", context.Cause(ctx), err), cause: context.Cause(ctx)}
 			}
 		} else {
 			// status reports the step as failed until a run succeeds.
@@ -315,6 +352,11 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 		}
 		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
 		return EventUnchanged, true, nil
+	}
+	if ctx.Err() != nil {
+		// A Check cut by the interruption says nothing of the live state:
+		// never a reason to re-apply; the checkpoint stays as it was.
+		return fail(&interruptedError{msg: fmt.Sprintf("interrupted (%v) while its live Check ran; its checkpoint is unchanged", context.Cause(ctx)), cause: context.Cause(ctx)})
 	}
 	if err != nil {
 		msg = "check failed: " + err.Error()

@@ -433,9 +433,14 @@ func (u *uninstaller) run(ctx context.Context, plan []UninstallStep) (*Summary, 
 	}
 	sc.Deps[NamespacesStepID] = slices.DeleteFunc(slices.Clone(sc.IDs), func(id string) bool { return id == NamespacesStepID })
 	sc.Run = func(id string, _ func()) (EventType, error) { return u.removeStep(ctx, byID[id], index[id]) }
+	sc.Halted = halted(ctx)
 	sc.Blocked = func(id, cause string) {
 		st := byID[id]
-		u.emit(Event{Type: EventBlocked, Step: id, Title: st.Title, Index: index[id], Message: "not removed because " + cause + " failed"})
+		msg := "not removed because " + cause + " failed"
+		if cause == sc.Halted() {
+			msg = "not removed: " + cause
+		}
+		u.emit(Event{Type: EventBlocked, Step: id, Title: st.Title, Index: index[id], Message: msg})
 	}
 	results := sc.Execute()
 	sum, _ := engine.Summarize(sc.IDs, results)

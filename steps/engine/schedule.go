@@ -44,8 +44,13 @@ type Schedule struct {
 	// start (ignored when serial) and returns the node's result.
 	Run func(id string, release func()) (event.Type, error)
 	// Blocked is told of each blocked node and the dependency (or the
-	// failed node, with stopOnFailure) that blocked it.
+	// failed node, with stopOnFailure) that blocked it, or Halted's cause.
 	Blocked func(id, cause string)
+	// Halted, when set and returning a cause ("" while the run goes on),
+	// stops the schedule from starting anything more: every node not
+	// started yet is blocked with that cause (an interrupted run starts no
+	// step after Ctrl-C), while the running ones finish.
+	Halted func() string
 }
 
 // NodeResult is how a node ended.
@@ -98,6 +103,11 @@ type execution struct {
 func (x *execution) ready(id string) (ready bool, cause string) {
 	if x.failed != "" && x.sc.StopOnFailure {
 		return false, x.failed
+	}
+	if x.sc.Halted != nil {
+		if c := x.sc.Halted(); c != "" {
+			return false, c
+		}
 	}
 	ready = true
 	for _, d := range x.sc.Deps[id] {
@@ -255,7 +265,7 @@ func (e *RunError) Error() string {
 		msg += "\n  " + f.Error()
 	}
 	if len(e.Blocked) > 0 {
-		msg += fmt.Sprintf("\n  not run because a dependency failed: %v", e.Blocked)
+		msg += fmt.Sprintf("\n  not run (a dependency failed, or the run was interrupted): %v", e.Blocked)
 	}
 	return msg
 }

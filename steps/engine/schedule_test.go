@@ -68,3 +68,39 @@ func TestScheduleForwardAndBackward(t *testing.T) {
 		t.Errorf("Summarize = %+v, %v", sum, rerr)
 	}
 }
+
+// TestScheduleHalted: once Halted gives a cause (Ctrl-C during a), no node
+// starts any more: b and c, free once a is released, are blocked with that
+// cause and never run; a still finishes.
+func TestScheduleHalted(t *testing.T) {
+	var mu sync.Mutex
+	var ran []string
+	stop := ""
+	blocked := map[string]string{}
+	sc := &Schedule{IDs: []string{"a", "b", "c"}, Deps: map[string][]string{"b": {"a"}, "c": {"a"}},
+		Halted: func() string { mu.Lock(); defer mu.Unlock(); return stop },
+		Run: func(id string, release func()) (event.Type, error) {
+			mu.Lock()
+			ran = append(ran, id)
+			if id == "a" {
+				stop = "the run was interrupted"
+			}
+			mu.Unlock()
+			release()
+			return event.Done, nil
+		},
+		Blocked: func(id, cause string) { blocked[id] = cause },
+	}
+	res := sc.Execute()
+	if !slices.Equal(ran, []string{"a"}) {
+		t.Errorf("ran %v, want only a", ran)
+	}
+	for _, id := range []string{"b", "c"} {
+		if res[id].State != NodeBlocked || blocked[id] != "the run was interrupted" {
+			t.Errorf("%s: state %v, blocked by %q; want blocked by the halt", id, res[id].State, blocked[id])
+		}
+	}
+	if res["a"].State != NodeDone {
+		t.Errorf("a: state %v, want done", res["a"].State)
+	}
+}
