@@ -166,10 +166,9 @@ func dash(s string) string {
 	return s
 }
 
+// oneLine is s on one table row: line breaks become spaces, and nothing
+// is cut (a cut detail lost the field that drifted in a pipe or a CI log;
+// a terminal wraps the last column).
 func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 120 {
-		s = s[:120] + "…"
-	}
-	return s
+	return strings.ReplaceAll(s, "\n", " ")
 }
