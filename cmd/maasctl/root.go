@@ -31,8 +31,8 @@ type globalOptions struct {
 	// --vault-addr, registered once on the root command.
 	in inputs
 	// session is the session open opened last: a command's error is
-	// explained with it when the API server could not be reached
-	// (explainUnreachable).
+	// explained with it when the API server could not be reached or did
+	// not accept the credentials (explainUnreachable).
 	session *session.Session
 	// log is the debug log of --log-file, built once (logger).
 	log     *zap.Logger
@@ -114,7 +114,13 @@ rate-limited endpoint. Runs are idempotent and resumable.`,
 // not reach the API server say so (session.UnreachableError): the server
 // URL, where it came from (kubeconfig file and context, or --server), the
 // transport error and the fix, in place of the request that happened to
-// fail first. The exit code stays the command's (1).
+// fail first. So does the error of one whose credentials the API server
+// did not accept, 401 Unauthorized (session.UnauthorizedError): the
+// server, where the credentials came from (kubeconfig file, context and
+// user; the token from Vault; the in-cluster configuration) and the fix
+// ('oc login' again). Neither message repeats the command's own (install's
+// "finished steps are not repeated" among it). The exit code stays the
+// command's (1).
 func explainUnreachable(c *cobra.Command, g *globalOptions) {
 	for _, sub := range c.Commands() {
 		explainUnreachable(sub, g)
@@ -126,7 +132,7 @@ func explainUnreachable(c *cobra.Command, g *globalOptions) {
 				// The same inventory flags again: a plain 'maasctl
 				// install' refuses on a cluster installed from -f.
 				cmd := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ")
-				err = g.session.ExplainUnreachable(err, rerunCommand(cmd, g.in.files, g.in.sets, g.in.defaults))
+				err = g.session.ExplainAPIServer(err, rerunCommand(cmd, g.in.files, g.in.sets, g.in.defaults))
 			}
 			return err
 		}

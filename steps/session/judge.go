@@ -26,15 +26,18 @@ func (s *Session) release(ctx context.Context, clients *kube.Clients) release.Re
 }
 
 // releaseOrUnreachable is release, but an API server that cannot be
-// reached at all is an error (ExplainUnreachable names the server, where
-// it came from and the fix): verify and doctor then stop at their first
-// request instead of failing every check, each with the same transport
-// error, and doctor giving causes for objects it never read.
+// reached at all, or that does not accept the credentials (401), is an
+// error (ExplainAPIServer names the server, where its address or the
+// credentials came from and the fix): verify and doctor then stop at
+// their first request instead of failing every check, each with the same
+// transport error or "Unauthorized", and doctor giving causes for objects
+// it never read.
 func (s *Session) releaseOrUnreachable(ctx context.Context, clients *kube.Clients) (release.Release, error) {
 	r, err := steps.DetectRelease(ctx, clients, s.Inventory)
 	if err != nil {
 		var u *UnreachableError
-		if errors.As(s.ExplainUnreachable(err, ""), &u) {
+		var ua *UnauthorizedError
+		if e := s.ExplainAPIServer(err, ""); errors.As(e, &u) || errors.As(e, &ua) {
 			return release.Release{}, err
 		}
 		fmt.Fprintf(s.opts.Stderr, "maasctl: warning: reading the RHOAI release layout: %v; checking the RHOAI 3.5 layout\n", err)

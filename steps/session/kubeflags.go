@@ -1,6 +1,9 @@
 package session
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -52,3 +55,40 @@ func (f *KubeFlags) ClientConfig() clientcmd.ClientConfig {
 // clientcmd's: a missing explicit file, an unknown context, a kubeconfig
 // that does not parse, or no cluster at all (clientcmd.ErrEmptyConfig).
 func (f *KubeFlags) RESTConfig() (*rest.Config, error) { return f.ClientConfig().ClientConfig() }
+
+// unknownContext returns a *FlagError for --context when it names a
+// context that the kubeconfig files (--kubeconfig, else KUBECONFIG's, else
+// ~/.kube/config) do not define, naming the files and the contexts they
+// do define (with their clusters, and which is the current-context); nil
+// without --context, when the context exists, or when the files do not
+// load (that is a --kubeconfig error). It names no credential.
+func (f *KubeFlags) unknownContext() error {
+	if f.Context == "" {
+		return nil
+	}
+	raw, err := f.ClientConfig().RawConfig()
+	if err != nil || raw.Contexts[f.Context] != nil {
+		return nil
+	}
+	files := "the kubeconfig"
+	if paths := f.ClientConfig().ConfigAccess().GetLoadingPrecedence(); len(paths) > 0 {
+		files = strings.Join(paths, ", ")
+	}
+	if len(raw.Contexts) == 0 {
+		return &FlagError{Flag: "--context", Err: fmt.Errorf("context %q does not exist in %s, which defines no context; log in with 'oc login <API server URL>' (it writes one), or give --kubeconfig with the file that has it", f.Context, files)}
+	}
+	names := make([]string, 0, len(raw.Contexts))
+	for name := range raw.Contexts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	list := make([]string, len(names))
+	for i, name := range names {
+		list[i] = fmt.Sprintf("%s (cluster %q", name, raw.Contexts[name].Cluster)
+		if name == raw.CurrentContext {
+			list[i] += ", the current-context"
+		}
+		list[i] += ")"
+	}
+	return &FlagError{Flag: "--context", Err: fmt.Errorf("context %q does not exist in %s; the contexts there: %s; give one of them, or leave --context out for the current-context ('oc config get-contexts' lists them)", f.Context, files, strings.Join(list, ", "))}
+}

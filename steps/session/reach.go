@@ -79,21 +79,32 @@ func (s *Session) ExplainUnreachable(err error, rerun string) error {
 // findURLError walks err's tree (Unwrap, errors.Join) depth first and
 // returns the first *url.Error that match accepts.
 func findURLError(err error, match func(*url.Error) bool) *url.Error {
+	found := findErr(err, func(e error) bool {
+		ue, ok := e.(*url.Error)
+		return ok && match(ue)
+	})
+	ue, _ := found.(*url.Error)
+	return ue
+}
+
+// findErr walks err's tree (Unwrap, errors.Join) depth first and returns
+// the first error that match accepts, or nil.
+func findErr(err error, match func(error) bool) error {
 	if err == nil {
 		return nil
 	}
-	if ue, ok := err.(*url.Error); ok && match(ue) {
-		return ue
+	if match(err) {
+		return err
 	}
 	switch x := err.(type) {
 	case interface{ Unwrap() []error }:
 		for _, e := range x.Unwrap() {
-			if ue := findURLError(e, match); ue != nil {
-				return ue
+			if found := findErr(e, match); found != nil {
+				return found
 			}
 		}
 	case interface{ Unwrap() error }:
-		return findURLError(x.Unwrap(), match)
+		return findErr(x.Unwrap(), match)
 	}
 	return nil
 }

@@ -212,8 +212,12 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 	if spec == "" {
 		cfg, err := s.opts.Kube.RESTConfig()
 		if err != nil {
-			// Loading the kubeconfig sends nothing: a file that is not
-			// there, a context it lacks or a malformed file (exit 2).
+			// Loading the kubeconfig sends nothing: a --context it
+			// lacks (named under --context, with the contexts it has),
+			// a file that is not there or a malformed file (exit 2).
+			if ctxErr := s.opts.Kube.unknownContext(); ctxErr != nil {
+				return nil, ctxErr
+			}
 			return nil, &FlagError{Flag: "--kubeconfig", Err: fmt.Errorf("%w; check the path (--kubeconfig, KUBECONFIG) and the --context name ('oc config get-contexts' lists them)", err)}
 		}
 		return cfg, nil
@@ -224,6 +228,9 @@ func (s *Session) config(ctx context.Context) (*rest.Config, error) {
 	}
 	base, err := s.opts.Kube.RESTConfig()
 	if err != nil {
+		if ctxErr := s.opts.Kube.unknownContext(); ctxErr != nil {
+			return nil, ctxErr
+		}
 		return nil, fmt.Errorf("find the API server for the token from Vault %s (kubeconfig cluster or --server): %w", spec, err)
 	}
 	if s.vault == nil {
