@@ -486,7 +486,13 @@ func (c *Client) keepAlive(ctx context.Context, report func(KeepAliveEvent)) {
 		info, err := c.LookupSelf(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				report(KeepAliveEvent{KeepAliveFailed, fmt.Sprintf("cannot look up the Vault token to keep it renewed (is \"read\" on auth/token/lookup-self allowed?): %v", err)})
+				msg := fmt.Sprintf("cannot look up the Vault token to keep it renewed (is \"read\" on auth/token/lookup-self allowed?): %v", err)
+				if errors.Is(err, ErrTokenInvalid) {
+					// Not a policy question: the token itself is refused,
+					// and the command's own error says how to log in.
+					msg = "the Vault token is not kept renewed: Vault does not accept it (see the error below)"
+				}
+				report(KeepAliveEvent{KeepAliveFailed, msg})
 			}
 			return
 		}

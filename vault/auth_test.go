@@ -714,3 +714,24 @@ func TestReadKey(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepAliveBogusToken (a new user's trial, session 42): a token
+// Vault never issued is not a policy question: the keep-alive's warning
+// says Vault does not accept the token, not to check "read" on
+// auth/token/lookup-self.
+func TestKeepAliveBogusToken(t *testing.T) {
+	_, addr, _ := realClockServer(t, vaultserver.Options{})
+	c, err := NewClient(Options{Address: addr, Token: "bogus"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs events
+	stop := c.KeepAlive(context.Background(), evs.add)
+	t.Cleanup(stop)
+	waitFor(t, 10*time.Second, "the failed event", func() bool { return evs.count(KeepAliveFailed) == 1 })
+	msg := evs.all()[len(evs.all())-1].Message
+	if !strings.Contains(msg, "Vault does not accept it") || strings.Contains(msg, "allowed?") {
+		t.Errorf("keep-alive warning %q: want 'Vault does not accept it', no policy question", msg)
+	}
+	assertNoSecret(t, msg, "bogus")
+}

@@ -95,7 +95,7 @@ func (e *TokenError) Error() string {
 			b.WriteString(": it reached its max TTL, so renewing could not extend it")
 		}
 	default:
-		b.WriteString("is no longer valid: it expired or was revoked (Vault refuses auth/token/lookup-self too)")
+		b.WriteString("is no longer valid: it expired or was revoked, or was never valid (Vault refuses auth/token/lookup-self too)")
 	}
 	if e.Denied != nil {
 		fmt.Fprintf(&b, "; refused: %s %s (%s)", e.Denied.Op, e.Denied.LogicalPath, e.Denied.APIPath)
