@@ -392,8 +392,10 @@ func TestRules(t *testing.T) {
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				r.Remove(verify.AuthPolicyGVK, "openshift-ingress", "maas-gateway-auth")
 			}},
+		// The inventory pairs the model: the live policy was changed by
+		// hand, and install re-creates it (not "add it to the inventory").
 		{name: "model in a subscription but in no auth policy", code: doctor.CodeGovernanceGap, object: "MaaSModelRef " + mns + "/qwen35-9b-coder", evidence: "no MaaSAuthPolicy",
-			fix: "authPolicies[].modelRefs",
+			fix: "maasctl install   (re-creates the inventory's MaaSAuthPolicy and MaaSSubscription for the model)",
 			breakf: func(t *testing.T, r *verify.StaticReader) {
 				edit(t, r, verify.MaaSAuthPolicyGVK, ins, "llama-coder-access", set([]any{map[string]any{"name": "other", "namespace": mns}}, "spec", "modelRefs"))
 			}},

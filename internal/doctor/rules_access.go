@@ -88,11 +88,30 @@ func governance(s *verify.State) []Finding {
 		if c, ok := cond(s.ModelRefs[verify.Key(m.Namespace, m.Name)], "Ready"); ok {
 			ev += "; " + c.String()
 		}
-		out = append(out, finding(CodeGovernanceGap, obj("MaaSModelRef", m.Namespace, m.Name), ev,
-			"an auth policy decides who may call a model and a subscription how many tokens they get; a model needs both",
-			"add the model to inventory authPolicies[].modelRefs and subscriptions[].modelRefs (names and namespaces must match), then maasctl install"))
+		cause := "an auth policy decides who may call a model and a subscription how many tokens they get; a model needs both"
+		fix := "add the model to inventory authPolicies[].modelRefs and subscriptions[].modelRefs (names and namespaces must match), then maasctl install"
+		if invAuth, invSub := inventoryPairs(s.Inv, m); (inAuth || invAuth) && (inSub || invSub) {
+			// The inventory pairs the model: the live policy or
+			// subscription was deleted or changed by hand (a new user's
+			// trial, session 42: the fix said to add what was there).
+			cause = "the inventory pairs the model with an auth policy and a subscription, but the live one was deleted or changed outside it; a model needs both"
+			fix = "maasctl install   (re-creates the inventory's MaaSAuthPolicy and MaaSSubscription for the model)"
+		}
+		out = append(out, finding(CodeGovernanceGap, obj("MaaSModelRef", m.Namespace, m.Name), ev, cause, fix))
 	}
 	return out
+}
+
+// inventoryPairs says whether the inventory lists model m in an auth
+// policy and in a subscription.
+func inventoryPairs(inv *inventory.Inventory, m inventory.ExternalModel) (inAuth, inSub bool) {
+	for _, p := range inv.AuthPolicies {
+		inAuth = inAuth || slices.ContainsFunc(p.ModelRefs, func(r inventory.ModelRef) bool { return r.Namespace == m.Namespace && r.Name == m.Name })
+	}
+	for _, p := range inv.Subscriptions {
+		inSub = inSub || slices.ContainsFunc(p.ModelRefs, func(r inventory.SubscriptionModel) bool { return r.Namespace == m.Namespace && r.Name == m.Name })
+	}
+	return inAuth, inSub
 }
 
 // access judges 403 and 429 causes against the installed inventory (what
