@@ -197,9 +197,8 @@ func (c *Clients) ForgetMisses() {
 	c.resetGen.Add(1)
 }
 
-// RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH and
-// the review POSTs that store nothing (isReview); writes are every other
-// method except dry-run requests. Every attempt counts: a
+// RequestCounter counts API requests by kind. Reads are GET/LIST/WATCH; writes
+// are every other method except dry-run requests. Every attempt counts: a
 // request retried after a transient failure (see RetryPolicy) counts once
 // per attempt, and once in Retries per retry.
 type RequestCounter struct {
@@ -215,19 +214,6 @@ func (c *RequestCounter) Reads() int64 { return c.reads.Load() }
 // Writes returns the number of write requests sent so far.
 func (c *RequestCounter) Writes() int64 { return c.writes.Load() }
 
-// isReview reports whether req creates a review (SelfSubjectAccessReview,
-// SubjectAccessReview, TokenReview, SelfSubjectReview and the like, under
-// authorization.k8s.io and authentication.k8s.io): a POST that asks a
-// question, stores nothing and so changes no object; it is counted as a
-// read, never as a write to managed objects.
-func isReview(req *http.Request) bool {
-	if req.Method != http.MethodPost {
-		return false
-	}
-	p := req.URL.Path
-	return (strings.HasPrefix(p, "/apis/authorization.k8s.io/") || strings.HasPrefix(p, "/apis/authentication.k8s.io/")) && strings.HasSuffix(p, "reviews")
-}
-
 // countingTransport counts every request and, when log is enabled at
 // debug level, logs one "api request" line per attempt: method, path,
 // query (labelSelector, watch, dryRun and the like; never a body or a
@@ -240,8 +226,8 @@ type countingTransport struct {
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch {
-	case req.Method == http.MethodGet, req.Method == http.MethodHead, req.Method == http.MethodOptions, isReview(req):
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		t.counter.reads.Add(1)
 	default:
 		if req.URL.Query().Get("dryRun") == "" {
