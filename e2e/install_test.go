@@ -227,6 +227,7 @@ func TestInstallEndToEnd(t *testing.T) {
 	}
 
 	checkInventoryDropRemoves(t, c)
+	checkHandAddedUserReverted(t, c)
 }
 
 // readsByPath counts the read requests of a maasctl debug log (its "api

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/inventory"
@@ -120,5 +123,58 @@ spec:
 	}
 	if p := c.maasctl(t, "plan"); p.exit != 0 || !strings.Contains(p.stdout, "Nothing to do") {
 		t.Errorf("plan after the removal: exit %d\n%s%s", p.exit, p.stdout, p.stderr)
+	}
+}
+
+// checkHandAddedUserReverted (a new user's trial, session 42): a user
+// added by hand to the default MaaSSubscription (whose inventory entry
+// names groups only) was invisible to status, plan and diff, and install
+// kept it, while doctor said install reverts it. maasctl applies
+// users: [], so it owns the list: plan names the field, install reverts
+// it, and the run after that has nothing to do.
+func checkHandAddedUserReverted(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := context.Background()
+	gvk := schema.FromAPIVersionAndKind(subscriptionCR.apiVersion, subscriptionCR.kind)
+	ri, _, err := c.clients.Resource(gvk, subscriptionCR.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := func() []any {
+		t.Helper()
+		u, err := ri.Get(ctx, subscriptionCR.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _, _ := unstructured.NestedSlice(u.Object, "spec", "owner", "users")
+		return l
+	}
+	if l := users(); len(l) != 0 {
+		t.Fatalf("%s has users %v before the hand edit; want none", subscriptionCR, l)
+	}
+	if _, err := ri.Patch(ctx, subscriptionCR.name, types.MergePatchType, []byte(`{"spec":{"owner":{"users":["mallory"]}}}`), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatal(err)
+	}
+	pl := c.maasctl(t, "plan", "--defaults", "-o", "json")
+	wantExit(t, pl, 0, "plan --defaults after a user was added by hand")
+	var rep steps.PlanReport
+	if err := json.Unmarshal([]byte(pl.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, s := range rep.Run() {
+		named = named || (s.ID == "access/subscription" && strings.Contains(s.Detail, ".spec.owner.users"))
+	}
+	if !named {
+		t.Errorf("plan does not run access/subscription naming .spec.owner.users after a user was added by hand:\n%s", pl.stdout)
+	}
+	mustSucceed(t, c.install(t, "--defaults"))
+	if l := users(); len(l) != 0 {
+		t.Errorf("%s still has users %v after install; the hand-added user must be reverted", subscriptionCR, l)
+	}
+	again := c.maasctl(t, "plan", "--defaults")
+	wantExit(t, again, 0, "plan --defaults after the revert")
+	if !strings.Contains(again.stdout, "Nothing to do") {
+		t.Errorf("plan after the revert is not 'Nothing to do':\n%s", again.stdout)
 	}
 }

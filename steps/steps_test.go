@@ -80,6 +80,10 @@ func TestContains(t *testing.T) {
 		{"missing key", `{"a":{}}`, `{"a":{"b":"y"}}`, false, ".a.b"},
 		{"list element superset", `{"l":[{"x":1,"y":2}]}`, `{"l":[{"x":1}]}`, true, ""},
 		{"list length differs", `{"l":[1,2]}`, `{"l":[1]}`, false, ".l"},
+		// A user added by hand to a MaaSSubscription whose inventory
+		// names none: maasctl applies users: [] (a new user's trial).
+		{"entry added to an empty list", `{"owner":{"users":["mallory"]}}`, `{"owner":{"users":[]}}`, false, ".owner.users"},
+		{"empty list missing", `{"owner":{}}`, `{"owner":{"users":[]}}`, false, ".owner.users"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
