@@ -372,7 +372,7 @@ var kuadrantComponentNames = map[string]string{"Limitador": "limitador", "Author
 // TestKuadrantStalledComponentReconciled, where the denied create and the
 // Authorino events fell into one reconcile. The trigger changes no spec.
 func waitKuadrant(ctx context.Context, e *Env, id string, t waiters.Target) (*unstructured.Unstructured, error) {
-	// Each 45 s wait starts from "not found": report a status only when
+	// Each 45 s wait starts from "not seen yet": report a status only when
 	// it differs from the last one any of them reported.
 	var mu sync.Mutex
 	shown, onChange := "", t.OnChange

@@ -141,6 +141,12 @@ type FailedError struct {
 func (e *FailedError) Error() string { return e.Object + ": " + e.Err.Error() }
 func (e *FailedError) Unwrap() error { return e.Err }
 
+// notSeen is a target's status until its first event: the object may
+// not exist, or the watch's initial list may not have arrived yet (an
+// interrupted run called existing CRDs "not found": a new user's trial,
+// session 42).
+const notSeen = "not seen yet"
+
 // For waits until t is done and returns the object as last seen. If t's kind
 // is not served yet, it first waits for its CRD to be Established (case B03).
 func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstructured, error) {
@@ -151,7 +157,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 		return objs[0], err
 	}
 	var mu sync.Mutex
-	last := Result{Status: "not found"} // Cond's last Result
+	last := Result{Status: notSeen} // Cond's last Result
 	trouble := ""                       // unanswered's last report
 	shown := last.Status                // what OnChange last got
 	// update changes last or trouble under mu and calls OnChange when the
@@ -200,7 +206,7 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	var obj *unstructured.Unstructured
 	// No precondition: with one, UntilWithSync first polls the informer's
 	// HasSynced every 100 ms (cache.WaitForCacheSync), which delays every
-	// wait by up to 100 ms. The status starts as "not found" and the
+	// wait by up to 100 ms. The status starts as notSeen and the
 	// informer's initial list arrives as events.
 	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		if ev.Type == watch.Deleted {
@@ -542,7 +548,7 @@ func newGroupWait(targets []Target) *groupWait {
 		byName: map[string][]int{}, left: len(targets),
 	}
 	for i, t := range targets {
-		g.last[i] = Result{Status: "not found"}
+		g.last[i] = Result{Status: notSeen}
 		g.shown[i] = g.last[i].Status
 		g.byName[t.Name] = append(g.byName[t.Name], i)
 	}

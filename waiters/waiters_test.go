@@ -246,7 +246,7 @@ func TestForSaysTheAPIServerDidNotAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, err = For(ctx, c, target)
 	cancel()
-	if !IsTimeout(err) || !strings.Contains(err.Error(), "ConfigMap ns/cm (not found; the API server did not answer: ") || !strings.Contains(err.Error(), "; retrying)") {
+	if !IsTimeout(err) || !strings.Contains(err.Error(), "ConfigMap ns/cm (not seen yet; the API server did not answer: ") || !strings.Contains(err.Error(), "; retrying)") {
 		t.Fatalf("For on an API server that does not answer: %v, want a timeout naming it", err)
 	}
 
@@ -273,7 +273,7 @@ func TestForSaysTheAPIServerDidNotAnswer(t *testing.T) {
 	}
 	smu.Lock()
 	defer smu.Unlock()
-	if len(statuses) < 2 || !strings.HasPrefix(statuses[0], "not found; the API server did not answer: ") || statuses[len(statuses)-1] != "exists" {
+	if len(statuses) < 2 || !strings.HasPrefix(statuses[0], "not seen yet; the API server did not answer: ") || statuses[len(statuses)-1] != "exists" {
 		t.Errorf("statuses %q, want the API server's trouble first and the object's existence last", statuses)
 	}
 }
