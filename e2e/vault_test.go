@@ -428,6 +428,26 @@ func TestInstallVaultTokenExpiresMidRun(t *testing.T) {
 	if diff := cmp.Diff(before, managedObjects(t, c)); diff != "" {
 		t.Errorf("the run with the expired token changed objects (-before +after):\n%s", diff)
 	}
+	// status shows the failed run's error (its checkpoint keeps it), as
+	// doctor's MAAS-D030 fix promises (a new user's trial, session 42).
+	st := c.maasctlEnv(t, []string{"VAULT_TOKEN=" + t1}, "status", "-o", "json")
+	var srep steps.StatusReport
+	if err := json.Unmarshal([]byte(st.stdout), &srep); err != nil {
+		t.Fatalf("status -o json: %v (exit %d)\n%s\n%s", err, st.exit, st.stdout, st.stderr)
+	}
+	found := false
+	for _, s := range srep.Steps {
+		if s.ID == steps.PreflightStepID {
+			found = true
+			shown := s.State == steps.StateFailed && strings.Contains(s.Detail, "the last run's error: ") && strings.Contains(s.Detail, "the Vault token cannot be used")
+			if !shown {
+				t.Errorf("status of %s: %s, detail %q; want failed with the last run's error", s.ID, s.State, s.Detail)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("status -o json has no %s step:\n%s", steps.PreflightStepID, st.stdout)
+	}
 
 	// "vault login": a new token, exported as VAULT_TOKEN.
 	t2, err := c.vault.CreateToken(vaultserver.TokenOptions{Policies: []string{"maasctl"}, NoDefaultPolicy: true, TTL: time.Hour, ExplicitMaxTTL: 90 * time.Minute})

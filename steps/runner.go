@@ -288,7 +288,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 			}
 		} else {
 			// status reports the step as failed until a run succeeds.
-			_ = r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds()})
+			_ = r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds(), Error: engine.CutError(err.Error())})
 		}
 		_ = r.saveRecord(ctx) // the step's error is the one to report
 		return fail(err, d)

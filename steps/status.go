@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,6 +103,14 @@ func (r *Runner) stepStatus(ctx context.Context, s *Step) StepStatus {
 		st.Detail = msg
 		if checkErr != "" {
 			st.Detail = checkErr
+		}
+		if cp.Error != "" {
+			// What the failed run said, then what the Check sees now.
+			now := st.Detail
+			st.Detail = "the last run's error: " + oneLineText(cp.Error)
+			if now != "" {
+				st.Detail += "; now: " + now
+			}
 		}
 	case checkErr != "":
 		st.State, st.Detail, st.Reason = StateUnknown, checkErr, "live state cannot be checked"
@@ -348,3 +357,7 @@ func routeProblem(ctx context.Context, e *Env, ns, name string) (string, error) 
 	}
 	return "", nil
 }
+
+// oneLineText is s with each run of white space, line breaks included,
+// made one space.
+func oneLineText(s string) string { return strings.Join(strings.Fields(s), " ") }

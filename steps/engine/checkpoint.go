@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,26 @@ type Checkpoint struct {
 	Result      string    `json:"result"` // "done", "failed" or "applying" (ResultApplying)
 	StartedAt   time.Time `json:"startedAt"`
 	DurationMS  int64     `json:"durationMs"`
+	// Error is a failed run's error as the run printed it (never a
+	// secret: step errors are output), cut to MaxCheckpointError bytes;
+	// 'maasctl status' and doctor show it.
+	Error string `json:"error,omitempty"`
+}
+
+// MaxCheckpointError bounds Checkpoint.Error, in bytes.
+const MaxCheckpointError = 2000
+
+// CutError is msg cut to MaxCheckpointError bytes at a rune boundary,
+// "…" marking the cut.
+func CutError(msg string) string {
+	if len(msg) <= MaxCheckpointError {
+		return msg
+	}
+	cut := MaxCheckpointError
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 // ResultApplying is the Result of a step whose live state had drifted and
