@@ -20,9 +20,9 @@ type selectionFlags struct {
 
 func (s *selectionFlags) addFlags(c *cobra.Command) {
 	f := c.Flags()
-	f.StringSliceVar(&s.only, "only", nil, "run only these steps (IDs or phase names, comma-separated; see maasctl steps); their dependencies must be done")
+	f.StringSliceVar(&s.only, "only", nil, "select only these steps (IDs or phase names, comma-separated; see maasctl steps); their dependencies must be done")
 	f.StringSliceVar(&s.skip, "skip", nil, "leave these steps out (IDs or phase names); steps that depend on them need them done")
-	f.StringVar(&s.from, "from", "", "start at this step: it and every later step run, earlier ones must be done")
+	f.StringVar(&s.from, "from", "", "select this step and every later one; earlier ones must be done")
 }
 
 func (s *selectionFlags) selection() session.Selection {
@@ -58,7 +58,7 @@ inventory show) and says so on its first line.`,
 			return writePlan(c.OutOrStdout(), rep)
 		},
 	}
-	o.addFlags(c, "output format: table or json")
+	o.addFlags(c, "output format: text (a table) or json")
 	sel.addFlags(c)
 	return c
 }

@@ -87,7 +87,7 @@ first line. It changes nothing.`,
 			return writeStatus(c.OutOrStdout(), rep)
 		},
 	}
-	o.addFlags(c, "output format: table or json")
+	o.addFlags(c, "output format: text (a table) or json")
 	return c
 }
 

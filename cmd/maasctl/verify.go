@@ -51,7 +51,7 @@ func (f *dataPathFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.token, "token", "", "OpenShift bearer token used to mint and revoke the verify API key (default: the kubeconfig's token)")
 	fs.StringVar(&f.caFile, "ca-file", "", "PEM CA bundle to trust for the endpoint (e.g. a self-signed test certificate)")
 	fs.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "do not verify the endpoint's certificate")
-	fs.StringVar(&f.subscription, "subscription", "", "MaaSSubscription to bind the verify key to (default: the highest-priority inventory subscription you own)")
+	fs.StringVar(&f.subscription, "subscription", "", "MaaSSubscription the API key that verify mints is bound to (default: the highest-priority inventory subscription you own)")
 	fs.DurationVar(&f.timeout, "request-timeout", 60*time.Second, "timeout of each request to the endpoint")
 }
 
