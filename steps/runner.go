@@ -201,12 +201,16 @@ type interruptedError struct {
 func (e *interruptedError) Error() string   { return e.msg }
 func (e *interruptedError) Unwrap() []error { return []error{context.Canceled, e.cause} }
 
+// interrupted reports whether the run's ctx was cancelled (a signal,
+// stdout closed), not merely past a deadline.
+func interrupted(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
+
 // halted is a Schedule's Halted for a run on ctx: once ctx is cancelled
 // (a signal, stdout closed) no step starts any more, and each one not
 // started says why ("the run was interrupted (received interrupt)").
 func halted(ctx context.Context) func() string {
 	return func() string {
-		if ctx.Err() == nil {
+		if !interrupted(ctx) {
 			return ""
 		}
 		return fmt.Sprintf("the run was interrupted (%v) before it started", context.Cause(ctx))
@@ -264,7 +268,7 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(err, context.Canceled) && wait.Interrupted(err) {
+		if interrupted(ctx) && !errors.Is(err, context.Canceled) && wait.Interrupted(err) {
 			// apimachinery's waits (watchtools.UntilWithSync, wait.Poll*)
 			// report an ended context as wait.ErrWaitTimeout, "timed out
 			// waiting for the condition": on an interrupted run that would
@@ -353,7 +357,7 @@ func (r *Runner) recheck(ctx context.Context, s *Step, idx int, hash string, emi
 		emit(Event{Type: EventUnchanged, Step: s.ID, Title: s.Title, Index: idx, Duration: time.Since(t0)})
 		return EventUnchanged, true, nil
 	}
-	if ctx.Err() != nil {
+	if interrupted(ctx) {
 		// A Check cut by the interruption says nothing of the live state:
 		// never a reason to re-apply; the checkpoint stays as it was.
 		return fail(&interruptedError{msg: fmt.Sprintf("interrupted (%v) while its live Check ran; its checkpoint is unchanged", context.Cause(ctx)), cause: context.Cause(ctx)})
