@@ -10,6 +10,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -314,7 +315,7 @@ func ensurePodWithEnv(ctx context.Context, e *Env, stepID string, d *unstructure
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && podReady(p) && podHasEnv(p, want), nil
 	})
-	if err != nil && ctx.Err() != nil {
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) { // at the step's deadline the message below says what to check
 		return waiters.Ended(ctx, []waiters.Blocked{{Object: fmt.Sprintf("a Ready pod of Deployment %s/%s with %s", d.GetNamespace(), d.GetName(), envNames(want)), Status: "none yet"}})
 	}
 	if err != nil {

@@ -558,7 +558,7 @@ func restartKuadrantOperator(ctx context.Context, e *Env, id string) error {
 		p, ok := ev.Object.(*corev1.Pod)
 		return ok && ev.Type != watch.Deleted && !old[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning, nil
 	})
-	if err != nil && ctx.Err() != nil {
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) { // at the step's deadline the message below says what to check
 		return waiters.Ended(ctx, []waiters.Blocked{{Object: fmt.Sprintf("a new Running pod %s in %s (the Kuadrant operator after its restart)", k.OperatorSelector, k.OperatorNamespace), Status: "none yet"}})
 	}
 	if err != nil {
