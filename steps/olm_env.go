@@ -10,8 +10,8 @@ package steps
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
