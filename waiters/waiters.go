@@ -158,8 +158,8 @@ func For(ctx context.Context, c *kube.Clients, t Target) (*unstructured.Unstruct
 	}
 	var mu sync.Mutex
 	last := Result{Status: notSeen} // Cond's last Result
-	trouble := ""                       // unanswered's last report
-	shown := last.Status                // what OnChange last got
+	trouble := ""                   // unanswered's last report
+	shown := last.Status            // what OnChange last got
 	// update changes last or trouble under mu and calls OnChange when the
 	// status shown (Cond's, then the API server's trouble) changed.
 	update := func(f func()) {
