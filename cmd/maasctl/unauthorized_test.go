@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // unauthorizedAPIServer is a loopback fake API server that answers every
@@ -61,25 +57,7 @@ func TestUnauthorizedAPIServer(t *testing.T) {
 		{[]string{"preflight", "--kubeconfig", kubeconfig}, current},
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
-			root := newRootCmd()
-			var out, errb bytes.Buffer
-			root.SetOut(&out)
-			root.SetErr(&errb)
-			root.SetArgs(tc.args)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			err := root.ExecuteContext(ctx)
-			if got := exitCode(ctx, err); got != exitFailed {
-				t.Errorf("exit code %d, want %d", got, exitFailed)
-			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			msg := err.Error()
-			rerun := root.Name() + " " + tc.args[0]
-			if slices.Contains(tc.args, "--defaults") {
-				rerun += " --defaults"
-			}
+			msg, rerun, stdout, stderr := failedRun(t, tc.args)
 			for _, w := range []string{"the Kubernetes API server " + server + " answered 401 Unauthorized",
 				"from kubeconfig " + kubeconfig, tc.context, `user "trial"`, "expired, revoked or wrong",
 				"'oc login " + server + "'", "--kubeconfig and --context", "run '" + rerun + "' again"} {
@@ -90,7 +68,7 @@ func TestUnauthorizedAPIServer(t *testing.T) {
 			if strings.Contains(msg, "fix the cause above") || strings.Contains(msg, "finished steps") {
 				t.Errorf("error speaks of steps though none ran:\n%s", msg)
 			}
-			for what, s := range map[string]string{"error": msg, "stdout": out.String(), "stderr": errb.String()} {
+			for what, s := range map[string]string{"error": msg, "stdout": stdout, "stderr": stderr} {
 				if strings.Contains(s, testToken) {
 					t.Errorf("the %s holds the kubeconfig's token:\n%s", what, s)
 				}

@@ -57,27 +57,7 @@ func TestUnreachableAPIServer(t *testing.T) {
 		{[]string{"plan", "--kubeconfig", writeKubeconfig(t, "https://127.0.0.1:6443"), "--server", server}, []string{"from --server"}},
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
-			root := newRootCmd()
-			var out, errb bytes.Buffer
-			root.SetOut(&out)
-			root.SetErr(&errb)
-			root.SetArgs(tc.args)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			err := root.ExecuteContext(ctx)
-			if got := exitCode(ctx, err); got != exitFailed {
-				t.Errorf("exit code %d, want %d", got, exitFailed)
-			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			msg := err.Error()
-			// The re-run keeps the inventory flags (--defaults), never the
-			// connection's: those are what to fix.
-			rerun := root.Name() + " " + tc.args[0]
-			if slices.Contains(tc.args, "--defaults") {
-				rerun += " --defaults"
-			}
+			msg, rerun, _, _ := failedRun(t, tc.args)
 			want := append([]string{"cannot reach the Kubernetes API server " + server + " (", "connection refused",
 				"--kubeconfig, --context or --server", "oc login", "run '" + rerun + "' again"}, tc.from...)
 			for _, w := range want {
@@ -90,4 +70,32 @@ func TestUnreachableAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failedRun runs the root command with args (for a minute at most),
+// checks that it failed with exitFailed, and returns its error's text,
+// the command line that error should say to run again (the inventory
+// flags kept, --defaults; never the connection's: those are what to
+// fix), and what it wrote to stdout and stderr.
+func failedRun(t *testing.T, args []string) (msg, rerun, stdout, stderr string) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	if got := exitCode(ctx, err); got != exitFailed {
+		t.Errorf("exit code %d, want %d", got, exitFailed)
+	}
+	if err == nil {
+		t.Fatal("no error")
+	}
+	rerun = root.Name() + " " + args[0]
+	if slices.Contains(args, "--defaults") {
+		rerun += " --defaults"
+	}
+	return err.Error(), rerun, out.String(), errb.String()
 }
