@@ -205,6 +205,30 @@ func (e *interruptedError) Unwrap() []error { return []error{context.Canceled, e
 // stdout closed), not merely past a deadline.
 func interrupted(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
+// interruption is the error of a step cut by the run's interruption (err
+// is context.Canceled or a wait's error, wait.Interrupted): the
+// interruption alone, since a wrapper's wording ("never rolled out") and
+// fix (a Problem's) were written for a wait that ran out, not for Ctrl-C.
+// A wait's InterruptedError names what it was blocked on. apimachinery's
+// waits (watchtools.UntilWithSync, wait.Poll*) report an ended context as
+// wait.ErrWaitTimeout, "timed out waiting for the condition", which must
+// not read as a timeout.
+func interruption(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	var already *interruptedError
+	var ie *waiters.InterruptedError
+	switch {
+	case errors.As(err, &already):
+		return already
+	case errors.As(err, &ie):
+		return ie
+	case !errors.Is(err, context.Canceled):
+		return &waiters.InterruptedError{Cause: cause}
+	default:
+		return &interruptedError{msg: fmt.Sprintf("interrupted (%v): %v", cause, err), cause: cause}
+	}
+}
+
 // halted is a Schedule's Halted for a run on ctx: once ctx is cancelled
 // (a signal, stdout closed) no step starts any more, and each one not
 // started says why ("the run was interrupted (received interrupt)").
@@ -268,28 +292,8 @@ func (r *Runner) runStep(ctx context.Context, s *Step, idx int, emit func(Event)
 		}
 	}
 	if err != nil {
-		if interrupted(ctx) && !errors.Is(err, context.Canceled) && wait.Interrupted(err) {
-			// apimachinery's waits (watchtools.UntilWithSync, wait.Poll*)
-			// report an ended context as wait.ErrWaitTimeout, "timed out
-			// waiting for the condition": on an interrupted run that would
-			// read as a timeout and mark the step failed.
-			err = &waiters.InterruptedError{Cause: context.Cause(ctx)}
-		}
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			// The interruption alone is the step's error: a wrapper's
-			// wording ("never rolled out") and fix (a Problem's) were
-			// written for a wait that ran out, not for Ctrl-C. A wait's
-			// error names what it was blocked on.
-			var ie *waiters.InterruptedError
-			var already *interruptedError
-			switch {
-			case errors.As(err, &already):
-				err = already
-			case errors.As(err, &ie):
-				err = ie
-			default:
-				err = &interruptedError{msg: fmt.Sprintf("interrupted (%v): %v", context.Cause(ctx), err), cause: context.Cause(ctx)}
-			}
+		if interrupted(ctx) && wait.Interrupted(err) {
+			err = interruption(ctx, err)
 		} else {
 			// status reports the step as failed until a run succeeds.
 			_ = r.Checkpoints.Put(kube.WithRequestTag(ctx, "checkpoint"), Checkpoint{Step: s.ID, InputHash: hash, ToolVersion: r.ToolVersion, Result: "failed", StartedAt: t0.UTC(), DurationMS: d.Milliseconds(), Error: engine.CutError(err.Error())})
