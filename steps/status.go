@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -107,7 +106,7 @@ func (r *Runner) stepStatus(ctx context.Context, s *Step) StepStatus {
 		if cp.Error != "" {
 			// What the failed run said, then what the Check sees now.
 			now := st.Detail
-			st.Detail = "the last run's error: " + oneLineText(cp.Error)
+			st.Detail = "the last run's error: " + cp.Error
 			if now != "" {
 				st.Detail += "; now: " + now
 			}
@@ -357,7 +356,3 @@ func routeProblem(ctx context.Context, e *Env, ns, name string) (string, error) 
 	}
 	return "", nil
 }
-
-// oneLineText is s with each run of white space, line breaks included,
-// made one space.
-func oneLineText(s string) string { return strings.Join(strings.Fields(s), " ") }
