@@ -57,6 +57,9 @@ func TestTimeoutFlagBoundsWaits(t *testing.T) {
 	if took > 75*time.Second {
 		t.Errorf("install --timeout 4s took %s: the wait was not bounded by --timeout", took)
 	}
+	// The error says how long each wait could take and where that came
+	// from, and the re-run command keeps --timeout.
+	mustContain(t, "install --timeout 4s stderr", r.stderr, "each wait may take 4s (--timeout)", "run 'maasctl install --timeout 4s' again")
 	if show := c.maasctl(t, "inventory", "show"); show.exit != 0 || !strings.Contains(show.stdout, "waitTimeoutSeconds: 900") {
 		t.Errorf("inventory show: exit %d; the installed inventory must keep its own waitTimeoutSeconds (900), not --timeout's:\n%s%s", show.exit, show.stdout, show.stderr)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/maasctl/maasctl/e2e/testenv"
+	"github.com/maasctl/maasctl/internal/doctor"
 	"github.com/maasctl/maasctl/internal/kube"
 	"github.com/maasctl/maasctl/steps"
 )
@@ -398,6 +400,15 @@ spec:
 			t.Errorf("status after uninstall: access/subscription is %s, want pending", s.State)
 		}
 	}
+	// status and doctor say MaaS was uninstalled on purpose, and what was
+	// kept, instead of a finding per removed step and object.
+	if u := rep.Uninstalled; u == nil || time.Since(u.At) > 10*time.Minute || !slices.ContainsFunc(u.Kept, func(k string) bool { return strings.HasPrefix(k, "Cluster rhoai-maas-db/") }) {
+		t.Errorf("status after uninstall: uninstalled %+v, want the uninstall's time and the kept CNPG Cluster", u)
+	}
+	checkDoctorNotInstalled(t, c, "after uninstall (data kept)", "maasctl uninstall finished at ", "kept on purpose: Cluster rhoai-maas-db/")
+	if table := c.maasctl(t, "status"); !strings.Contains(table.stdout, "MaaS was uninstalled: 'maasctl uninstall' finished at ") || !strings.Contains(table.stdout, "  kept: Cluster rhoai-maas-db/") {
+		t.Errorf("status table after uninstall does not say MaaS was uninstalled and what was kept:\n%s", table.stdout)
+	}
 
 	// An upgrade from a maasctl that kept the record in one ConfigMap: the
 	// install reads it, writes it as per-step shards and deletes it, and
@@ -412,6 +423,9 @@ spec:
 		t.Errorf("Vault has %d password versions after re-install, want 1 (the kept database's)", n)
 	}
 	wantExit(t, c.maasctl(t, "diff"), 0, "diff after install again")
+	if _, err := c.clients.Kube.CoreV1().ConfigMaps(steps.StateNamespace).Get(context.Background(), steps.UninstalledConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the install after uninstall left the uninstall's mark %s (err %v)", steps.UninstalledConfigMap, err)
+	}
 
 	// --delete-data without a terminal needs --yes.
 	no := c.maasctl(t, "uninstall", "--delete-data")
@@ -464,11 +478,30 @@ spec:
 		t.Fatal(err)
 	}
 
+	// No state is left: doctor says nothing installed MaaS (yet).
+	checkDoctorNotInstalled(t, c, "after uninstall --delete-data", "none of the ", "no DataScienceCluster")
+
 	third := c.maasctl(t, "install", "-o", "json")
 	wantExit(t, third, 0, "install after a full uninstall")
 	if n := c.vault.Versions(vaultMount, vaultPath); n != 1 {
 		t.Errorf("Vault has %d password versions after the third install, want 1 (a new one)", n)
 	}
+}
+
+// checkDoctorNotInstalled: doctor exits 1 with the one finding
+// MAAS-D037 (MaaS not installed), whose evidence holds each of evidence.
+func checkDoctorNotInstalled(t *testing.T, c *cluster, when string, evidence ...string) {
+	t.Helper()
+	r := c.maasctl(t, "doctor", "--live-only", "-o", "json")
+	wantExit(t, r, 1, "doctor "+when)
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor -o json %s: %v\n%s", when, err, r.stdout)
+	}
+	if codes := rep.Codes(); len(codes) != 1 || codes[0] != doctor.CodeNotInstalled {
+		t.Fatalf("doctor %s: findings %v, want only %s\n%s", when, codes, doctor.CodeNotInstalled, r.stdout)
+	}
+	mustContain(t, "doctor "+when+" evidence", rep.Findings[0].Evidence, evidence...)
 }
 
 func crd(name string) lobj {

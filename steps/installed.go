@@ -212,10 +212,14 @@ func (r *Record) SetInstalled(src InventorySource, inv *inventory.Inventory, too
 // run named its inventory (-f, --defaults) otherwise than the stored
 // source does (the same content from another file: the fixes that name
 // the source must name the new one); later calls return the first call's
-// error.
+// error. It first deletes the last uninstall's mark (UninstalledConfigMap)
+// when the record was loaded with one: a step is being applied again.
 func (r *Record) SaveInstalled(ctx context.Context) error {
 	w := &r.installed
 	w.once.Do(func() {
+		if w.err = r.clearUninstalled(ctx); w.err != nil {
+			return
+		}
 		r.mu.Lock()
 		src, inv, stored, storedSrc := w.src, w.inv, w.stored, w.storedSrc
 		r.mu.Unlock()

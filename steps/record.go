@@ -150,6 +150,9 @@ type Record struct {
 	now         func() time.Time
 	// installed writes the installed inventory (installed.go).
 	installed installedWriter
+	// uninstalled is the mark of a finished uninstall that kept objects
+	// (uninstalled.go), nil when none was loaded.
+	uninstalled *Uninstalled
 }
 
 // LoadRecord reads the record with one LIST of the ConfigMaps in
@@ -197,6 +200,10 @@ func decodeRecord(cms []corev1.ConfigMap) (*Record, error) {
 			if r.cpData == nil {
 				r.cpData = map[string]string{}
 			}
+			continue
+		}
+		if !isShard && cm.Name == UninstalledConfigMap {
+			r.uninstalled = decodeUninstalled(&cm)
 			continue
 		}
 		if !isShard && cm.Name == InstalledInventoryConfigMap {

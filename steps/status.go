@@ -220,6 +220,10 @@ type StatusReport struct {
 	// (the passthrough Route that publishes it is missing) and the fix.
 	EndpointProblem string    `json:"endpointProblem,omitempty"`
 	LastRun         *RunTimes `json:"lastRun,omitempty"`
+	// Uninstalled, when set, says a finished 'maasctl uninstall' removed
+	// MaaS and kept what it lists (UninstalledConfigMap): the steps that
+	// are pending were removed on purpose.
+	Uninstalled *Uninstalled `json:"uninstalled,omitempty"`
 	// Running, when set, is the maasctl run that holds the run Lease now:
 	// its steps' states may change while it goes on.
 	Running *RunningRun `json:"running,omitempty"`
@@ -248,7 +252,7 @@ func Status(ctx context.Context, o PlanOptions) (*StatusReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &StatusReport{Steps: sts, Against: o.Against, Endpoint: "https://" + r.Env.Facts.Host + "/v1"}
+	rep := &StatusReport{Steps: sts, Against: o.Against, Endpoint: "https://" + r.Env.Facts.Host + "/v1", Uninstalled: r.Record.Uninstalled()}
 	// A report without it is still right about what it read: the Lease
 	// only says whether the states may change under it.
 	if h, err := engine.Holder(ctx, r.Env.Clients.Kube, time.Now()); err == nil && h != nil {

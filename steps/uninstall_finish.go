@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,6 +58,11 @@ func (u *uninstaller) finish(ctx context.Context, lock **Lock) ([]string, error)
 			return nil, err
 		}
 		progress("kept maasctl's record (ConfigMaps %s.* in %s, label %s): it lists the objects kept", RecordConfigMap, StateNamespace, RecordSelector)
+		// status and doctor then say MaaS was uninstalled on purpose
+		// instead of reporting each removed step and object.
+		if err := markUninstalled(ctx, u.c, Uninstalled{At: time.Now().UTC().Truncate(time.Second), Kept: u.kept}); err != nil {
+			return nil, err
+		}
 	} else {
 		if err := u.removeState(ctx, lock, progress); err != nil {
 			return nil, err

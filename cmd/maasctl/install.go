@@ -101,7 +101,25 @@ func runInstall(c *cobra.Command, g *globalOptions, o *installOptions) error {
 	case session.IsLockHeld(err) || errors.Is(err, session.ErrInventoryChanged):
 		return err // its message already says what to run
 	}
-	return fmt.Errorf("%w\nfix the cause above and run '%s' again: finished steps are not repeated", err, rerunCommand("install", g.in.files, g.in.sets, g.in.defaults))
+	var extra []string
+	if session.IsTimeout(err) {
+		extra = timeoutHint(g, s.Inventory.WaitTimeoutSeconds, &err)
+	}
+	return fmt.Errorf("%w\nfix the cause above and run '%s' again: finished steps are not repeated", err, rerunCommand("install", g.in.files, g.in.sets, g.in.defaults, extra...))
+}
+
+// timeoutHint adds to a run's error, when a wait ran out of time, how
+// long each wait may take and where that bound came from (--timeout, or
+// the inventory's waitTimeoutSeconds), and returns the --timeout flag the
+// re-run command repeats (none when it was not given): an operator that is
+// only slow gets more time that way, not by editing the inventory.
+func timeoutHint(g *globalOptions, seconds int, err *error) []string {
+	if g.in.timeout > 0 {
+		*err = fmt.Errorf("%w\neach wait may take %s (--timeout); if the objects named are only slow, not stuck, give a longer --timeout", *err, g.in.timeout)
+		return []string{"--timeout", g.in.timeout.String()}
+	}
+	*err = fmt.Errorf("%w\neach wait may take %ds (the inventory's waitTimeoutSeconds); if the objects named are only slow, not stuck, add --timeout 30m (it changes no object)", *err, seconds)
+	return nil
 }
 
 // rerunCommand is the command line that runs cmd again on the same

@@ -107,6 +107,12 @@ func shortDur(d time.Duration) string {
 // writeStatus prints the status report as tables.
 func writeStatus(w io.Writer, rep *session.StatusReport) error {
 	writeAgainst(w, rep.Against)
+	if u := rep.Uninstalled; u != nil {
+		fmt.Fprintf(w, "MaaS was uninstalled: 'maasctl uninstall' finished at %s; the steps below are pending on purpose; 'maasctl install' installs MaaS again\n", u.At.UTC().Format(time.RFC3339))
+		for _, k := range u.Kept {
+			fmt.Fprintln(w, "  kept: "+k)
+		}
+	}
 	if r := rep.Running; r != nil {
 		fmt.Fprintf(w, "A maasctl run is in progress: %s (Lease last renewed %s): the states below may change as it goes on\n",
 			r.Holder, r.RenewTime.UTC().Format(time.RFC3339))

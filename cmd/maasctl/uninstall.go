@@ -53,7 +53,10 @@ and its operator stay unless --delete-data, which deletes every MaaS API key
 and asks for confirmation on a terminal (--yes for scripts).
 
 It ends with a scan for objects labelled app.kubernetes.io/managed-by=maasctl
-that are still there. --dry-run prints the order and changes nothing.
+that are still there. When it kept anything (the database), it leaves
+maasctl's state and a mark (ConfigMap maasctl/maasctl-uninstalled) so that
+status and doctor say MaaS was uninstalled and what was kept; the next
+install deletes the mark. --dry-run prints the order and changes nothing.
 
 Without -f, on a cluster installed from another inventory (maasctl
 inventory show), uninstall stops before any write and names it: give -f
@@ -126,6 +129,9 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 		}
 		if o.purgeCRDs {
 			extra = append(extra, "--purge-crds")
+		}
+		if session.IsTimeout(err) && o.waitTimeout == 0 {
+			extra = append(extra, timeoutHint(g, s.Inventory.WaitTimeoutSeconds, &err)...)
 		}
 		return fmt.Errorf("%w\nfix the cause above and run '%s' again: what is gone stays gone", err, rerunCommand("uninstall", g.in.files, g.in.sets, g.in.defaults, extra...))
 	}

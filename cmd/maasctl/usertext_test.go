@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNoInternalCaseIDsInUserText: the field-case ids (B01, N05, ...) name
@@ -62,5 +64,30 @@ func TestRerunCommand(t *testing.T) {
 	}
 	if got, want := rerunCommand("uninstall", []string{"site.yaml"}, nil, false, "--delete-data"), "maasctl uninstall --delete-data -f site.yaml"; got != want {
 		t.Errorf("uninstall re-run = %q, want %q", got, want)
+	}
+}
+
+// TestTimeoutHint: a run stopped by a wait's timeout says how long each
+// wait could take and where that came from, and the re-run command keeps
+// the --timeout given (the second new-user trial saw a timeout that named
+// neither).
+func TestTimeoutHint(t *testing.T) {
+	base := errors.New("timed out waiting for Kuadrant kuadrant-system/kuadrant (Ready=False)")
+	err := base
+	g := &globalOptions{}
+	if extra := timeoutHint(g, 900, &err); len(extra) != 0 {
+		t.Errorf("without --timeout the re-run repeats %v, want nothing", extra)
+	}
+	if !errors.Is(err, base) || !strings.Contains(err.Error(), "each wait may take 900s (the inventory's waitTimeoutSeconds)") || !strings.Contains(err.Error(), "add --timeout 30m") {
+		t.Errorf("without --timeout: %v", err)
+	}
+	err = base
+	g.in.timeout = 5 * time.Minute
+	extra := timeoutHint(g, 300, &err)
+	if got := rerunCommand("install", []string{"site.yaml"}, nil, false, extra...); got != "maasctl install --timeout 5m0s -f site.yaml" {
+		t.Errorf("re-run with --timeout 5m: %q", got)
+	}
+	if !errors.Is(err, base) || !strings.Contains(err.Error(), "each wait may take 5m0s (--timeout)") {
+		t.Errorf("with --timeout: %v", err)
 	}
 }

@@ -148,22 +148,27 @@ func (s *Session) Doctor(ctx context.Context, o DoctorRequest) (*DoctorReport, e
 		}
 		do.DataPath = &dp
 	}
-	do.Steps, do.StepsErr = s.stepStates(ctx)
+	do.Steps, do.Uninstalled, do.StepsErr = s.stepStates(ctx)
 	return doctor.Run(ctx, do)
 }
 
 // stepStates is every install step's state as Status computes it, for
-// doctor's step findings (MAAS-D030/D031).
-func (s *Session) stepStates(ctx context.Context) ([]doctor.StepState, error) {
+// doctor's step findings (MAAS-D030/D031), and the mark of a finished
+// uninstall (MAAS-D037).
+func (s *Session) stepStates(ctx context.Context) ([]doctor.StepState, *doctor.Uninstalled, error) {
 	rep, err := s.Status(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var un *doctor.Uninstalled
+	if u := rep.Uninstalled; u != nil {
+		un = &doctor.Uninstalled{At: u.At, Kept: u.Kept, Where: "ConfigMap " + steps.StateNamespace + "/" + steps.UninstalledConfigMap}
 	}
 	out := make([]doctor.StepState, 0, len(rep.Steps))
 	for _, st := range rep.Steps {
 		out = append(out, doctor.StepState{ID: st.ID, Title: st.Title, State: string(st.State), Detail: st.Detail, Reason: st.Reason, Ran: st.LastRun != nil})
 	}
-	return out, nil
+	return out, un, nil
 }
 
 // GatherRequest are gather's inputs beside the session's.
