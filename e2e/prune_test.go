@@ -56,6 +56,17 @@ func checkInventoryDropRemoves(t *testing.T, c *cluster) {
 
 	mustSucceed(t, c.install(t, "-f", site))
 	assertThere(t, c, "after the install with team b", modelB, refB, policyB, subB)
+	// What status says to run re-applies site.yaml (a plain install
+	// would stop: the cluster was installed from another inventory).
+	st := c.maasctl(t, "status", "-o", "json")
+	wantExit(t, st, 0, "status after install -f")
+	var srep steps.StatusReport
+	if err := json.Unmarshal([]byte(st.stdout), &srep); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, st.stdout)
+	}
+	if want := "maasctl install -f " + site; srep.InstallCommand != want {
+		t.Errorf("status after install -f: installCommand %q, want %q", srep.InstallCommand, want)
+	}
 
 	// plan back at the defaults names what the install would remove.
 	pl := c.maasctl(t, "plan", "--defaults", "-o", "json")

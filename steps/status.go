@@ -218,8 +218,12 @@ type StatusReport struct {
 	Endpoint string `json:"endpoint"`
 	// EndpointProblem, when set, says why clients cannot reach Endpoint
 	// (the passthrough Route that publishes it is missing) and the fix.
-	EndpointProblem string    `json:"endpointProblem,omitempty"`
-	LastRun         *RunTimes `json:"lastRun,omitempty"`
+	EndpointProblem string `json:"endpointProblem,omitempty"`
+	// InstallCommand is the command that re-applies the inventory the
+	// report compares against ("maasctl install -f site.yaml"); empty
+	// when the report was not made through a session.
+	InstallCommand string    `json:"installCommand,omitempty"`
+	LastRun        *RunTimes `json:"lastRun,omitempty"`
 	// Uninstalled, when set, says a finished 'maasctl uninstall' removed
 	// MaaS and kept what it lists (UninstalledConfigMap): the steps that
 	// are pending were removed on purpose.

@@ -108,7 +108,7 @@ func shortDur(d time.Duration) string {
 func writeStatus(w io.Writer, rep *session.StatusReport) error {
 	writeAgainst(w, rep.Against)
 	if u := rep.Uninstalled; u != nil {
-		fmt.Fprintf(w, "MaaS was uninstalled: 'maasctl uninstall' finished at %s; the steps below are pending on purpose; 'maasctl install' installs MaaS again\n", u.At.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "MaaS was uninstalled: 'maasctl uninstall' finished at %s; the steps below are pending on purpose; '%s' installs MaaS again\n", u.At.UTC().Format(time.RFC3339), installCommand(rep))
 		for _, k := range u.Kept {
 			fmt.Fprintln(w, "  kept: "+k)
 		}
@@ -153,9 +153,18 @@ func writeStatus(w io.Writer, rep *session.StatusReport) error {
 			rep.LastRun.FirstStart.UTC().Format(time.RFC3339), rep.LastRun.LastEnd.UTC().Format(time.RFC3339),
 			output.Count(rep.LastRun.Steps, "step", "steps"), shortDur(rep.LastRun.StepTime))
 	} else {
-		fmt.Fprintln(w, "Last run:  none recorded (run 'maasctl install')")
+		fmt.Fprintf(w, "Last run:  none recorded (run '%s')\n", installCommand(rep))
 	}
 	return nil
+}
+
+// installCommand is the install command that re-applies the inventory
+// rep compares against.
+func installCommand(rep *session.StatusReport) string {
+	if rep.InstallCommand != "" {
+		return rep.InstallCommand
+	}
+	return "maasctl install"
 }
 
 // writeAgainst prints which inventory a report compares against.

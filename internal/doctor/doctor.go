@@ -223,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// endpoint that is gone.
 	if f := notInstalled(s, o.Steps, o.Uninstalled); f != nil {
 		if o.InstallCommand != "" {
-			f.Fix = withInstallCommand(f.Fix, o.InstallCommand)
+			f.Fix = verify.NameInstallCommand(f.Fix, o.InstallCommand)
 		}
 		return &Report{Findings: []Finding{*f}}, nil
 	}
@@ -261,32 +261,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Findings = sortFindings(append(rep.Findings, StepFindings(o.Steps)...))
 	if o.InstallCommand != "" {
 		for i := range rep.Findings {
-			rep.Findings[i].Fix = withInstallCommand(rep.Findings[i].Fix, o.InstallCommand)
+			rep.Findings[i].Fix = verify.NameInstallCommand(rep.Findings[i].Fix, o.InstallCommand)
 		}
 	}
 	return rep, nil
-}
-
-// withInstallCommand replaces each "maasctl install" in fix that names no
-// inventory of its own (not followed by " -f" or " --defaults") with cmd.
-func withInstallCommand(fix, cmd string) string {
-	const plain = "maasctl install"
-	var b strings.Builder
-	for {
-		i := strings.Index(fix, plain)
-		if i < 0 {
-			b.WriteString(fix)
-			return b.String()
-		}
-		rest := fix[i+len(plain):]
-		b.WriteString(fix[:i])
-		if rest == "" || !(rest[0] >= 'a' && rest[0] <= 'z') && !strings.HasPrefix(rest, " -f") && !strings.HasPrefix(rest, " --defaults") {
-			b.WriteString(cmd)
-		} else {
-			b.WriteString(plain)
-		}
-		fix = rest
-	}
 }
 
 // userKeyCheck tests the user's own key with GET /v1/models.

@@ -109,6 +109,14 @@ func (s *Session) Verify(ctx context.Context, o VerifyRequest) (*VerifyReport, e
 		vo.DataPath = &dp
 	}
 	rep, _, err := verify.Run(ctx, vo)
+	if rep != nil {
+		// Fixes name the install command that re-applies the inventory
+		// verify judged against, as doctor's do.
+		cmd := s.InstallCommand()
+		for i := range rep.Checks {
+			rep.Checks[i].Fix = verify.NameInstallCommand(rep.Checks[i].Fix, cmd)
+		}
+	}
 	return rep, err
 }
 

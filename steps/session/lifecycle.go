@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/maasctl/maasctl/internal/verify"
 	"github.com/maasctl/maasctl/inventory"
 	"github.com/maasctl/maasctl/steps"
 	"github.com/maasctl/maasctl/vault"
@@ -156,7 +157,14 @@ func (s *Session) Status(ctx context.Context) (*StatusReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return steps.Status(ctx, po)
+	rep, err := steps.Status(ctx, po)
+	if rep != nil {
+		// What it says to run names the install command that re-applies
+		// the inventory status compared against, as doctor's fixes do.
+		rep.InstallCommand = s.InstallCommand()
+		rep.EndpointProblem = verify.NameInstallCommand(rep.EndpointProblem, rep.InstallCommand)
+	}
+	return rep, err
 }
 
 // Plan lists the steps an install would run and why.
