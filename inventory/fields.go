@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/maasctl/maasctl/internal/suggest"
 )
 
 // The inventory is edited as generic JSON (map[string]any, []any, string,
@@ -69,11 +71,15 @@ func validKeys(t reflect.Type) string {
 // unknownKeyError describes a key that the struct type t does not have.
 func unknownKeyError(where, key string, t reflect.Type) error {
 	hint := ""
+	var names []string
 	for _, f := range jsonFields(t) {
-		if strings.EqualFold(f.name, key) {
+		names = append(names, f.name)
+		if hint == "" && strings.EqualFold(f.name, key) {
 			hint = fmt.Sprintf(" (did you mean %q? keys are case-sensitive)", f.name)
-			break
 		}
+	}
+	if near, ok := suggest.Closest(key, names); hint == "" && ok {
+		hint = fmt.Sprintf(" (did you mean %q?)", near)
 	}
 	loc := "at the top level"
 	if where != "" {

@@ -156,7 +156,7 @@ func TestLoadSecondFileErrorNamesIt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "inventory file "+bad+":") || strings.Contains(err.Error(), good) {
 		t.Fatalf("Load() = %v, want an error naming only %s", err, bad)
 	}
-	if !strings.Contains(err.Error(), `unknown key "adress" in vault; valid keys: address`) {
+	if !strings.Contains(err.Error(), `unknown key "adress" in vault (did you mean "address"?); valid keys: address`) {
 		t.Errorf("error %q lacks the key path and valid keys", err)
 	}
 }

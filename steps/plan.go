@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/maasctl/maasctl/internal/kube"
+	"github.com/maasctl/maasctl/internal/suggest"
 	"github.com/maasctl/maasctl/inventory"
 )
 
@@ -26,8 +28,27 @@ type UnknownStepError struct {
 }
 
 func (e *UnknownStepError) Error() string {
-	return fmt.Sprintf("%s: %s %s; valid steps (or a phase name such as platform): %s",
-		e.Flag, ErrUnknownStep, strings.Join(e.IDs, ", "), strings.Join(e.Valid, ", "))
+	// A typo gets a "did you mean": the nearest step ID or phase name.
+	names := slices.Clone(e.Valid)
+	for _, id := range e.Valid {
+		if ph, _, ok := strings.Cut(id, "/"); ok && !slices.Contains(names, ph) {
+			names = append(names, ph)
+		}
+	}
+	var hints []string
+	for _, id := range e.IDs {
+		if near, ok := suggest.Closest(id, names); ok && len(e.IDs) == 1 {
+			hints = append(hints, "did you mean "+near+"?")
+		} else if ok {
+			hints = append(hints, fmt.Sprintf("%s: did you mean %s?", id, near))
+		}
+	}
+	hint := ""
+	if len(hints) > 0 {
+		hint = " (" + strings.Join(hints, "; ") + ")"
+	}
+	return fmt.Sprintf("%s: %s %s%s; valid steps (or a phase name such as platform): %s",
+		e.Flag, ErrUnknownStep, strings.Join(e.IDs, ", "), hint, strings.Join(e.Valid, ", "))
 }
 
 // Unwrap returns ErrUnknownStep.

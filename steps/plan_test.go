@@ -48,8 +48,9 @@ func TestSelectionResolve(t *testing.T) {
 			want: []string{"verify/status"}},
 		{name: "from", sel: Selection{From: "models/model"},
 			want: []string{"access/auth-policy", "access/subscription", "models/model", "preflight/checks", "verify/status"}},
-		{name: "unknown only", sel: Selection{Only: []string{"platform/gatway"}}, err: "--only: unknown step platform/gatway; valid steps"},
-		{name: "unknown skip", sel: Selection{Skip: []string{"nope"}}, err: "--skip: unknown step nope"},
+		{name: "unknown only", sel: Selection{Only: []string{"platform/gatway"}}, err: "--only: unknown step platform/gatway (did you mean platform/gateway?); valid steps"},
+		{name: "unknown skip", sel: Selection{Skip: []string{"nope"}}, err: "--skip: unknown step nope; valid steps"},
+		{name: "two unknown", sel: Selection{Skip: []string{"databse", "nope"}}, err: "--skip: unknown step databse, nope (databse: did you mean database?); valid steps"},
 		{name: "unknown from", sel: Selection{From: "x/y"}, err: "--from: unknown step x/y"},
 	}
 	for _, tt := range tests {
