@@ -359,8 +359,10 @@ func installedChanges(installed *inventory.Inventory, src InventorySource, inv *
 	return changes
 }
 
-// changedSteps lists the steps whose rendered objects differ between the
-// environments of two inventories (or that only one has), sorted.
+// changedSteps lists the steps whose inputs differ between the
+// environments of two inventories (InputHash: the rendered objects and
+// what else the step reads of the inventory, a minimum CSV version say),
+// or that only one has, sorted: what a run would re-apply.
 func changedSteps(a, b *Env) []string {
 	ids := map[string]bool{}
 	for _, s := range a.Registry.Steps {
@@ -369,11 +371,11 @@ func changedSteps(a, b *Env) []string {
 	for _, s := range b.Registry.Steps {
 		ids[s.ID] = true
 	}
+	ra, rb := &Runner{Env: a}, &Runner{Env: b}
 	var out []string
 	for id := range ids {
-		ya, erra := assets.YAML(a.objects(id))
-		yb, errb := assets.YAML(b.objects(id))
-		if erra != nil || errb != nil || string(ya) != string(yb) || (a.Registry.Get(id) == nil) != (b.Registry.Get(id) == nil) {
+		sa, sb := a.Registry.Get(id), b.Registry.Get(id)
+		if sa == nil || sb == nil || ra.InputHash(sa) != rb.InputHash(sb) {
 			out = append(out, id)
 		}
 	}

@@ -170,7 +170,8 @@ func TestInstalledKeepsOwnWaitTimeout(t *testing.T) {
 	}
 }
 
-// TestChangedSteps: only the steps whose rendered objects differ.
+// TestChangedSteps: only the steps whose inputs differ (rendered objects
+// and HashExtra).
 func TestChangedSteps(t *testing.T) {
 	env := func(inv *inventory.Inventory) *Env {
 		reg, err := NewRegistry(inv)
@@ -190,6 +191,13 @@ func TestChangedSteps(t *testing.T) {
 	}
 	if got := changedSteps(env(grant), env(inventory.Default())); !cmp.Equal(got, []string{"access/auth-policy"}) {
 		t.Errorf("changed groups: steps %v, want [access/auth-policy]", got)
+	}
+	// A change no rendered object shows still names its step (the second
+	// new-user trial's refusal listed the change but not operators/rhcl).
+	minv := inventory.Default()
+	minv.Operators[0].MinVersion = "1.5.0"
+	if got := changedSteps(env(inventory.Default()), env(minv)); !cmp.Equal(got, []string{"operators/" + minv.Operators[0].ID}) {
+		t.Errorf("changed minVersion: steps %v, want [operators/%s]", got, minv.Operators[0].ID)
 	}
 }
 

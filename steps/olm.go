@@ -323,6 +323,9 @@ func operatorStep(op inventory.Operator, title string, serves ...string) *Step {
 		Apply:   func(ctx context.Context, e *Env, s *Step) error { return olmInstall(ctx, e, s, op) },
 		Check:   func(ctx context.Context, e *Env, s *Step) (bool, string, error) { return checkOperator(ctx, e, s, op) },
 		Desired: func(ctx context.Context, e *Env, s *Step) ([]DesiredObject, error) { return olmDesired(ctx, e, s, op) },
+		// The lowest acceptable CSV version is no object's field, but a
+		// new one changes what the step accepts: a re-run checks again.
+		HashExtra: func(*Env) string { return "minVersion:" + op.MinVersion },
 		Render: func(inv *inventory.Inventory, _ assets.Facts, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, []string, error) {
 			docs, notes := olmRender(op, objs)
 			if want := envOf(inv, op); len(want) > 0 && len(docs) > 0 {
