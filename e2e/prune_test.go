@@ -67,6 +67,16 @@ func checkInventoryDropRemoves(t *testing.T, c *cluster) {
 	if want := "maasctl install -f " + site; srep.InstallCommand != want {
 		t.Errorf("status after install -f: installCommand %q, want %q", srep.InstallCommand, want)
 	}
+	// --set alone is laid over the default inventory: plan says that an
+	// install with the same flags would stop, and how to change only what
+	// --set sets.
+	ps := c.maasctl(t, "plan", "--set", "waitTimeoutSeconds=900", "-o", "json")
+	wantExit(t, ps, 0, "plan --set after install -f")
+	var psrep steps.PlanReport
+	if err := json.Unmarshal([]byte(ps.stdout), &psrep); err != nil {
+		t.Fatalf("plan --set -o json: %v\n%s", err, ps.stdout)
+	}
+	mustContain(t, "plan --set inventory", psrep.Against, "the default inventory with --set waitTimeoutSeconds, not the inventory installed from "+site, "would stop and change nothing", "give -f with the installed inventory")
 
 	// plan back at the defaults names what the install would remove.
 	pl := c.maasctl(t, "plan", "--defaults", "-o", "json")

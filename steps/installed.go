@@ -345,6 +345,14 @@ func checkInstalled(ctx context.Context, c *kube.Clients, command string, src In
 	return e
 }
 
+// WouldStop reports whether a plain install or uninstall with source src
+// and inventory inv (no -f, no --defaults) would stop on a cluster
+// installed from inst (ErrInventoryChanged), for plan, diff and status to
+// say so before the user runs it.
+func WouldStop(inst *InstalledInventory, src InventorySource, inv *inventory.Inventory) bool {
+	return inst != nil && !src.Explicit() && len(installedChanges(inst.Inventory, src, inv)) > 0
+}
+
 // installedChanges is the changes from the installed inventory to inv
 // (Deployed parts), none when the run's --set values applied to the
 // installed inventory give inv.

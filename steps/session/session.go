@@ -357,6 +357,16 @@ func (s *Session) useInstalled(ctx context.Context) (string, error) {
 	case src.Defaults:
 		return src.Describe() + " (--defaults)", nil
 	case len(src.Sets) > 0:
+		// --set alone is laid over the default inventory; on a cluster
+		// installed from another one, install with the same flags stops:
+		// say so where plan, diff and status name their inventory.
+		inst, err := s.Installed(ctx)
+		if err != nil {
+			return "", err
+		}
+		if steps.WouldStop(inst, src, s.Inventory) {
+			return src.Describe() + ", not " + inst.Describe() + ": 'maasctl install' with these flags would stop and change nothing; give -f with the installed inventory and the same --set to change only what --set sets ('maasctl inventory show' prints it)", nil
+		}
 		return src.Describe(), nil
 	}
 	inst, err := s.Installed(ctx)
