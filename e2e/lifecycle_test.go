@@ -405,7 +405,7 @@ spec:
 	if u := rep.Uninstalled; u == nil || time.Since(u.At) > 10*time.Minute || !slices.ContainsFunc(u.Kept, func(k string) bool { return strings.HasPrefix(k, "Cluster rhoai-maas-db/") }) {
 		t.Errorf("status after uninstall: uninstalled %+v, want the uninstall's time and the kept CNPG Cluster", u)
 	}
-	checkDoctorNotInstalled(t, c, "after uninstall (data kept)", "maasctl uninstall finished at ", "kept on purpose: Cluster rhoai-maas-db/")
+	checkDoctorNotInstalled(t, c, "after uninstall (data kept)", "maasctl uninstall finished at ", "kept on purpose: ", "Cluster rhoai-maas-db/maas-postgres (")
 	if table := c.maasctl(t, "status"); !strings.Contains(table.stdout, "MaaS was uninstalled: 'maasctl uninstall' finished at ") || !strings.Contains(table.stdout, "  kept: Cluster rhoai-maas-db/") {
 		t.Errorf("status table after uninstall does not say MaaS was uninstalled and what was kept:\n%s", table.stdout)
 	}

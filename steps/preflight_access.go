@@ -301,7 +301,8 @@ func (v *VaultSecrets) tokenTTLFindings(ctx context.Context) []Finding {
 // (created when missing), the run Lease (acquire, renew, release:
 // steps/engine/lock.go) and the ConfigMaps of the checkpoints, the run
 // record and the installed inventory (server-side apply, read, delete of
-// stale record shards).
+// stale record shards and of the last uninstall's mark,
+// UninstalledConfigMap).
 func engineAccess(inv *inventory.Inventory) []Access {
 	ns := StateNamespace
 	out := []Access{{"get", "", "namespaces", "", ns}, {"create", "", "namespaces", "", ""}}
