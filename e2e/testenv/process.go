@@ -74,6 +74,11 @@ const EnvGOGC = "MAASCTL_TESTENV_GOGC"
 // "off" for none); unset, DefaultGOMEMLIMIT. See EnvGOGC.
 const EnvGOMEMLIMIT = "MAASCTL_TESTENV_GOMEMLIMIT"
 
+// EnvAPIServerFlags adds flags to kube-apiserver's command line,
+// separated by spaces ("--watch-cache=false"), after the control plane's
+// own: for measuring a setting's cost without a code change. Unset: none.
+const EnvAPIServerFlags = "MAASCTL_TESTENV_APISERVER_FLAGS"
+
 // DefaultGOGC and DefaultGOMEMLIMIT apply while EnvGOGC and EnvGOMEMLIMIT
 // are unset (the measurements at EnvGOGC).
 const (

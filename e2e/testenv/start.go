@@ -388,7 +388,7 @@ func startOnce(ctx context.Context, o *resolved, stages string) (_ *Env, err err
 		// The "kubernetes" Service would point at 127.0.0.1; nothing uses it.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-	}, audit...)...); err != nil {
+	}, append(audit, strings.Fields(os.Getenv(EnvAPIServerFlags))...)...)...); err != nil {
 		return nil, err
 	}
 
