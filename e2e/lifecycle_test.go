@@ -478,9 +478,6 @@ spec:
 		t.Fatal(err)
 	}
 
-	// No state is left: doctor says nothing installed MaaS (yet).
-	checkDoctorNotInstalled(t, c, "after uninstall --delete-data", "none of the ", "no DataScienceCluster")
-
 	third := c.maasctl(t, "install", "-o", "json")
 	wantExit(t, third, 0, "install after a full uninstall")
 	if n := c.vault.Versions(vaultMount, vaultPath); n != 1 {

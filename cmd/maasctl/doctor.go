@@ -39,9 +39,9 @@ install step has a rule too: doctor reads each step's state as maasctl
 status does (its checkpoint against its own live Check) and names a step
 that drifted, failed, was interrupted or never ran (MAAS-D030), or whose
 state cannot be judged (MAAS-D031), with the command that converges. On a
-cluster MaaS is not installed on (a finished maasctl uninstall left its
-mark, or no step ever ran and none of its main objects exists) doctor
-says that alone (MAAS-D037) and sends no request to the endpoint. Each
+cluster maasctl uninstall removed MaaS from (its mark, ConfigMap
+maasctl/maasctl-uninstalled, is there) doctor says that alone (MAAS-D037)
+and sends no request to the endpoint. Each
 finding has a stable code (MAAS-D001 ...), the object, the evidence and a
 fix that converges: maasctl install when the inventory is right, the
 inventory change when it is not.

@@ -113,7 +113,7 @@ var Rules = []Rule{
 	{CodeDataPathFailed, Error, "A request-path check failed"},
 	{CodeStepNotConverged, Error, "An install step's live state does not match the inventory (maasctl status: drifted, failed or not run)"},
 	{CodeStepUnsure, Warning, "An install step's state cannot be judged, or the inventory changed since it ran"},
-	{CodeNotInstalled, Error, "MaaS is not installed: maasctl uninstall removed it, or nothing installed it yet"},
+	{CodeNotInstalled, Error, "MaaS is not installed: maasctl uninstall removed it"},
 	{CodeDBNotOwner, Error, "maas-api crash-loops: its database role does not own the MaaS tables (must be owner)"},
 	{CodeDBDirty, Error, "maas-api crash-loops: Dirty database version N (an interrupted schema migration)"},
 	{CodeDBIndexInvalid, Error, "A MaaS index is INVALID after an interrupted CREATE INDEX CONCURRENTLY (nothing reports it)"},
@@ -211,21 +211,17 @@ func (r *Report) Codes() []string {
 // path when asked and returns the findings. It fails only when the
 // cluster cannot be read at all.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	settle := o.Settle
-	if o.Uninstalled != nil {
-		settle = 0 // nothing is in Kuadrant's hands: MaaS was removed
-	}
-	s, err := verify.SettledSnapshot(ctx, verify.Options{Inventory: o.Inventory, Reader: o.Reader, Release: o.Release, Settle: settle, Waiting: o.Waiting})
-	if err != nil {
-		return nil, err
-	}
-	// Not installed: one finding, no schema Job, no request to an
-	// endpoint that is gone.
-	if f := notInstalled(s, o.Steps, o.Uninstalled); f != nil {
+	// Uninstalled: one finding; no read of what is gone, no schema Job,
+	// no request to an endpoint that is gone.
+	if f := notInstalled(o.Uninstalled); f != nil {
 		if o.InstallCommand != "" {
 			f.Fix = verify.NameInstallCommand(f.Fix, o.InstallCommand)
 		}
 		return &Report{Findings: []Finding{*f}}, nil
+	}
+	s, err := verify.SettledSnapshot(ctx, verify.Options{Inventory: o.Inventory, Reader: o.Reader, Release: o.Release, Settle: o.Settle, Waiting: o.Waiting})
+	if err != nil {
+		return nil, err
 	}
 	if o.Schema != nil {
 		p := o.Schema.ProbeSchema(ctx, o.Inventory)
