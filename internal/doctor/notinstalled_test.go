@@ -12,11 +12,11 @@ import (
 )
 
 // TestNotInstalled: a cluster MaaS was uninstalled from (the uninstall's
-// mark), or one nothing installed it on, gets one MAAS-D032 finding
-// instead of a finding per removed object and step (the second new-user
-// trial counted 35 errors after an intentional uninstall); a cluster
-// whose objects exist without checkpoints (installed by other means)
-// still gets every finding.
+// mark) gets one MAAS-D037 finding instead of a finding per removed object
+// and step (the second new-user trial counted 35 errors after an
+// intentional uninstall); without the mark (nothing installed MaaS yet, an
+// install that stopped, MaaS installed by other means) doctor names every
+// problem, as before.
 func TestNotInstalled(t *testing.T) {
 	pending := []doctor.StepState{{ID: "gateway/gateway", State: "pending", Reason: "not done", Detail: "Gateway missing"},
 		{ID: "rhoai/dsc", State: "pending", Reason: "not done", Detail: "DSC missing"}}
@@ -28,7 +28,7 @@ func TestNotInstalled(t *testing.T) {
 		reader *verify.StaticReader
 		steps  []doctor.StepState
 		mark   *doctor.Uninstalled
-		// one: only MAAS-D032, whose evidence and fix contain these.
+		// one: only MAAS-D037, whose evidence and fix contain these.
 		one           bool
 		evidence, fix []string
 	}{
@@ -54,7 +54,7 @@ func TestNotInstalled(t *testing.T) {
 			if !tc.one {
 				for _, c := range codes {
 					if c == doctor.CodeNotInstalled {
-						t.Fatalf("%s on a cluster with MaaS objects or a run record: %v", doctor.CodeNotInstalled, rep.Findings)
+						t.Fatalf("%s without the uninstall's mark: %v", doctor.CodeNotInstalled, rep.Findings)
 					}
 				}
 				if len(codes) < 2 {
