@@ -57,7 +57,8 @@ func authPolicyGroups(t *testing.T, c *cluster) []string {
 // TestInstalledInventoryRemembered (issue 17, item 5): after 'install -f
 // site.yaml' (access granted to specific groups, DEPLOYMENT.md), a plain
 // install and a plain uninstall stop before any write, naming site.yaml
-// and the change; plan and status without -f compare against the
+// and the change (a dry run shows the installed inventory's uninstall and
+// says so); plan and status without -f compare against the
 // installed inventory and say so; 'inventory show' prints it without the
 // Vault address or token, '--defaults' prints the default one; 'install
 // --defaults' goes back to the defaults.
@@ -83,7 +84,7 @@ func TestInstalledInventoryRemembered(t *testing.T) {
 
 	// A plain install and a plain uninstall stop before any write.
 	before := clusterVersions(t, c)
-	for _, args := range [][]string{{"install", "-o", "json"}, {"uninstall", "-o", "json"}, {"uninstall", "--dry-run"}} {
+	for _, args := range [][]string{{"install", "-o", "json"}, {"uninstall", "-o", "json"}} {
 		r := c.maasctl(t, args...)
 		if r.exit != 2 {
 			t.Fatalf("plain %s after install -f site.yaml: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.exit, r.stdout, r.stderr)
@@ -97,6 +98,17 @@ func TestInstalledInventoryRemembered(t *testing.T) {
 		if after := clusterVersions(t, c); !mapsEqual(before, after) {
 			t.Fatalf("plain %s wrote although it stopped:\nbefore %v\nafter  %v", args[0], before, after)
 		}
+	}
+
+	// A dry run shows what the installed inventory's uninstall removes,
+	// says that the plain one stops, and names the command; it writes
+	// nothing either.
+	dry := c.maasctl(t, "uninstall", "--dry-run")
+	wantExit(t, dry, 0, "uninstall --dry-run after install -f site.yaml")
+	mustContain(t, "uninstall --dry-run", dry.stdout, "a plain 'maasctl uninstall' stops on this cluster without changing anything: it was installed from "+site,
+		"'maasctl uninstall -f "+site+"' would run these steps", "MaaSAuthPolicy")
+	if after := clusterVersions(t, c); !mapsEqual(before, after) {
+		t.Fatalf("uninstall --dry-run wrote:\nbefore %v\nafter  %v", before, after)
 	}
 
 	// plan and status compare against the installed inventory: no drift.

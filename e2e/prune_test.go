@@ -77,6 +77,12 @@ func checkInventoryDropRemoves(t *testing.T, c *cluster) {
 		t.Fatalf("plan --set -o json: %v\n%s", err, ps.stdout)
 	}
 	mustContain(t, "plan --set inventory", psrep.Against, "the default inventory with --set waitTimeoutSeconds, not the inventory installed from "+site, "would stop and change nothing", "give -f with the installed inventory")
+	// uninstall --dry-run without -f shows site.yaml's uninstall and says
+	// that the plain one stops.
+	dry := c.maasctl(t, "uninstall", "--dry-run")
+	wantExit(t, dry, 0, "uninstall --dry-run after install -f")
+	mustContain(t, "uninstall --dry-run", dry.stdout, "a plain 'maasctl uninstall' stops on this cluster without changing anything: it was installed from "+site,
+		"'maasctl uninstall -f "+site+"' would run these steps", "MaaSSubscription "+ns+"/team-b")
 
 	// plan back at the defaults names what the install would remove.
 	pl := c.maasctl(t, "plan", "--defaults", "-o", "json")

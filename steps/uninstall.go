@@ -103,6 +103,12 @@ type UninstallReport struct {
 	Steps   []UninstallStep `json:"steps"`
 	Kept    []string        `json:"kept,omitempty"`
 	Orphans []string        `json:"orphans,omitempty"`
+	// Stopped, set on a dry run without -f on a cluster installed from
+	// another inventory, says that a plain uninstall stops there without
+	// writing, and Command is the uninstall that removes what Steps list
+	// (the installed inventory's: "maasctl uninstall -f site.yaml").
+	Stopped string `json:"plainUninstallStops,omitempty"`
+	Command string `json:"command,omitempty"`
 }
 
 // removal is the Removal of step id; zero for a step of the record the

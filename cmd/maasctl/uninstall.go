@@ -60,7 +60,9 @@ install deletes the mark. --dry-run prints the order and changes nothing.
 
 Without -f, on a cluster installed from another inventory (maasctl
 inventory show), uninstall stops before any write and names it: give -f
-with that inventory, or --defaults to uninstall with the default one.`,
+with that inventory, or --defaults to uninstall with the default one.
+--dry-run without -f there shows what the installed inventory's uninstall
+removes, says that the plain one stops, and names the command to run.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runUninstall(c, g, o) },
 	}
@@ -103,6 +105,23 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 	if verr := s.RequireVault(); o.deleteData && verr != nil && !o.dryRun {
 		return &usageError{fmt.Errorf("--delete-data deletes the password in Vault too, but Vault is not configured: %w", verr)}
 	}
+	// A dry run without -f previews what the uninstall of this cluster
+	// removes: on a cluster installed from another inventory, where a
+	// plain uninstall stops, the installed inventory's plan (as plan and
+	// status compare against it), with the command that runs it.
+	stopped := ""
+	if o.dryRun && len(g.in.files) == 0 && !g.in.defaults && len(g.in.sets) == 0 {
+		stops, from, err := s.PlainRunStops(c.Context())
+		if err != nil {
+			return err
+		}
+		if stops {
+			if _, err := s.UseInstalled(c.Context()); err != nil {
+				return err
+			}
+			stopped = "a plain 'maasctl uninstall' stops on this cluster without changing anything: it was installed from " + strings.TrimPrefix(from, "the inventory installed from ") + ", and the default inventory deploys other objects"
+		}
+	}
 	log, sync, err := g.logger()
 	if err != nil {
 		return err
@@ -136,6 +155,9 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 		return fmt.Errorf("%w\nfix the cause above and run '%s' again: what is gone stays gone", err, rerunCommand("uninstall", g.in.files, g.in.sets, g.in.defaults, extra...))
 	}
 	if o.dryRun {
+		if stopped != "" {
+			rep.Stopped, rep.Command = stopped, s.CommandFor("uninstall")
+		}
 		if format == output.JSON {
 			return writeJSON(c.OutOrStdout(), rep)
 		}
@@ -165,7 +187,11 @@ func confirmDeleteData(in io.Reader, errw io.Writer) error {
 }
 
 func writeUninstallPlan(w io.Writer, rep *session.UninstallReport, deleteData bool) error {
-	fmt.Fprintln(w, "maasctl uninstall would run these steps in this order (dry run: nothing changed):")
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "Note: %s.\n'%s' would run these steps in this order (dry run: nothing changed):\n", rep.Stopped, rep.Command)
+	} else {
+		fmt.Fprintln(w, "maasctl uninstall would run these steps in this order (dry run: nothing changed):")
+	}
 	n := 0
 	for _, st := range rep.Steps {
 		n++

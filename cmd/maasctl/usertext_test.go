@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maasctl/maasctl/steps/session"
 )
 
 // TestNoInternalCaseIDsInUserText: the field-case ids (B01, N05, ...) name
@@ -89,5 +91,27 @@ func TestTimeoutHint(t *testing.T) {
 	}
 	if !errors.Is(err, base) || !strings.Contains(err.Error(), "each wait may take 5m0s (--timeout)") {
 		t.Errorf("with --timeout: %v", err)
+	}
+}
+
+// TestUninstallPlanStopped: a dry run without -f on a cluster installed
+// from another inventory leads with the note that the plain uninstall
+// stops and the command whose plan it shows (the second new-user trial
+// got a refusal from the dry run); otherwise the usual first line.
+func TestUninstallPlanStopped(t *testing.T) {
+	steps := []session.UninstallStep{{ID: "access/auth-policy", Actions: []session.UninstallAction{{Verb: "delete", Object: "MaaSAuthPolicy models-as-a-service/llama-coder-access"}}}}
+	var b strings.Builder
+	if err := writeUninstallPlan(&b, &session.UninstallReport{Steps: steps, Stopped: "a plain 'maasctl uninstall' stops on this cluster", Command: "maasctl uninstall -f site.yaml"}, false); err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(b.String(), "\n")
+	if first != "Note: a plain 'maasctl uninstall' stops on this cluster." || !strings.HasPrefix(rest, "'maasctl uninstall -f site.yaml' would run these steps in this order") ||
+		!strings.Contains(rest, "delete MaaSAuthPolicy models-as-a-service/llama-coder-access") {
+		t.Errorf("dry-run plan:\n%s", b.String())
+	}
+	b.Reset()
+	_ = writeUninstallPlan(&b, &session.UninstallReport{Steps: steps}, false)
+	if !strings.HasPrefix(b.String(), "maasctl uninstall would run these steps in this order (dry run: nothing changed):\n") {
+		t.Errorf("plain dry-run plan:\n%s", b.String())
 	}
 }

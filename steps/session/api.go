@@ -32,6 +32,8 @@ type (
 	ObjectDiff      = steps.ObjectDiff
 	FieldChange     = steps.FieldChange
 	UninstallReport = steps.UninstallReport
+	UninstallStep   = steps.UninstallStep
+	UninstallAction = steps.UninstallAction
 	PreflightReport = steps.PreflightReport
 	RotateResult    = steps.RotateResult
 	ManifestFile    = steps.ManifestFile

@@ -335,6 +335,21 @@ func (s *Session) Installed(ctx context.Context) (*steps.InstalledInventory, err
 	return steps.LoadInstalledInventory(ctx, c)
 }
 
+// PlainRunStops reports whether a plain install or uninstall with this
+// session's inventory (no -f, no --defaults) would stop on this cluster
+// because it was installed from another inventory (ErrInventoryChanged),
+// and names that inventory. Call it before UseInstalled.
+func (s *Session) PlainRunStops(ctx context.Context) (bool, string, error) {
+	inst, err := s.Installed(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if !steps.WouldStop(inst, s.Source(), s.Inventory) {
+		return false, "", nil
+	}
+	return true, inst.Describe(), nil
+}
+
 // UseInstalled makes the session's inventory the installed one when the
 // command named none (no -f, no --set, no --defaults) and the cluster
 // has one, so that plan, status and diff compare the cluster against what
@@ -398,12 +413,16 @@ func (s *Session) useInstalled(ctx context.Context) (string, error) {
 // install --defaults" for --defaults, plain "maasctl install" for the
 // default inventory. --set values are never repeated (they may hold
 // anything): each is named by its path, "--set gateway.hostname=<value>".
-func (s *Session) InstallCommand() string {
+func (s *Session) InstallCommand() string { return s.CommandFor("install") }
+
+// CommandFor is InstallCommand for another lifecycle command
+// ("uninstall"): "maasctl uninstall -f site.yaml".
+func (s *Session) CommandFor(command string) string {
 	src := s.Source()
 	if s.installed != nil {
 		src = s.installed.Source
 	}
-	cmd := "maasctl install"
+	cmd := "maasctl " + command
 	switch {
 	case len(src.Files) > 0:
 		cmd += " -f " + strings.Join(src.Files, " -f ")
