@@ -190,10 +190,10 @@ func checkHandAddedUserReverted(t *testing.T, c *cluster) {
 	}
 	named := false
 	for _, s := range rep.Run() {
-		named = named || (s.ID == "access/subscription" && strings.Contains(s.Detail, ".spec.owner.users"))
+		named = named || (s.ID == "access/subscription" && strings.Contains(s.Detail, " spec.owner.users "))
 	}
 	if !named {
-		t.Errorf("plan does not run access/subscription naming .spec.owner.users after a user was added by hand:\n%s", pl.stdout)
+		t.Errorf("plan does not run access/subscription naming spec.owner.users after a user was added by hand:\n%s", pl.stdout)
 	}
 	mustSucceed(t, c.install(t, "--defaults"))
 	if l := users(); len(l) != 0 {

@@ -151,9 +151,9 @@ func TestEnvDrift(t *testing.T) {
 	}{
 		{"both set", deploy(v("SSL_CERT_FILE", "/ca/b.crt"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt")), ""},
 		{"both set among others, in another order", deploy(v("LOG_LEVEL", "debug"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt"), v("SSL_CERT_FILE", "/ca/b.crt")), ""},
-		{"none", deploy(), ".spec.template.spec.containers[authorino].env[SSL_CERT_FILE]"},
-		{"one missing", deploy(v("SSL_CERT_FILE", "/ca/b.crt")), ".spec.template.spec.containers[authorino].env[REQUESTS_CA_BUNDLE]"},
-		{"another value", deploy(v("SSL_CERT_FILE", "/etc/pki/other.crt"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt")), ".spec.template.spec.containers[authorino].env[SSL_CERT_FILE].value"},
+		{"none", deploy(), "spec.template.spec.containers[authorino].env[SSL_CERT_FILE]"},
+		{"one missing", deploy(v("SSL_CERT_FILE", "/ca/b.crt")), "spec.template.spec.containers[authorino].env[REQUESTS_CA_BUNDLE]"},
+		{"another value", deploy(v("SSL_CERT_FILE", "/etc/pki/other.crt"), v("REQUESTS_CA_BUNDLE", "/ca/b.crt")), "spec.template.spec.containers[authorino].env[SSL_CERT_FILE].value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := envDrift(tc.live, want); got != tc.want {

@@ -190,7 +190,11 @@ func differsAt(desc, path string) string {
 
 // Contains reports whether every field of want is present with an equal
 // value in live (numbers compare by value), and otherwise the first path
-// that differs. Lists compare element by element and must have equal length.
+// that differs, spelled as diff spells a field (joinPath:
+// "spec.owner.users", "metadata.labels[\"app.kubernetes.io/name\"]",
+// "spec.modelRefs[0].tokenRateLimits[0].limit"), so that status, plan,
+// diff and doctor name a drifted field alike. Lists compare element by
+// element and must have equal length.
 func Contains(live, want any) (string, bool) {
 	return contains(live, want, "")
 }
@@ -203,7 +207,7 @@ func contains(live, want any, path string) (string, bool) {
 			return path, false
 		}
 		for k, wv := range w {
-			if p, ok := contains(l[k], wv, path+"."+k); !ok {
+			if p, ok := contains(l[k], wv, joinPath(path, k)); !ok {
 				return p, false
 			}
 		}

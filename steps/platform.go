@@ -975,13 +975,13 @@ func envDrift(live, want *unstructured.Unstructured) string {
 		for _, v := range env {
 			vm, _ := v.(map[string]any)
 			n, _ := vm["name"].(string)
-			path := fmt.Sprintf(".spec.template.spec.containers[%s].env[%s]", name, n)
+			path := fmt.Sprintf("spec.template.spec.containers[%s].env[%s]", name, n)
 			got, ok := liveEnv[name+"/"+n]
 			if !ok {
 				return path
 			}
-			if p, ok := Contains(got, vm); !ok {
-				return path + p
+			if p, ok := contains(got, vm, path); !ok {
+				return p
 			}
 		}
 	}

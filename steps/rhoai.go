@@ -414,7 +414,7 @@ func dryRunDSC(ctx context.Context, e *Env, obj *unstructured.Unstructured, l re
 	if p, ok := Contains(out.Object, spec); !ok {
 		return &Problem{
 			Message: fmt.Sprintf("the cluster would drop DataScienceCluster %s field %s (its schema does not have it; maasctl wrote for %s), nothing was written",
-				obj.GetName(), strings.TrimPrefix(p, "."), l),
+				obj.GetName(), p, l),
 			Fix: "check 'oc explain datasciencecluster.spec.components' and the RHOAI version"}
 	}
 	return nil

@@ -95,8 +95,8 @@ func TestContains(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, ok := Contains(live.Object, want.Object)
-			if ok != tt.ok || (!ok && p != ".spec"+tt.diffPath) {
-				t.Errorf("Contains = %q, %v; want %v at .spec%s", p, ok, tt.ok, tt.diffPath)
+			if ok != tt.ok || (!ok && p != "spec"+tt.diffPath) {
+				t.Errorf("Contains = %q, %v; want %v at spec%s", p, ok, tt.ok, tt.diffPath)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 // plan table printed to a pipe cut a drifted step's reason at 120 bytes,
 // losing the field that differs; it now keeps all of it on one row.
 func TestPlanTableKeepsLongDetails(t *testing.T) {
-	detail := "MaaSSubscription models-as-a-service/llama-coder-default differs at .spec.modelRefs[0].tokenRateLimits[0].limit from what maasctl applies\n(live 100, applied 200000)"
+	detail := "MaaSSubscription models-as-a-service/llama-coder-default differs at spec.modelRefs[0].tokenRateLimits[0].limit from what maasctl applies\n(live 100, applied 200000)"
 	rep := &session.PlanReport{}
 	js, _ := json.Marshal(map[string]any{"steps": []map[string]any{{"id": "access/subscription", "wouldRun": true, "selected": true, "reason": "drifted: " + detail, "detail": detail}}})
 	if err := json.Unmarshal(js, rep); err != nil || len(rep.Run()) != 1 {
