@@ -156,7 +156,14 @@ func runUninstall(c *cobra.Command, g *globalOptions, o *uninstallOptions) error
 	}
 	if o.dryRun {
 		if stopped != "" {
+			// The command whose plan this is, with the flags that shaped it.
 			rep.Stopped, rep.Command = stopped, s.CommandFor("uninstall")
+			if o.deleteData {
+				rep.Command += " --delete-data"
+			}
+			if o.purgeCRDs {
+				rep.Command += " --purge-crds"
+			}
 		}
 		if format == output.JSON {
 			return writeJSON(c.OutOrStdout(), rep)
