@@ -162,17 +162,25 @@ func installedObject(src InventorySource, inv *inventory.Inventory) (*unstructur
 	if err != nil {
 		return nil, fmt.Errorf("encode inventory source: %w", err)
 	}
+	return stateConfigMap(InstalledInventoryConfigMap,
+		"the inventory this cluster was installed from ("+src.Describe()+"); 'maasctl inventory show' prints it; plain install, uninstall, plan and status use it",
+		map[string]any{installedInventoryKey: string(y), installedSourceKey: string(s)}), nil
+}
+
+// stateConfigMap is a ConfigMap of maasctl's state in StateNamespace
+// (the installed inventory, the uninstall's mark): labelled managed-by
+// maasctl, so LoadRecord's one LIST reads it, with a description
+// annotation for whoever finds it.
+func stateConfigMap(name, description string, data map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
-			"name": InstalledInventoryConfigMap, "namespace": StateNamespace,
-			"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue},
-			"annotations": map[string]any{
-				"maasctl.io/description": "the inventory this cluster was installed from (" + src.Describe() + "); 'maasctl inventory show' prints it; plain install, uninstall, plan and status use it",
-			},
+			"name": name, "namespace": StateNamespace,
+			"labels":      map[string]any{assets.ManagedByLabel: assets.ManagedByValue},
+			"annotations": map[string]any{"maasctl.io/description": description},
 		},
-		"data": map[string]any{installedInventoryKey: string(y), installedSourceKey: string(s)},
-	}}, nil
+		"data": data,
+	}}
 }
 
 // installedWriter writes the installed inventory once, before the first
@@ -258,9 +266,19 @@ func sameOrigin(a, b InventorySource) bool {
 
 // deleteInstalledInventory deletes InstalledInventoryConfigMap.
 func deleteInstalledInventory(ctx context.Context, c *kube.Clients) error {
-	err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), InstalledInventoryConfigMap, metav1.DeleteOptions{})
+	return deleteStateConfigMap(ctx, c, InstalledInventoryConfigMap, "")
+}
+
+// deleteStateConfigMap deletes ConfigMap name in StateNamespace; one that
+// is already gone is no error. what, when set, says what it is in the
+// error ("the last uninstall's mark").
+func deleteStateConfigMap(ctx context.Context, c *kube.Clients, name, what string) error {
+	err := c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s/%s: %w", StateNamespace, InstalledInventoryConfigMap, err)
+		if what != "" {
+			what = " (" + what + ")"
+		}
+		return fmt.Errorf("delete ConfigMap %s/%s%s: %w", StateNamespace, name, what, err)
 	}
 	return nil
 }

@@ -7,11 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/maasctl/maasctl/assets"
 	"github.com/maasctl/maasctl/internal/kube"
 )
 
@@ -42,20 +39,12 @@ type Uninstalled struct {
 
 // uninstalledObject is UninstalledConfigMap holding u.
 func uninstalledObject(u Uninstalled) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{
-			"name": UninstalledConfigMap, "namespace": StateNamespace,
-			"labels": map[string]any{assets.ManagedByLabel: assets.ManagedByValue},
-			"annotations": map[string]any{
-				"maasctl.io/description": "maasctl uninstall removed MaaS from this cluster and kept what is listed under kept; the next maasctl install deletes this ConfigMap",
-			},
-		},
-		"data": map[string]any{
+	return stateConfigMap(UninstalledConfigMap,
+		"maasctl uninstall removed MaaS from this cluster and kept what is listed under kept; the next maasctl install deletes this ConfigMap",
+		map[string]any{
 			uninstalledAtKey:   u.At.UTC().Format(time.RFC3339),
 			uninstalledKeptKey: strings.Join(u.Kept, "\n"),
-		},
-	}}
+		})
 }
 
 // decodeUninstalled reads the mark; a time that does not parse is the
@@ -94,9 +83,8 @@ func (r *Record) clearUninstalled(ctx context.Context) error {
 	if !had {
 		return nil
 	}
-	err := r.c.Kube.CoreV1().ConfigMaps(StateNamespace).Delete(kube.KeepView(ctx), UninstalledConfigMap, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s/%s (the last uninstall's mark): %w", StateNamespace, UninstalledConfigMap, err)
+	if err := deleteStateConfigMap(ctx, r.c, UninstalledConfigMap, "the last uninstall's mark"); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.uninstalled = nil
